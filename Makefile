@@ -1,0 +1,63 @@
+# mmlspark entry points. Each target installs what it needs on a fresh machine:
+# a Python virtualenv in .venv (pyspark carries Spark's jars) and sbt via ./sbt.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+VERSION := $(shell cat VERSION)
+JAR := mmlspark/jars/mmlspark_2.13-$(VERSION).jar
+ASSEMBLY := dist/mmlspark-assembly-$(VERSION).jar
+WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
+SBT := ./sbt
+
+.PHONY: all venv jar codegen codegen-check test test-python lint format wheel demo bench clean
+
+all: wheel
+
+$(VENV)/.installed: requirements-dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements-dev.txt
+	touch $@
+
+venv: $(VENV)/.installed
+
+# The sbt build compiles against the Spark jars inside the venv's pyspark.
+spark_jars = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
+
+jar: venv
+	SPARK_JARS_DIR=$(spark_jars) $(SBT) core/exportPackagedJar
+	@ls -l $(JAR) $(ASSEMBLY)
+
+codegen: venv
+	SPARK_JARS_DIR=$(spark_jars) $(SBT) "codegen/run"
+
+lint: venv
+	$(PY) -m ruff check mmlspark tests setup.py
+	$(PY) -m ruff format --check mmlspark tests setup.py
+
+format: venv
+	$(PY) -m ruff format mmlspark tests setup.py
+	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
+
+# Everything CI runs: formatting, Scala suites (the codegen check among them), the jar,
+# then the Python suites against that jar.
+test: venv lint
+	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test core/exportPackagedJar
+	$(MAKE) test-python
+
+test-python: venv
+	$(PY) -m pytest tests
+
+wheel: jar
+	rm -rf build dist/mmlspark-*.whl
+	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
+	@ls -l $(WHEEL)
+
+demo: jar
+	$(PY) -m mmlspark.apps.pipeline_demo
+
+bench:
+	@echo "no benchmarks yet"
+
+clean:
+	rm -rf target */target project/target project/project dist build mmlspark/jars *.egg-info

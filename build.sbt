@@ -1,0 +1,118 @@
+// mmlspark build: the runtime library (scala/) and the build-only code generator (codegen/).
+//
+// Spark is a provided dependency taken from the jars inside the pinned pyspark wheel
+// (SPARK_JARS_DIR, set by the Makefile), so the jar is compiled against exactly the
+// Spark that the Python package runs on, and nothing of Spark is downloaded twice.
+
+import java.nio.file.Files
+
+ThisBuild / organization := "mmlspark"
+ThisBuild / version := IO.read(file("VERSION")).trim
+ThisBuild / scalaVersion := "2.13.18"
+ThisBuild / scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17")
+ThisBuild / javacOptions ++= Seq("--release", "17")
+
+val sparkVersion = "4.3.0"
+val scalatest = "org.scalatest" %% "scalatest" % "3.2.19" % Test
+
+lazy val sparkJarsDir: File = {
+  val venvJars = (file(".venv") / "lib" * "python3*" / "site-packages" / "pyspark" / "jars").get()
+  val dir = sys.env.get("SPARK_JARS_DIR").map(file).orElse(venvJars.headOption)
+  dir match {
+    case Some(d) if (d / s"spark-core_2.13-$sparkVersion.jar").exists => d
+    case Some(d) =>
+      sys.error(s"mmlspark build: $d does not hold spark-core_2.13-$sparkVersion.jar; " +
+        s"install pyspark==$sparkVersion (make venv) or point SPARK_JARS_DIR at its jars")
+    case None =>
+      sys.error(s"mmlspark build: Spark $sparkVersion jars not found; run 'make venv' " +
+        "or set SPARK_JARS_DIR to the jars folder of pyspark")
+  }
+}
+
+// Spark on Java 17 needs these opens (the list spark-submit passes too).
+val sparkJavaOptions = Seq(
+  "-Xmx3g",
+  "-XX:+IgnoreUnrecognizedVMOptions",
+  "--add-opens=java.base/java.lang=ALL-UNNAMED",
+  "--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
+  "--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+  "--add-opens=java.base/java.io=ALL-UNNAMED",
+  "--add-opens=java.base/java.net=ALL-UNNAMED",
+  "--add-opens=java.base/java.nio=ALL-UNNAMED",
+  "--add-opens=java.base/java.util=ALL-UNNAMED",
+  "--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+  "--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+  "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+  "--add-opens=java.base/sun.nio.cs=ALL-UNNAMED",
+  "--add-opens=java.base/sun.security.action=ALL-UNNAMED",
+  "--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
+  "-Djdk.reflect.useDirectMethodHandle=false",
+  "-Dio.netty.tryReflectionSetAccessible=true"
+)
+
+lazy val exportPackagedJar =
+  taskKey[Unit]("Copies the jar into the Python package and the self-contained jar into dist/")
+
+lazy val commonSettings = Seq(
+  Compile / unmanagedJars ++= (sparkJarsDir ** "*.jar").classpath,
+  libraryDependencies += scalatest,
+  Test / fork := true,
+  Test / parallelExecution := false,
+  Test / javaOptions ++= sparkJavaOptions,
+  Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD")
+)
+
+lazy val core = (project in file("scala"))
+  .settings(commonSettings)
+  .settings(
+    name := "mmlspark",
+    // Read by the Python package and the code generator to check that both sides match.
+    Compile / resourceGenerators += Def.task {
+      val out = (Compile / resourceManaged).value / "mmlspark" / "build.properties"
+      IO.write(
+        out,
+        s"version=${version.value}\nscalaVersion=${scalaVersion.value}\nsparkVersion=$sparkVersion\n"
+      )
+      Seq(out)
+    }.taskValue,
+    // The self-contained jar for clusters without network access: our classes and our
+    // runtime dependencies, never Spark or Scala (the cluster provides both).
+    assembly / assemblyJarName := s"mmlspark-assembly-${version.value}.jar",
+    assembly / assemblyExcludedJars := {
+      val sparkJars = (sparkJarsDir ** "*.jar").get().map(_.getName).toSet
+      (assembly / fullClasspath).value.filter(jar => sparkJars.contains(jar.data.getName))
+    },
+    assemblyPackageScala / assembleArtifact := false,
+    assembly / test := {},
+    exportPackagedJar := {
+      val root = (ThisBuild / baseDirectory).value
+      val jarsDir = root / "mmlspark" / "jars"
+      IO.delete((jarsDir * "mmlspark_*.jar").get())
+      IO.copyFile((Compile / packageBin).value, jarsDir / s"mmlspark_2.13-${version.value}.jar")
+      // JVM dependencies Spark resolves from Maven coordinates when the session starts.
+      val runtimeDeps = libraryDependencies.value.filter(m => m.configurations.isEmpty)
+      IO.writeLines(jarsDir / "packages.txt", runtimeDeps.map(m => s"${m.organization}:${m.name}:${m.revision}"))
+      IO.copyFile(assembly.value, root / "dist" / s"mmlspark-assembly-${version.value}.jar")
+    },
+    assembly / assemblyMergeStrategy := {
+      case PathList("META-INF", "services", _*) => MergeStrategy.concat
+      case PathList("META-INF", _*) => MergeStrategy.discard
+      case other => (assembly / assemblyMergeStrategy).value(other)
+    }
+  )
+
+lazy val codegen = (project in file("codegen"))
+  .dependsOn(core)
+  .settings(commonSettings)
+  .settings(
+    publish / skip := true,
+    run / fork := true,
+    run / javaOptions ++= sparkJavaOptions,
+    // The generator reads and writes files relative to the repository root.
+    run / javaOptions += s"-Dmmlspark.root=${(ThisBuild / baseDirectory).value}",
+    Test / javaOptions += s"-Dmmlspark.root=${(ThisBuild / baseDirectory).value}"
+  )
+
+lazy val root = (project in file("."))
+  .aggregate(core, codegen)
+  .settings(publish / skip := true)

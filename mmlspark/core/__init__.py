@@ -1,0 +1,1 @@
+"""Hand-written foundations shared by the generated wrappers: JVM wrapper bases, sessions."""

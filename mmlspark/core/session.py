@@ -1,0 +1,148 @@
+"""Finding the bundled jar, the Spark settings that load it, and local sessions."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any, Mapping
+
+from mmlspark._version import __version__, scala_version, spark_version
+
+__all__ = ["jar_path", "spark_conf", "session", "require_jvm_library", "VersionMismatchError"]
+
+_JARS_DIR = Path(__file__).resolve().parent.parent / "jars"
+_checked_contexts: set[int] = set()
+
+
+class VersionMismatchError(ImportError):
+    """The Python package and the mmlspark jar come from different builds."""
+
+
+def _bundled_jars() -> list[Path]:
+    return sorted(_JARS_DIR.glob("mmlspark_*.jar"))
+
+
+def _jar_version(jar: Path) -> str:
+    with zipfile.ZipFile(jar) as zf:
+        text = zf.read("mmlspark/build.properties").decode("utf-8")
+    props = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    return props.get("version", "unknown")
+
+
+def check_bundled_jar() -> None:
+    """Fails if the jar shipped next to this package was built from another version."""
+    jars = _bundled_jars()
+    if len(jars) > 1:
+        raise VersionMismatchError(
+            f"mmlspark {__version__}: found several jars in {_JARS_DIR}: "
+            f"{', '.join(j.name for j in jars)}; reinstall mmlspark so only one is left"
+        )
+    if jars:
+        jar_version = _jar_version(jars[0])
+        if jar_version != __version__:
+            raise VersionMismatchError(
+                f"mmlspark Python package is version {__version__} but its jar {jars[0].name} "
+                f"is version {jar_version}; reinstall mmlspark (or rebuild with 'make wheel')"
+            )
+
+
+def jar_path() -> str:
+    """Path of the mmlspark jar bundled with this package."""
+    jars = _bundled_jars()
+    if not jars:
+        raise FileNotFoundError(
+            f"mmlspark {__version__}: no jar in {_JARS_DIR}. Install the wheel "
+            "(pip install mmlspark-*.whl) or, in a source checkout, run 'make jar'"
+        )
+    return str(jars[0])
+
+
+def _packages() -> list[str]:
+    listing = _JARS_DIR / "packages.txt"
+    if not listing.is_file():
+        return []
+    return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
+
+
+def spark_conf() -> dict[str, str]:
+    """Spark settings that load mmlspark: the bundled jar and its JVM dependencies.
+
+    Pass them to ``SparkSession.builder.config(map=...)``, to ``spark-submit --conf``, or to a
+    cluster's Spark config. On a cluster without network access use the self-contained jar
+    (``make jar`` writes it to ``dist/``) with ``--jars`` instead.
+    """
+    conf = {"spark.jars": jar_path()}
+    packages = _packages()
+    if packages:
+        conf["spark.jars.packages"] = ",".join(packages)
+    return conf
+
+
+def session(
+    master: str = "local[*]",
+    conf: Mapping[str, Any] | None = None,
+    *,
+    app_name: str = "mmlspark",
+    **settings: Any,
+) -> Any:
+    """Starts (or returns) a local SparkSession with mmlspark loaded.
+
+    Parameters
+    ----------
+    master : str
+        Spark master URL; ``local[*]`` uses every core of this machine.
+    conf : mapping, optional
+        Extra Spark settings, e.g. ``{"spark.sql.shuffle.partitions": "4"}``.
+    app_name : str
+        The application name shown by Spark.
+    **settings
+        More Spark settings, for names that are valid Python identifiers.
+
+    Examples
+    --------
+    >>> import mmlspark
+    >>> spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
+    >>> spark.range(3).count()
+    3
+    """
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**spark_conf(), **dict(conf or {}), **settings}.items():
+        builder = builder.config(key, str(value))
+    spark = builder.getOrCreate()
+    require_jvm_library(spark.sparkContext)
+    return spark
+
+
+def require_jvm_library(sc: Any) -> None:
+    """Fails with a clear message unless the JVM of ``sc`` has the matching mmlspark jar."""
+    if sc is None:
+        raise RuntimeError(
+            "mmlspark stages need a running Spark session: start one with mmlspark.session(), "
+            "or add mmlspark.spark_conf() to your session's settings"
+        )
+    if id(sc) in _checked_contexts:
+        return
+    build_info = sc._jvm.mmlspark.contracts.BuildInfo
+    try:
+        jvm_version = build_info.version()
+    except Exception:  # py4j answers a missing class with a JavaPackage that cannot be called
+        raise RuntimeError(
+            "the mmlspark jar is not on this Spark session's classpath; create the session with "
+            "mmlspark.session(), or add the settings of mmlspark.spark_conf() "
+            "(spark.jars) before the session starts"
+        ) from None
+    if jvm_version != __version__:
+        raise VersionMismatchError(
+            f"mmlspark Python package is version {__version__} but the Spark session loaded "
+            f"mmlspark jar version {jvm_version}; use the jar of the installed package "
+            "(mmlspark.spark_conf()) or install the matching Python package"
+        )
+    jvm_spark = sc.version
+    if jvm_spark.split(".")[:2] != spark_version.split(".")[:2]:
+        raise VersionMismatchError(
+            f"mmlspark {__version__} is built for Spark {spark_version} (Scala {scala_version}) "
+            f"but this session runs Spark {jvm_spark}"
+        )
+    _checked_contexts.add(id(sc))

@@ -1,0 +1,116 @@
+"""Base classes of the generated wrappers.
+
+Each generated class declares ``_java_class_name``, the JVM class it wraps; everything here
+reads that declaration instead of deriving names from Python modules, so pyspark itself is
+never patched.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from py4j.java_gateway import JavaObject
+from py4j.protocol import Py4JJavaError
+from pyspark.core.context import SparkContext
+from pyspark.errors import IllegalArgumentException
+from pyspark.ml.param import Param
+from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable
+from pyspark.ml.evaluation import JavaEvaluator
+from pyspark.ml.wrapper import JavaEstimator, JavaModel, JavaParams, JavaTransformer
+
+__all__ = ["MMLParams", "MMLTransformer", "MMLEstimator", "MMLModel", "MMLEvaluator", "to_stage"]
+
+
+def to_stage(value: Any) -> JavaParams:
+    """Type converter for params that hold a pipeline stage (a meta-estimator's inner stage)."""
+    if isinstance(value, JavaParams):
+        return value
+    if isinstance(value, JavaObject):
+        return JavaParams._from_java(value)
+    raise TypeError(f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}")
+
+
+class _Reader(JavaMLReader):
+    """Loads a stage through the JVM class its Python class declares."""
+
+    @classmethod
+    def _java_loader_class(cls, clazz: type) -> str:
+        return clazz._java_class_name  # type: ignore[attr-defined]
+
+
+class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
+    """A Python stage backed by a JVM stage of the mmlspark jar."""
+
+    _java_class_name: ClassVar[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        from pyspark.sql.utils import is_remote
+
+        from mmlspark.core.session import require_jvm_library
+
+        if not is_remote():
+            require_jvm_library(SparkContext._active_spark_context)
+        self._java_obj = self._new_java_obj(self._java_class_name, self.uid)
+
+    @classmethod
+    def read(cls) -> _Reader:
+        """Returns a reader that loads this stage from a path."""
+        return _Reader(cls)
+
+    def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
+        if isinstance(value, JavaParams):
+            java_param = self._java_obj.getParam(self._resolveParam(param).name)
+            return java_param.w(value._to_java())
+        return super()._make_java_param_pair(param, value)
+
+    def _set(self, **kwargs: Any) -> Any:
+        """Sets params, validating each against the JVM stage's own rule when a JVM is at hand,
+        so that a bad value fails here rather than later on an executor."""
+        previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
+        super()._set(**kwargs)
+        java_obj = getattr(self, "_java_obj", None)
+        if not isinstance(java_obj, JavaObject):
+            return self
+        for name in kwargs:
+            param = self.getParam(name)
+            if param not in self._paramMap:
+                continue
+            value = self._paramMap[param]
+            try:
+                java_obj.set(self._make_java_param_pair(param, value))
+            except (Py4JJavaError, IllegalArgumentException) as error:
+                for key, old in previous.items():
+                    if old is None:
+                        self._paramMap.pop(self.getParam(key), None)
+                    else:
+                        self._paramMap[self.getParam(key)] = old
+                reason = (
+                    error.java_exception.getMessage()
+                    if isinstance(error, Py4JJavaError)
+                    else error.getMessage()
+                )
+                raise ValueError(
+                    f"{type(self).__name__}: invalid value {value!r} for param '{name}' "
+                    f"({param.doc}): {reason}"
+                ) from None
+        return self
+
+
+class MMLTransformer(MMLParams, JavaTransformer):
+    """A JVM-backed Transformer."""
+
+
+class MMLModel(MMLParams, JavaModel):
+    """A JVM-backed Model."""
+
+
+class MMLEstimator(MMLParams, JavaEstimator):
+    """A JVM-backed Estimator; the model it fits is wrapped in its own Python class."""
+
+    def _create_model(self, java_model: JavaObject) -> JavaModel:
+        return JavaParams._from_java(java_model)
+
+
+class MMLEvaluator(MMLParams, JavaEvaluator):
+    """A JVM-backed Evaluator."""

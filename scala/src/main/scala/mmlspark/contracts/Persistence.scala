@@ -1,0 +1,99 @@
+package mmlspark.contracts
+
+import scala.reflect.ClassTag
+
+import org.apache.hadoop.fs.Path
+import org.apache.spark.ml.PipelineStage
+import org.apache.spark.ml.mmlspark.ParamsIO
+import org.apache.spark.ml.param.{Param, ParamPair, Params}
+import org.apache.spark.ml.util.{MLReadable, MLReader, MLWritable, MLWriter}
+import org.apache.spark.sql.SparkSession
+import org.json4s.{JField, JObject}
+import org.json4s.jackson.JsonMethods.parse
+
+/** A param whose value is a pipeline stage (a meta-estimator's inner stage). It is saved as
+  * a stage of its own under `params/<name>` next to the metadata, never as JSON, and it is
+  * the one kind of param that cannot be set over Spark Connect.
+  */
+class StageParam(parent: Params, name: String, doc: String)
+    extends Param[PipelineStage](parent, name, doc, (s: PipelineStage) => s != null) {
+
+  override def jsonEncode(value: PipelineStage): String =
+    throw new UnsupportedOperationException(
+      s"param '$name' holds a stage and is saved as a directory, not as JSON"
+    )
+
+  override def jsonDecode(json: String): PipelineStage =
+    throw new UnsupportedOperationException(
+      s"param '$name' holds a stage and is loaded from a directory, not from JSON"
+    )
+}
+
+/** Save for mmlspark stages: Spark's metadata layout (so `Pipeline` save/load and Spark's
+  * readers see nothing unusual), stage-valued params in sub-directories, and whatever data a
+  * stage holds beyond its params written by `saveData` as plain files next to the metadata.
+  */
+trait StageWritable extends MLWritable { self: Params =>
+
+  /** Writes what the stage holds beyond its params (tables, binary payloads) under `path`. */
+  def saveData(path: String, spark: SparkSession): Unit = ()
+
+  override def write: MLWriter = new StageWriter(this)
+}
+
+private[contracts] object StagePersistence {
+  def stageParamDir(path: String, param: Param[_]): String =
+    new Path(new Path(path, "params"), param.name).toString
+}
+
+final class StageWriter(instance: Params with StageWritable) extends MLWriter {
+
+  override protected def saveImpl(path: String): Unit = {
+    val set = instance.params.flatMap(p => instance.get(p).map(v => ParamPair(p.asInstanceOf[Param[Any]], v)))
+    val (stages, plain) = set.partition(_.param.isInstanceOf[StageParam])
+    val json = JObject(plain.map(pair => JField(pair.param.name, parse(pair.param.jsonEncode(pair.value)))).toList)
+    ParamsIO.saveMetadata(instance, path, sparkSession, json)
+    stages.foreach { pair =>
+      val dir = StagePersistence.stageParamDir(path, pair.param)
+      pair.value match {
+        case writable: MLWritable => writable.write.save(dir)
+        case other =>
+          throw new UnsupportedOperationException(
+            s"${SchemaUtils.stageName(instance)}: param '${pair.param.name}' holds " +
+              s"${other.getClass.getName}, which cannot be saved (it is not MLWritable)"
+          )
+      }
+    }
+    instance.saveData(path, sparkSession)
+  }
+}
+
+/** Load for stages written by [[StageWritable]]. A companion object extends this. */
+abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
+
+  /** Creates the instance for `uid`, reading any data `saveData` wrote under `path`. */
+  protected def create(uid: String, path: String, spark: SparkSession): T =
+    implicitly[ClassTag[T]].runtimeClass
+      .getConstructor(classOf[String])
+      .newInstance(uid)
+      .asInstanceOf[T]
+
+  override def read: MLReader[T] = new MLReader[T] {
+    override def load(path: String): T = {
+      val className = implicitly[ClassTag[T]].runtimeClass.getName
+      val uid = ParamsIO.loadUid(path, sparkSession, className)
+      val instance = create(uid, path, sparkSession)
+      ParamsIO.loadParams(instance, path, sparkSession, className)
+      val fs = new Path(path).getFileSystem(sparkSession.sparkContext.hadoopConfiguration)
+      instance.params.foreach {
+        case p: StageParam =>
+          val dir = StagePersistence.stageParamDir(path, p)
+          if (fs.exists(new Path(dir))) instance.set(p, ParamsIO.loadStage[PipelineStage](dir, sparkSession))
+        case _ =>
+      }
+      instance
+    }
+  }
+
+  override def load(path: String): T = super.load(path)
+}

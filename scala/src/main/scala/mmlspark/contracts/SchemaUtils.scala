@@ -1,0 +1,64 @@
+package mmlspark.contracts
+
+import org.apache.spark.ml.param.Params
+import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
+import org.apache.spark.sql.types._
+
+/** Schema checks for `transformSchema`. Each failure names the stage, the column, what was
+  * expected and what was found, and is raised before any Spark job runs.
+  */
+object SchemaUtils {
+
+  def stageName(stage: Params): String = s"${stage.getClass.getSimpleName} ${stage.uid}"
+
+  private def fail(stage: Params, message: String): Nothing =
+    throw new IllegalArgumentException(s"${stageName(stage)}: $message")
+
+  /** The field named `column`, or a failure listing the columns that do exist. */
+  def requireColumn(stage: Params, schema: StructType, column: String): StructField =
+    schema.fields.find(_.name == column).getOrElse {
+      fail(
+        stage,
+        s"input column '$column' does not exist; available columns: " +
+          schema.fieldNames.mkString("[", ", ", "]")
+      )
+    }
+
+  /** The field named `column`, which must satisfy `accepts` (described as `expected`). */
+  def requireColumnType(
+      stage: Params,
+      schema: StructType,
+      column: String,
+      expected: String
+  )(accepts: DataType => Boolean): StructField = {
+    val field = requireColumn(stage, schema, column)
+    if (!accepts(field.dataType)) {
+      fail(
+        stage,
+        s"input column '$column' must be $expected but was ${field.dataType.catalogString}"
+      )
+    }
+    field
+  }
+
+  /** An output column must not overwrite an existing one. */
+  def requireAbsent(stage: Params, schema: StructType, column: String): Unit =
+    if (schema.fieldNames.contains(column)) {
+      fail(stage, s"output column '$column' already exists")
+    }
+
+  def requireDistinct(stage: Params, what: String, names: Seq[String]): Unit = {
+    val repeated = names.diff(names.distinct).distinct
+    if (repeated.nonEmpty) fail(stage, s"$what must be distinct but repeat ${repeated.mkString(", ")}")
+  }
+
+  def require(stage: Params, condition: Boolean, message: => String): Unit =
+    if (!condition) fail(stage, message)
+
+  /** `name` as a column reference that is never parsed (dots and spaces stay literal). */
+  def quoted(name: String): String = "`" + name.replace("`", "``") + "`"
+
+  def isNumeric(dataType: DataType): Boolean = dataType.isInstanceOf[NumericType]
+
+  def isVector(dataType: DataType): Boolean = dataType == VectorType
+}

@@ -1,0 +1,84 @@
+package mmlspark.stages
+
+import mmlspark.contracts.{SchemaUtils, StageParam, StageReadable, StageWritable}
+import org.apache.spark.internal.Logging
+import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
+import org.apache.spark.ml.param.{BooleanParam, ParamMap}
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.Dataset
+import org.apache.spark.sql.types.StructType
+
+/** Params shared by [[Timer]] and [[TimerModel]]. */
+private[stages] trait TimerParams extends org.apache.spark.ml.param.Params {
+
+  final val stage: StageParam = new StageParam(
+    this,
+    "stage",
+    "the stage to time: for a Timer, a Transformer or an Estimator; for a TimerModel, the Transformer it runs"
+  )
+
+  final val materialize: BooleanParam = new BooleanParam(
+    this,
+    "materialize",
+    "run the wrapped transform to completion (caching its output) so the time measured is the real work, " +
+      "not just planning (default: true; streams are never materialized)"
+  )
+
+  setDefault(materialize -> true)
+
+  def getStage: PipelineStage = $(stage)
+
+  def setStage(value: PipelineStage): this.type = set(stage, value)
+
+  def getMaterialize: Boolean = $(materialize)
+
+  def setMaterialize(value: Boolean): this.type = set(materialize, value)
+
+  protected def requireStage(): PipelineStage = {
+    SchemaUtils.require(this, isDefined(stage), "param 'stage' must be set")
+    $(stage)
+  }
+}
+
+/** Times the stage it wraps. Fitting fits the inner stage (if it is an Estimator) and
+  * records how long that took; the resulting [[TimerModel]] times each transform. Both are
+  * logged and readable from the model.
+  */
+final class Timer(override val uid: String)
+    extends Estimator[TimerModel]
+    with TimerParams
+    with StageWritable
+    with Logging {
+
+  def this() = this(Identifiable.randomUID("Timer"))
+
+  override def transformSchema(schema: StructType): StructType = requireStage().transformSchema(schema)
+
+  override def fit(dataset: Dataset[_]): TimerModel = {
+    transformSchema(dataset.schema)
+    val start = System.nanoTime()
+    val fitted: Transformer = $(stage) match {
+      case estimator: Estimator[_] => estimator.fit(dataset).asInstanceOf[Transformer]
+      case transformer: Transformer => transformer
+      case other =>
+        throw new IllegalArgumentException(
+          s"${SchemaUtils.stageName(this)}: param 'stage' must be a Transformer or an Estimator " +
+            s"but was ${other.getClass.getName}"
+        )
+    }
+    val millis = (System.nanoTime() - start) / 1000000L
+    logInfo(s"${SchemaUtils.stageName(this)}: fitting ${$(stage).uid} took $millis ms")
+    copyValues(new TimerModel(uid))
+      .setStage(fitted)
+      .setFitMillis(millis)
+      .setParent(this)
+  }
+
+  override def copy(extra: ParamMap): Timer = {
+    val copied = defaultCopy[Timer](extra)
+    get(stage).foreach(s => copied.setStage(s.copy(extra)))
+    copied
+  }
+}
+
+object Timer extends StageReadable[Timer]

@@ -1,0 +1,73 @@
+package mmlspark.stages
+
+import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import org.apache.spark.internal.Logging
+import org.apache.spark.ml.{Model, Transformer}
+import org.apache.spark.ml.param.{LongParam, ParamMap}
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset}
+import org.apache.spark.sql.types.StructType
+
+/** Runs the transformer in `stage`, timing each transform; made by fitting a [[Timer]].
+  *
+  * @param uid the uid of the Timer it was fitted from
+  */
+final class TimerModel(override val uid: String)
+    extends Model[TimerModel]
+    with TimerParams
+    with StageWritable
+    with Logging {
+
+  def this() = this(Identifiable.randomUID("TimerModel"))
+
+  final val fitMillis: LongParam = new LongParam(
+    this,
+    "fitMillis",
+    "how long fitting the wrapped stage took, in milliseconds (-1 when unknown)",
+    (v: Long) => v >= -1L
+  )
+
+  setDefault(fitMillis -> -1L)
+
+  def getFitMillis: Long = $(fitMillis)
+
+  def setFitMillis(value: Long): this.type = set(fitMillis, value)
+
+  @volatile private var lastMillis: Long = -1L
+
+  /** How long the most recent transform took, in milliseconds (-1 before the first). */
+  def lastTransformMillis: Long = lastMillis
+
+  private def transformer: Transformer = requireStage() match {
+    case t: Transformer => t
+    case other =>
+      throw new IllegalArgumentException(
+        s"${SchemaUtils.stageName(this)}: param 'stage' must be a Transformer but was ${other.getClass.getName}"
+      )
+  }
+
+  override def transformSchema(schema: StructType): StructType = transformer.transformSchema(schema)
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema)
+    val start = System.nanoTime()
+    val out = transformer.transform(dataset)
+    val result =
+      if ($(materialize) && !out.isStreaming) {
+        val cached = out.cache()
+        cached.count()
+        cached
+      } else out
+    lastMillis = (System.nanoTime() - start) / 1000000L
+    logInfo(s"${SchemaUtils.stageName(this)}: transform by ${transformer.uid} took $lastMillis ms")
+    result
+  }
+
+  override def copy(extra: ParamMap): TimerModel = {
+    val copied = copyValues(new TimerModel(uid), extra).setParent(parent)
+    get(stage).foreach(s => copied.setStage(s.copy(extra)))
+    copied
+  }
+}
+
+object TimerModel extends StageReadable[TimerModel]
