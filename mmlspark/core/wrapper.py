@@ -88,7 +88,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
                 reason = (
                     error.java_exception.getMessage()
                     if isinstance(error, Py4JJavaError)
-                    else error.getMessage()
+                    else str(error)
                 )
                 raise ValueError(
                     f"{type(self).__name__}: invalid value {value!r} for param '{name}' "
@@ -110,6 +110,24 @@ class MMLEstimator(MMLParams, JavaEstimator):
 
     def _create_model(self, java_model: JavaObject) -> JavaModel:
         return JavaParams._from_java(java_model)
+
+    def _copyValues(self, to: Any, extra: Any = None) -> Any:
+        """pyspark copies an estimator's params onto the model it fits; a stage-valued param
+        must keep the model's own value (the fitted inner model, not the inner estimator)."""
+        java_model = getattr(to, "_java_obj", None)
+        if not (isinstance(to, JavaModel) and isinstance(java_model, JavaObject)):
+            return super()._copyValues(to, extra)
+        fitted = {}
+        for param in to.params:
+            if param.typeConverter is to_stage:
+                java_param = java_model.getParam(param.name)
+                if java_model.isDefined(java_param):
+                    fitted[param] = (java_param, java_model.getOrDefault(java_param))
+        result = super()._copyValues(to, extra)
+        for param, (java_param, value) in fitted.items():
+            java_model.set(java_param, value)
+            to._paramMap[param] = to_stage(value)
+        return result
 
 
 class MMLEvaluator(MMLParams, JavaEvaluator):

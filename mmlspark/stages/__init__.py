@@ -13,7 +13,7 @@ from mmlspark.stages._RenameColumn import _RenameColumn
 from mmlspark.stages._Repartition import _Repartition
 from mmlspark.stages._SelectColumns import _SelectColumns
 from mmlspark.stages._Timer import _Timer
-from mmlspark.stages._TimerModel import _TimerModel
+from mmlspark.stages.timer_model import TimerModel
 
 __all__ = ["BufferedMiniBatchTransformer", "Cacher", "ClassBalancer", "ClassBalancerModel", "DropColumns", "EnsembleByKey", "FlattenBatch", "MiniBatchTransformer", "RenameColumn", "Repartition", "SelectColumns", "Timer", "TimerModel"]
 
@@ -64,7 +64,3 @@ class SelectColumns(_SelectColumns):
 
 class Timer(_Timer):
     __doc__ = _Timer.__doc__
-
-
-class TimerModel(_TimerModel):
-    __doc__ = _TimerModel.__doc__

@@ -21,6 +21,9 @@ object Stages {
     classesIn(classOf[StageWritable].getProtectionDomain.getCodeSource.getLocation, "mmlspark.")
       .filter(isPublicStage)
 
+  /** The class names of [[all]], as an array for callers outside Scala (Python tests). */
+  def names: Array[String] = all.map(_.getName).toArray
+
   def isPublicStage(cls: Class[_]): Boolean =
     (classOf[PipelineStage].isAssignableFrom(cls) || classOf[Evaluator].isAssignableFrom(cls)) &&
       Modifier.isPublic(cls.getModifiers) &&

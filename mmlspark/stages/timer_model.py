@@ -1,0 +1,17 @@
+"""TimerModel with access to the time its last transform took."""
+
+from __future__ import annotations
+
+from mmlspark.stages._TimerModel import _TimerModel
+
+
+class TimerModel(_TimerModel):
+    __doc__ = _TimerModel.__doc__
+
+    def lastTransformMillis(self) -> int:
+        """How long the most recent ``transform`` took, in milliseconds (-1 before the first).
+
+        Measured on the JVM, where the wrapped stage runs; with ``materialize`` on this
+        includes computing (and caching) the output.
+        """
+        return int(self._java_obj.lastTransformMillis())
