@@ -10,7 +10,7 @@ ASSEMBLY := dist/mmlspark-assembly-$(VERSION).jar
 WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
 SBT := ./sbt
 
-.PHONY: all venv jar codegen codegen-check test test-python lint format wheel demo bench clean
+.PHONY: all venv jar codegen test test-python lint format wheel package-wheel demo bench clean
 
 all: wheel
 
@@ -39,16 +39,19 @@ format: venv
 	$(PY) -m ruff format mmlspark tests setup.py
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
 
-# Everything CI runs: formatting, Scala suites (the codegen check among them), the jar,
-# then the Python suites against that jar.
+# Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
+# the wheel, then the Python suites against them.
 test: venv lint
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test core/exportPackagedJar
-	$(MAKE) test-python
+	$(MAKE) package-wheel test-python
 
 test-python: venv
 	$(PY) -m pytest tests
 
 wheel: jar
+	$(MAKE) package-wheel
+
+package-wheel: venv
 	rm -rf build dist/mmlspark-*.whl
 	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
 	@ls -l $(WHEEL)

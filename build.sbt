@@ -21,11 +21,15 @@ lazy val sparkJarsDir: File = {
   dir match {
     case Some(d) if (d / s"spark-core_2.13-$sparkVersion.jar").exists => d
     case Some(d) =>
-      sys.error(s"mmlspark build: $d does not hold spark-core_2.13-$sparkVersion.jar; " +
-        s"install pyspark==$sparkVersion (make venv) or point SPARK_JARS_DIR at its jars")
+      sys.error(
+        s"mmlspark build: $d does not hold spark-core_2.13-$sparkVersion.jar; " +
+          s"install pyspark==$sparkVersion (make venv) or point SPARK_JARS_DIR at its jars"
+      )
     case None =>
-      sys.error(s"mmlspark build: Spark $sparkVersion jars not found; run 'make venv' " +
-        "or set SPARK_JARS_DIR to the jars folder of pyspark")
+      sys.error(
+        s"mmlspark build: Spark $sparkVersion jars not found; run 'make venv' " +
+          "or set SPARK_JARS_DIR to the jars folder of pyspark"
+      )
   }
 }
 
@@ -91,7 +95,10 @@ lazy val core = (project in file("scala"))
       IO.copyFile((Compile / packageBin).value, jarsDir / s"mmlspark_2.13-${version.value}.jar")
       // JVM dependencies Spark resolves from Maven coordinates when the session starts.
       val runtimeDeps = libraryDependencies.value.filter(m => m.configurations.isEmpty)
-      IO.writeLines(jarsDir / "packages.txt", runtimeDeps.map(m => s"${m.organization}:${m.name}:${m.revision}"))
+      IO.writeLines(
+        jarsDir / "packages.txt",
+        runtimeDeps.map(m => s"${m.organization}:${m.name}:${m.revision}")
+      )
       IO.copyFile(assembly.value, root / "dist" / s"mmlspark-assembly-${version.value}.jar")
     },
     assembly / assemblyMergeStrategy := {

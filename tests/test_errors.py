@@ -41,7 +41,9 @@ def test_missing_column_fails_before_any_job_and_writes_nothing(spark, tmp_path)
 
 def test_wrong_type_names_expected_and_actual(spark):
     df = spark.createDataFrame([("a", "b")], "k string, x string")
-    with pytest.raises(IllegalArgumentException, match="'x' must be numeric or vector but was string"):
+    with pytest.raises(
+        IllegalArgumentException, match="'x' must be numeric or vector but was string"
+    ):
         EnsembleByKey(keys=["k"], cols=["x"]).transform(df)
 
 

@@ -41,7 +41,10 @@ def _sorted(rows):
 
 @pytest.mark.parametrize(
     "make_batcher",
-    [lambda: MiniBatchTransformer(miniBatchSize=7), lambda: BufferedMiniBatchTransformer(miniBatchSize=5)],
+    [
+        lambda: MiniBatchTransformer(miniBatchSize=7),
+        lambda: BufferedMiniBatchTransformer(miniBatchSize=5),
+    ],
     ids=["fixed", "buffered"],
 )
 def test_minibatch_then_flatten_returns_the_original_rows(spark, frame, make_batcher):
@@ -72,7 +75,7 @@ def test_class_balancer_weights_match_numpy(spark):
     model = ClassBalancer().fit(df)
     assert isinstance(model, ClassBalancerModel)
     classes, counts = np.unique(labels, return_counts=True)
-    expected = dict(zip(classes, len(labels) / (len(classes) * counts)))
+    expected = dict(zip(classes, len(labels) / (len(classes) * counts), strict=True))
     out = model.transform(df).collect()
     assert len(out) == len(labels)
     for r in out:

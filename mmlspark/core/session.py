@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from mmlspark._version import __version__, scala_version, spark_version
 

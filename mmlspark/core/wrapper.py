@@ -13,9 +13,9 @@ from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JJavaError
 from pyspark.core.context import SparkContext
 from pyspark.errors import IllegalArgumentException
+from pyspark.ml.evaluation import JavaEvaluator
 from pyspark.ml.param import Param
 from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable
-from pyspark.ml.evaluation import JavaEvaluator
 from pyspark.ml.wrapper import JavaEstimator, JavaModel, JavaParams, JavaTransformer
 
 __all__ = ["MMLParams", "MMLTransformer", "MMLEstimator", "MMLModel", "MMLEvaluator", "to_stage"]
@@ -27,7 +27,9 @@ def to_stage(value: Any) -> JavaParams:
         return value
     if isinstance(value, JavaObject):
         return JavaParams._from_java(value)
-    raise TypeError(f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}")
+    raise TypeError(
+        f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}"
+    )
 
 
 class _Reader(JavaMLReader):

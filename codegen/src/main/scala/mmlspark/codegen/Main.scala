@@ -9,11 +9,11 @@ import scala.jdk.CollectionConverters._
 
 import mmlspark.contracts.Stages
 
-/** Generates every derived source of the project from the compiled stages and the shared
-  * param table, and checks that the committed copies are current.
+/** Generates every derived source of the project from the compiled stages and the shared param
+  * table, and checks that the committed copies are current.
   *
-  * Usage: `Main [--check]`, from the repository root (or with `-Dmmlspark.root`).
-  * Without `--check` it writes the files; with it, it lists the differences and fails.
+  * Usage: `Main [--check]`, from the repository root (or with `-Dmmlspark.root`). Without `--check`
+  * it writes the files; with it, it lists the differences and fails.
   */
 object Main {
 
@@ -45,7 +45,8 @@ object Main {
     val perArea = byArea.map { case (area, inArea) =>
       val handWritten = (name: String) => {
         val file = new File(root, s"mmlspark/$area/${PyCodeGen.snakeCase(name)}.py")
-        file.isFile && new String(Files.readAllBytes(file.toPath), UTF_8).contains(s"class $name(_$name)")
+        file.isFile && new String(Files.readAllBytes(file.toPath), UTF_8)
+          .contains(s"class $name(_$name)")
       }
       s"mmlspark/$area/__init__.py" -> PyCodeGen.areaInit(area, inArea, handWritten)
     }
@@ -55,7 +56,8 @@ object Main {
       else
         Some(
           s"scala/src/main/resources/META-INF/services/${kind.getName}" ->
-            (s"# $generatedMarker from the compiled stages. DO NOT EDIT.\n" + names.mkString("", "\n", "\n"))
+            (s"# $generatedMarker from the compiled stages. DO NOT EDIT.\n" + names
+              .mkString("", "\n", "\n"))
         )
     }
     val registry = Seq(
@@ -91,7 +93,8 @@ object Main {
   def differences(root: File): Seq[String] = {
     val current = outputs(root)
     val changed = current.toSeq.sortBy(_._1).collect {
-      case (path, content) if !sameContent(new File(root, path).toPath, content) => s"out of date: $path"
+      case (path, content) if !sameContent(new File(root, path).toPath, content) =>
+        s"out of date: $path"
     }
     changed ++ stale(root, current).map(p => s"no longer generated: $p")
   }
@@ -124,9 +127,12 @@ object Main {
       val diffs = differences(root)
       diffs.foreach(d => println(s"codegen: $d"))
       if (diffs.nonEmpty) {
-        println("codegen: generated files are out of date; run 'make codegen' and commit the result")
+        println(
+          "codegen: generated files are out of date; run 'make codegen' and commit the result"
+        )
         sys.exit(1)
       }
-    case other => sys.error(s"codegen: unknown arguments ${other.mkString(" ")}; usage: Main [--check]")
+    case other =>
+      sys.error(s"codegen: unknown arguments ${other.mkString(" ")}; usage: Main [--check]")
   }
 }

@@ -2,9 +2,9 @@ package mmlspark.codegen
 
 /** How one Scala param value type is written in Scala and in Python.
   *
-  * Every param type a stage may use has a row here; the generator fails on any other, so
-  * Python never receives a param it cannot convert (the Spark Connect-safe set: numbers,
-  * strings, booleans and arrays of those, plus pipeline stages for meta-estimators).
+  * Every param type a stage may use has a row here; the generator fails on any other, so Python
+  * never receives a param it cannot convert (the Spark Connect-safe set: numbers, strings, booleans
+  * and arrays of those, plus pipeline stages for meta-estimators).
   */
 final case class ParamType(
     scalaType: String,

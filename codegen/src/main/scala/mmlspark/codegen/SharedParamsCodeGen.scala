@@ -11,13 +11,15 @@ final case class SharedParam(
   def paramType: ParamType = ParamTypes.of(scalaType)
 }
 
-/** The table of params that recur across stages, and the Scala and Python sources made
-  * from it (the approach of Spark's `SharedParamsCodeGen`). Each stage sets its own
-  * defaults; the table holds meaning and validity only.
+/** The table of params that recur across stages, and the Scala and Python sources made from it (the
+  * approach of Spark's `SharedParamsCodeGen`). Each stage sets its own defaults; the table holds
+  * meaning and validity only.
   */
 object SharedParamsCodeGen {
   private val nonEmptyName = Some("(name: String) => name != null && name.nonEmpty")
-  private val nonEmptyNames = Some("(names: Array[String]) => names.forall(n => n != null && n.nonEmpty)")
+  private val nonEmptyNames = Some(
+    "(names: Array[String]) => names.forall(n => n != null && n.nonEmpty)"
+  )
 
   val table: Seq[SharedParam] = Seq(
     SharedParam("inputCol", "String", "name of the input column", nonEmptyName),

@@ -16,11 +16,18 @@ class CodegenSuite extends AnyFunSuite {
 
   test("every public stage gets a wrapper module and a Spark Connect registration") {
     val outputs = Main.outputs(root)
-    val registered = outputs.collect {
-      case (path, text) if path.contains("META-INF/services") => text.linesIterator.filterNot(_.startsWith("#")).toSet
-    }.flatten.toSet
+    val registered = outputs
+      .collect {
+        case (path, text) if path.contains("META-INF/services") =>
+          text.linesIterator.filterNot(_.startsWith("#")).toSet
+      }
+      .flatten
+      .toSet
     Stages.all.foreach { cls =>
-      assert(outputs.contains(s"mmlspark/${Stages.area(cls)}/_${cls.getSimpleName}.py"), cls.getName)
+      assert(
+        outputs.contains(s"mmlspark/${Stages.area(cls)}/_${cls.getSimpleName}.py"),
+        cls.getName
+      )
       assert(registered.contains(cls.getName), cls.getName)
     }
   }

@@ -2,8 +2,8 @@ package mmlspark.contracts
 
 import java.util.Properties
 
-/** The versions this jar was built with, read from the `mmlspark/build.properties` resource
-  * the build writes. The Python package compares them with its own at session start.
+/** The versions this jar was built with, read from the `mmlspark/build.properties` resource the
+  * build writes. The Python package compares them with its own at session start.
   */
 object BuildInfo {
 

@@ -11,9 +11,9 @@ import org.apache.spark.sql.SparkSession
 import org.json4s.{JField, JObject}
 import org.json4s.jackson.JsonMethods.parse
 
-/** A param whose value is a pipeline stage (a meta-estimator's inner stage). It is saved as
-  * a stage of its own under `params/<name>` next to the metadata, never as JSON, and it is
-  * the one kind of param that cannot be set over Spark Connect.
+/** A param whose value is a pipeline stage (a meta-estimator's inner stage). It is saved as a stage
+  * of its own under `params/<name>` next to the metadata, never as JSON, and it is the one kind of
+  * param that cannot be set over Spark Connect.
   */
 class StageParam(parent: Params, name: String, doc: String)
     extends Param[PipelineStage](parent, name, doc, (s: PipelineStage) => s != null) {
@@ -29,9 +29,9 @@ class StageParam(parent: Params, name: String, doc: String)
     )
 }
 
-/** Save for mmlspark stages: Spark's metadata layout (so `Pipeline` save/load and Spark's
-  * readers see nothing unusual), stage-valued params in sub-directories, and whatever data a
-  * stage holds beyond its params written by `saveData` as plain files next to the metadata.
+/** Save for mmlspark stages: Spark's metadata layout (so `Pipeline` save/load and Spark's readers
+  * see nothing unusual), stage-valued params in sub-directories, and whatever data a stage holds
+  * beyond its params written by `saveData` as plain files next to the metadata.
   */
 trait StageWritable extends MLWritable { self: Params =>
 
@@ -49,9 +49,13 @@ private[contracts] object StagePersistence {
 final class StageWriter(instance: Params with StageWritable) extends MLWriter {
 
   override protected def saveImpl(path: String): Unit = {
-    val set = instance.params.flatMap(p => instance.get(p).map(v => ParamPair(p.asInstanceOf[Param[Any]], v)))
+    val set = instance.params.flatMap(p =>
+      instance.get(p).map(v => ParamPair(p.asInstanceOf[Param[Any]], v))
+    )
     val (stages, plain) = set.partition(_.param.isInstanceOf[StageParam])
-    val json = JObject(plain.map(pair => JField(pair.param.name, parse(pair.param.jsonEncode(pair.value)))).toList)
+    val json = JObject(
+      plain.map(pair => JField(pair.param.name, parse(pair.param.jsonEncode(pair.value)))).toList
+    )
     ParamsIO.saveMetadata(instance, path, sparkSession, json)
     stages.foreach { pair =>
       val dir = StagePersistence.stageParamDir(path, pair.param)
@@ -88,7 +92,8 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
       instance.params.foreach {
         case p: StageParam =>
           val dir = StagePersistence.stageParamDir(path, p)
-          if (fs.exists(new Path(dir))) instance.set(p, ParamsIO.loadStage[PipelineStage](dir, sparkSession))
+          if (fs.exists(new Path(dir)))
+            instance.set(p, ParamsIO.loadStage[PipelineStage](dir, sparkSession))
         case _ =>
       }
       instance

@@ -4,8 +4,8 @@ import org.apache.spark.ml.param.Params
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.sql.types._
 
-/** Schema checks for `transformSchema`. Each failure names the stage, the column, what was
-  * expected and what was found, and is raised before any Spark job runs.
+/** Schema checks for `transformSchema`. Each failure names the stage, the column, what was expected
+  * and what was found, and is raised before any Spark job runs.
   */
 object SchemaUtils {
 
@@ -49,7 +49,8 @@ object SchemaUtils {
 
   def requireDistinct(stage: Params, what: String, names: Seq[String]): Unit = {
     val repeated = names.diff(names.distinct).distinct
-    if (repeated.nonEmpty) fail(stage, s"$what must be distinct but repeat ${repeated.mkString(", ")}")
+    if (repeated.nonEmpty)
+      fail(stage, s"$what must be distinct but repeat ${repeated.mkString(", ")}")
   }
 
   def require(stage: Params, condition: Boolean, message: => String): Unit =

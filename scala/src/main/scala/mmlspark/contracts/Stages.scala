@@ -10,9 +10,9 @@ import scala.jdk.CollectionConverters._
 import org.apache.spark.ml.PipelineStage
 import org.apache.spark.ml.evaluation.Evaluator
 
-/** Finds classes by scanning the jar or class directory they were loaded from, so that
-  * every public stage is known without a hand-kept list (used by the code generator, the
-  * Spark Connect registry and the tests that check every stage is covered).
+/** Finds classes by scanning the jar or class directory they were loaded from, so that every public
+  * stage is known without a hand-kept list (used by the code generator, the Spark Connect registry
+  * and the tests that check every stage is covered).
   */
 object Stages {
 

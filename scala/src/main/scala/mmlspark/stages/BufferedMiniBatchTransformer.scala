@@ -9,11 +9,11 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Batches rows like [[MiniBatchTransformer]], but a batch also closes once
-  * `maxBufferMillis` have passed since its first row, so a slow source (a stream, a remote
-  * read) does not hold rows back waiting for a full batch. The clock is checked as each row
-  * arrives: a batch closes at `miniBatchSize` rows or at the first row after the deadline,
-  * whichever comes first. [[FlattenBatch]] is its exact inverse.
+/** Batches rows like [[MiniBatchTransformer]], but a batch also closes once `maxBufferMillis` have
+  * passed since its first row, so a slow source (a stream, a remote read) does not hold rows back
+  * waiting for a full batch. The clock is checked as each row arrives: a batch closes at
+  * `miniBatchSize` rows or at the first row after the deadline, whichever comes first.
+  * [[FlattenBatch]] is its exact inverse.
   */
 final class BufferedMiniBatchTransformer(override val uid: String)
     extends Transformer
@@ -41,7 +41,10 @@ final class BufferedMiniBatchTransformer(override val uid: String)
     transformSchema(dataset.schema)
     val size = $(miniBatchSize)
     val maxNanos = TimeUnit.MILLISECONDS.toNanos($(maxBufferMillis))
-    MiniBatching.batch(dataset, (count, start) => count >= size || System.nanoTime() - start >= maxNanos)
+    MiniBatching.batch(
+      dataset,
+      (count, start) => count >= size || System.nanoTime() - start >= maxNanos
+    )
   }
 
   override def copy(extra: ParamMap): BufferedMiniBatchTransformer = defaultCopy(extra)

@@ -7,9 +7,9 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Marks its input for caching (`Dataset.cache`), so later stages that read it more than
-  * once compute it once. A stream cannot be cached and passes through unchanged, as does
-  * everything when `disable` is true.
+/** Marks its input for caching (`Dataset.cache`), so later stages that read it more than once
+  * compute it once. A stream cannot be cached and passes through unchanged, as does everything when
+  * `disable` is true.
   */
 final class Cacher(override val uid: String) extends Transformer with StageWritable {
 

@@ -37,9 +37,9 @@ private[stages] trait ClassBalancerParams extends HasInputCol with HasOutputCol 
   }
 }
 
-/** Learns an inverse-frequency weight per class of `inputCol`, so that every class carries
-  * the same total weight: `weight(c) = n / (k * count(c))` for `n` rows and `k` classes (the
-  * "balanced" weighting of scikit-learn). A null label is a class of its own.
+/** Learns an inverse-frequency weight per class of `inputCol`, so that every class carries the same
+  * total weight: `weight(c) = n / (k * count(c))` for `n` rows and `k` classes (the "balanced"
+  * weighting of scikit-learn). A null label is a class of its own.
   */
 final class ClassBalancer(override val uid: String)
     extends Estimator[ClassBalancerModel]
@@ -52,14 +52,20 @@ final class ClassBalancer(override val uid: String)
 
   override def fit(dataset: Dataset[_]): ClassBalancerModel = {
     transformSchema(dataset.schema, logging = true)
-    val counts = dataset.groupBy(dataset.col(SchemaUtils.quoted($(inputCol))).as("label")).agg(count(lit(1)).as("count")).cache()
+    val counts = dataset
+      .groupBy(dataset.col(SchemaUtils.quoted($(inputCol))).as("label"))
+      .agg(count(lit(1)).as("count"))
+      .cache()
     try {
       val totals = counts.agg(sum("count"), count(lit(1))).head()
       SchemaUtils.require(this, !totals.isNullAt(0), "cannot fit on an empty dataset")
       val (n, k) = (totals.getLong(0).toDouble, totals.getLong(1).toDouble)
-      val weights = counts.select(counts("label"), (lit(n) / (lit(k) * counts("count"))).as("weight")).collect()
+      val weights =
+        counts.select(counts("label"), (lit(n) / (lit(k) * counts("count"))).as("weight")).collect()
       val labelType = dataset.schema($(inputCol)).dataType
-      copyValues(new ClassBalancerModel(uid, labelType, weights.map(_.get(0)), weights.map(_.getDouble(1))))
+      copyValues(
+        new ClassBalancerModel(uid, labelType, weights.map(_.get(0)), weights.map(_.getDouble(1)))
+      )
         .setParent(this)
     } finally counts.unpersist()
   }

@@ -12,9 +12,12 @@ import org.apache.spark.sql.types.{DataType, DoubleType, StructField, StructType
 /** Appends `outputCol`, the weight of each row's class in `inputCol` as learned by
   * [[ClassBalancer]]. A class not seen when fitting gets a null weight; no row is dropped.
   *
-  * @param labelType the Spark type of the label column the model was fitted on
-  * @param labels the classes seen when fitting (null for the null class)
-  * @param weights the weight of each class, in the order of `labels`
+  * @param labelType
+  *   the Spark type of the label column the model was fitted on
+  * @param labels
+  *   the classes seen when fitting (null for the null class)
+  * @param weights
+  *   the weight of each class, in the order of `labels`
   */
 final class ClassBalancerModel(
     override val uid: String,
@@ -33,7 +36,9 @@ final class ClassBalancerModel(
 
   /** The weight table: columns `label` (the type of `inputCol`) and `weight`. */
   def weightTable(spark: SparkSession): DataFrame = {
-    val schema = StructType(Seq(StructField("label", labelType), StructField("weight", DoubleType, nullable = false)))
+    val schema = StructType(
+      Seq(StructField("label", labelType), StructField("weight", DoubleType, nullable = false))
+    )
     val rows = labels.zip(weights).map { case (l, w) => Row(l, w) }.toIndexedSeq
     spark.createDataFrame(spark.sparkContext.parallelize(rows, 1), schema)
   }
@@ -61,9 +66,18 @@ final class ClassBalancerModel(
 }
 
 object ClassBalancerModel extends StageReadable[ClassBalancerModel] {
-  override protected def create(uid: String, path: String, spark: SparkSession): ClassBalancerModel = {
+  override protected def create(
+      uid: String,
+      path: String,
+      spark: SparkSession
+  ): ClassBalancerModel = {
     val table = spark.read.parquet(new Path(path, "data").toString)
     val rows = table.collect()
-    new ClassBalancerModel(uid, table.schema("label").dataType, rows.map(_.get(0)), rows.map(_.getDouble(1)))
+    new ClassBalancerModel(
+      uid,
+      table.schema("label").dataType,
+      rows.map(_.get(0)),
+      rows.map(_.getDouble(1))
+    )
   }
 }

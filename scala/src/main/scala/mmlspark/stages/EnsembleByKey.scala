@@ -10,12 +10,12 @@ import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.{avg, col}
 import org.apache.spark.sql.types.{DoubleType, StructField, StructType}
 
-/** Groups rows by the `keys` columns and averages each of `cols` within a group: numeric
-  * columns to a double, vector columns element-wise to a vector (all vectors of a group
-  * must have one size). Used, for example, to average the predictions for all photos of one
-  * camera-trap burst. With `collapseGroup` (the default) the output has one row per group,
-  * the keys and the averages; otherwise every input row is kept and gets its group's
-  * averages appended. Nulls are skipped by the average; null keys form their own group.
+/** Groups rows by the `keys` columns and averages each of `cols` within a group: numeric columns to
+  * a double, vector columns element-wise to a vector (all vectors of a group must have one size).
+  * Used, for example, to average the predictions for all photos of one camera-trap burst. With
+  * `collapseGroup` (the default) the output has one row per group, the keys and the averages;
+  * otherwise every input row is kept and gets its group's averages appended. Nulls are skipped by
+  * the average; null keys form their own group.
   */
 final class EnsembleByKey(override val uid: String) extends Transformer with StageWritable {
 
@@ -25,7 +25,12 @@ final class EnsembleByKey(override val uid: String) extends Transformer with Sta
     names.nonEmpty && names.distinct.length == names.length
 
   final val keys: StringArrayParam =
-    new StringArrayParam(this, "keys", "names of the columns to group by (at least one)", distinctNonEmpty)
+    new StringArrayParam(
+      this,
+      "keys",
+      "names of the columns to group by (at least one)",
+      distinctNonEmpty
+    )
 
   final val cols: StringArrayParam = new StringArrayParam(
     this,
@@ -80,7 +85,11 @@ final class EnsembleByKey(override val uid: String) extends Transformer with Sta
     if ($(colNames).isEmpty) $(cols).map(c => s"mean($c)") else $(colNames)
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.require(this, isDefined(keys) && isDefined(cols), "params 'keys' and 'cols' must be set")
+    SchemaUtils.require(
+      this,
+      isDefined(keys) && isDefined(cols),
+      "params 'keys' and 'cols' must be set"
+    )
     SchemaUtils.require(
       this,
       $(colNames).isEmpty || $(colNames).length == $(cols).length,
@@ -94,7 +103,11 @@ final class EnsembleByKey(override val uid: String) extends Transformer with Sta
       StructField(out, if (SchemaUtils.isVector(field.dataType)) VectorType else DoubleType)
     }
     if ($(collapseGroup)) {
-      SchemaUtils.requireDistinct(this, "keys and output columns", (keyFields ++ valueFields).map(_.name).toIndexedSeq)
+      SchemaUtils.requireDistinct(
+        this,
+        "keys and output columns",
+        (keyFields ++ valueFields).map(_.name).toIndexedSeq
+      )
       StructType(keyFields ++ valueFields)
     } else {
       valueFields.foreach(f => SchemaUtils.requireAbsent(this, schema, f.name))
@@ -117,8 +130,14 @@ final class EnsembleByKey(override val uid: String) extends Transformer with Sta
     else {
       // Null-safe equality keeps the rows whose key is null with their group.
       val renamed = $(keys).foldLeft(grouped)((df, k) => df.withColumnRenamed(k, s"__key_$k"))
-      val condition = $(keys).map(k => dataset.col(SchemaUtils.quoted(k)) <=> renamed.col(SchemaUtils.quoted(s"__key_$k"))).reduce(_ && _)
-      dataset.join(renamed, condition, "left").select(outSchema.fieldNames.map(n => col(SchemaUtils.quoted(n))).toIndexedSeq: _*)
+      val condition = $(keys)
+        .map(k =>
+          dataset.col(SchemaUtils.quoted(k)) <=> renamed.col(SchemaUtils.quoted(s"__key_$k"))
+        )
+        .reduce(_ && _)
+      dataset
+        .join(renamed, condition, "left")
+        .select(outSchema.fieldNames.map(n => col(SchemaUtils.quoted(n))).toIndexedSeq: _*)
     }
   }
 

@@ -7,9 +7,9 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Groups each partition's rows into batches of `miniBatchSize` rows (the last batch of a
-  * partition may be smaller): one output row per batch, every column turned into an array
-  * of the batch's values in row order. [[FlattenBatch]] is its exact inverse.
+/** Groups each partition's rows into batches of `miniBatchSize` rows (the last batch of a partition
+  * may be smaller): one output row per batch, every column turned into an array of the batch's
+  * values in row order. [[FlattenBatch]] is its exact inverse.
   */
 final class MiniBatchTransformer(override val uid: String)
     extends Transformer

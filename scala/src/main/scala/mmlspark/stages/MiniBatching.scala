@@ -5,16 +5,20 @@ import scala.collection.mutable.ArrayBuffer
 import org.apache.spark.sql.{DataFrame, Dataset, Encoders, Row}
 import org.apache.spark.sql.types.{ArrayType, StructField, StructType}
 
-/** The batching both mini-batch transformers share: every column becomes an array column
-  * holding one batch's values, in row order.
+/** The batching both mini-batch transformers share: every column becomes an array column holding
+  * one batch's values, in row order.
   */
 private[stages] object MiniBatching {
 
   def batchSchema(schema: StructType): StructType =
-    StructType(schema.fields.map(f => StructField(f.name, ArrayType(f.dataType, f.nullable), nullable = false)))
+    StructType(
+      schema.fields.map(f =>
+        StructField(f.name, ArrayType(f.dataType, f.nullable), nullable = false)
+      )
+    )
 
-  /** Groups each partition's rows into batches; `closes(rowsSoFar, batchStartNanos)` says
-    * when the batch being filled is complete.
+  /** Groups each partition's rows into batches; `closes(rowsSoFar, batchStartNanos)` says when the
+    * batch being filled is complete.
     */
   def batch(dataset: Dataset[_], closes: (Int, Long) => Boolean): DataFrame = {
     val df = dataset.toDF()

@@ -17,10 +17,16 @@ final class RenameColumn(override val uid: String)
   def this() = this(Identifiable.randomUID("RenameColumn"))
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.require(this, isDefined(inputCol) && isDefined(outputCol), "params 'inputCol' and 'outputCol' must be set")
+    SchemaUtils.require(
+      this,
+      isDefined(inputCol) && isDefined(outputCol),
+      "params 'inputCol' and 'outputCol' must be set"
+    )
     SchemaUtils.requireColumn(this, schema, $(inputCol))
     SchemaUtils.requireAbsent(this, schema, $(outputCol))
-    StructType(schema.fields.map(f => if (f.name == $(inputCol)) f.copy(name = $(outputCol)) else f))
+    StructType(
+      schema.fields.map(f => if (f.name == $(inputCol)) f.copy(name = $(outputCol)) else f)
+    )
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {

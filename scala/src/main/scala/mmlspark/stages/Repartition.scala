@@ -7,15 +7,20 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Redistributes rows evenly over `n` partitions (a shuffle); passes data through unchanged
-  * when `disable` is true, so a pipeline can keep the stage and switch it off.
+/** Redistributes rows evenly over `n` partitions (a shuffle); passes data through unchanged when
+  * `disable` is true, so a pipeline can keep the stage and switch it off.
   */
 final class Repartition(override val uid: String) extends Transformer with StageWritable {
 
   def this() = this(Identifiable.randomUID("Repartition"))
 
   final val n: IntParam =
-    new IntParam(this, "n", "number of partitions to redistribute the rows over (at least 1)", ParamValidators.gtEq(1))
+    new IntParam(
+      this,
+      "n",
+      "number of partitions to redistribute the rows over (at least 1)",
+      ParamValidators.gtEq(1)
+    )
 
   final val disable: BooleanParam = new BooleanParam(
     this,

@@ -40,9 +40,9 @@ private[stages] trait TimerParams extends org.apache.spark.ml.param.Params {
   }
 }
 
-/** Times the stage it wraps. Fitting fits the inner stage (if it is an Estimator) and
-  * records how long that took; the resulting [[TimerModel]] times each transform. Both are
-  * logged and readable from the model.
+/** Times the stage it wraps. Fitting fits the inner stage (if it is an Estimator) and records how
+  * long that took; the resulting [[TimerModel]] times each transform. Both are logged and readable
+  * from the model.
   */
 final class Timer(override val uid: String)
     extends Estimator[TimerModel]
@@ -52,7 +52,8 @@ final class Timer(override val uid: String)
 
   def this() = this(Identifiable.randomUID("Timer"))
 
-  override def transformSchema(schema: StructType): StructType = requireStage().transformSchema(schema)
+  override def transformSchema(schema: StructType): StructType =
+    requireStage().transformSchema(schema)
 
   override def fit(dataset: Dataset[_]): TimerModel = {
     transformSchema(dataset.schema)

@@ -10,7 +10,8 @@ import org.apache.spark.sql.types.StructType
 
 /** Runs the transformer in `stage`, timing each transform; made by fitting a [[Timer]].
   *
-  * @param uid the uid of the Timer it was fitted from
+  * @param uid
+  *   the uid of the Timer it was fitted from
   */
 final class TimerModel(override val uid: String)
     extends Model[TimerModel]

@@ -9,8 +9,13 @@ class CoverageSuite extends AnyFunSuite {
     val location = classOf[CoverageSuite].getProtectionDomain.getCodeSource.getLocation
     val suites = Stages
       .classesIn(location, "mmlspark.")
-      .filter(c => classOf[StageSuite[_]].isAssignableFrom(c) && !java.lang.reflect.Modifier.isAbstract(c.getModifiers))
-    val covered = suites.flatMap(_.getConstructor().newInstance().asInstanceOf[StageSuite[_]].stagesCovered).toSet
+      .filter(c =>
+        classOf[StageSuite[_]].isAssignableFrom(c) && !java.lang.reflect.Modifier
+          .isAbstract(c.getModifiers)
+      )
+    val covered = suites
+      .flatMap(_.getConstructor().newInstance().asInstanceOf[StageSuite[_]].stagesCovered)
+      .toSet
     assert(Stages.all.nonEmpty)
     val missing = Stages.all.filterNot(covered.contains).map(_.getName)
     assert(missing.isEmpty, s"stages without a StageSuite: ${missing.mkString(", ")}")

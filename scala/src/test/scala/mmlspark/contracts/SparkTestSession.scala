@@ -4,8 +4,8 @@ import java.nio.file.Files
 
 import org.apache.spark.sql.SparkSession
 
-/** One small local SparkSession for every suite in the test JVM: two cores, two shuffle
-  * partitions, no UI.
+/** One small local SparkSession for every suite in the test JVM: two cores, two shuffle partitions,
+  * no UI.
   */
 object SparkTestSession {
   lazy val spark: SparkSession = SparkSession

@@ -26,8 +26,8 @@ object Streaming {
   final case class Refused(fragment: String) extends Streaming
 }
 
-/** A configured stage, the input it is given, and a check of its output (used on batch and
-  * on streaming output alike, so it must not depend on how rows are partitioned).
+/** A configured stage, the input it is given, and a check of its output (used on batch and on
+  * streaming output alike, so it must not depend on how rows are partitioned).
   */
 final case class TestObject[S <: PipelineStage](
     stage: S,
@@ -58,7 +58,9 @@ abstract class StageSuite[S <: PipelineStage: ClassTag] extends AnyFunSuite {
   }
 
   /** Runs `f` on `input` read as a stream and returns the output once all input is done. */
-  protected def streamed(input: DataFrame, streaming: Streaming)(f: DataFrame => DataFrame): DataFrame = {
+  protected def streamed(input: DataFrame, streaming: Streaming)(
+      f: DataFrame => DataFrame
+  ): DataFrame = {
     val dir = SparkTestSession.tempDir("stream-in") + "/data"
     input.write.parquet(dir)
     val stream = spark.readStream.schema(input.schema).parquet(dir)
@@ -78,14 +80,18 @@ abstract class StageSuite[S <: PipelineStage: ClassTag] extends AnyFunSuite {
     o.streaming match {
       case Streaming.Refused(fragment) =>
         val error = intercept[Exception](streamed(o.input, o.streaming)(transform))
-        val messages = Iterator.iterate[Throwable](error)(_.getCause).takeWhile(_ != null).map(_.getMessage)
-        assert(messages.exists(m => m != null && m.contains(fragment)), s"expected '$fragment' in $error")
+        val messages =
+          Iterator.iterate[Throwable](error)(_.getCause).takeWhile(_ != null).map(_.getMessage)
+        assert(
+          messages.exists(m => m != null && m.contains(fragment)),
+          s"expected '$fragment' in $error"
+        )
       case mode => o.check(streamed(o.input, mode)(transform))
     }
 }
 
-/** Standard tests for a Transformer: output checked on a batch and on a stream, and the
-  * loaded stage transforms exactly like the original.
+/** Standard tests for a Transformer: output checked on a batch and on a stream, and the loaded
+  * stage transforms exactly like the original.
   */
 abstract class TransformerSuite[T <: Transformer: ClassTag] extends StageSuite[T] {
 
@@ -108,7 +114,8 @@ abstract class TransformerSuite[T <: Transformer: ClassTag] extends StageSuite[T
 /** Standard tests for an Estimator and the Model it fits: fit on a batch, the model's output
   * checked on a batch and on a stream, and both stages' params and save/load.
   */
-abstract class EstimatorSuite[E <: Estimator[M]: ClassTag, M <: Model[M]: ClassTag] extends StageSuite[E] {
+abstract class EstimatorSuite[E <: Estimator[M]: ClassTag, M <: Model[M]: ClassTag]
+    extends StageSuite[E] {
 
   override def stagesCovered: Seq[Class[_]] = super.stagesCovered :+ classTag[M].runtimeClass
 
@@ -132,7 +139,10 @@ abstract class EstimatorSuite[E <: Estimator[M]: ClassTag, M <: Model[M]: ClassT
       val model = o.stage.fit(o.input)
       StageChecks.checkParams(model)
       StageChecks.checkReadWrite(model)
-      StageChecks.assertSameRows(model.transform(o.input), StageChecks.saveAndLoad(model).transform(o.input))
+      StageChecks.assertSameRows(
+        model.transform(o.input),
+        StageChecks.saveAndLoad(model).transform(o.input)
+      )
     }
   }
 }
@@ -142,7 +152,9 @@ object StageChecks extends org.scalatest.Assertions {
   def checkParams(stage: Params): Unit = {
     stage.params.foreach { p =>
       assert(p.doc.trim.nonEmpty, s"${stage.uid}: param ${p.name} has no doc")
-      val getter = stage.getClass.getMethods.find(m => m.getName == s"get${p.name.capitalize}" && m.getParameterCount == 0)
+      val getter = stage.getClass.getMethods.find(m =>
+        m.getName == s"get${p.name.capitalize}" && m.getParameterCount == 0
+      )
       assert(getter.isDefined, s"${stage.getClass.getName}: param ${p.name} has no getter")
       if (stage.isDefined(p)) assert(sameValue(getter.get.invoke(stage), stage.getOrDefault(p)))
     }
@@ -177,8 +189,14 @@ object StageChecks extends org.scalatest.Assertions {
 
   def assertSameParams(expected: Params, actual: Params): Unit =
     expected.params.foreach { p =>
-      assert(expected.isSet(p) == actual.isSet(actual.getParam(p.name)), s"param ${p.name}: set differs")
-      assert(expected.isDefined(p) == actual.isDefined(actual.getParam(p.name)), s"param ${p.name}: defined differs")
+      assert(
+        expected.isSet(p) == actual.isSet(actual.getParam(p.name)),
+        s"param ${p.name}: set differs"
+      )
+      assert(
+        expected.isDefined(p) == actual.isDefined(actual.getParam(p.name)),
+        s"param ${p.name}: defined differs"
+      )
       if (expected.isDefined(p)) {
         val (e, a) = (expected.getOrDefault(p), actual.getOrDefault(actual.getParam(p.name)))
         assert(sameValue(e, a), s"param ${p.name}: expected $e but found $a")
@@ -188,13 +206,20 @@ object StageChecks extends org.scalatest.Assertions {
   def sameValue(expected: Any, actual: Any): Boolean = (expected, actual) match {
     case (e: Params, a: Params) =>
       e.getClass == a.getClass && e.uid == a.uid && { assertSameParams(e, a); true }
-    case (e: Array[_], a: Array[_]) => e.length == a.length && e.zip(a).forall { case (x, y) => sameValue(x, y) }
+    case (e: Array[_], a: Array[_]) =>
+      e.length == a.length && e.zip(a).forall { case (x, y) => sameValue(x, y) }
     case (e, a) => e == a
   }
 
   /** The same rows, in any order. */
   def assertSameRows(expected: DataFrame, actual: DataFrame): Unit = {
     assert(expected.schema.fieldNames.toSeq == actual.schema.fieldNames.toSeq)
-    assert(expected.collect().map(_.toString).sorted.toSeq == actual.collect().map(_.toString).sorted.toSeq)
+    assert(
+      expected.collect().map(_.toString).sorted.toSeq == actual
+        .collect()
+        .map(_.toString)
+        .sorted
+        .toSeq
+    )
   }
 }

@@ -7,7 +7,10 @@ object BatchFixtures {
   import SparkTestSession.spark.implicits._
 
   def rows: DataFrame =
-    (0 until 23).map(i => (i, s"s$i", Array(i.toDouble, -i.toDouble))).toDF("i", "s", "arr").repartition(2)
+    (0 until 23)
+      .map(i => (i, s"s$i", Array(i.toDouble, -i.toDouble)))
+      .toDF("i", "s", "arr")
+      .repartition(2)
 
   /** Batches of at most `size` whose elements, flattened, are exactly rows 0..22. */
   def checkBatches(size: Int)(out: DataFrame): Unit = {
@@ -21,12 +24,18 @@ object BatchFixtures {
 
 class MiniBatchTransformerSuite extends TransformerSuite[MiniBatchTransformer] {
   override def testObjects: Seq[TestObject[MiniBatchTransformer]] = Seq(
-    TestObject(new MiniBatchTransformer().setMiniBatchSize(5), BatchFixtures.rows, BatchFixtures.checkBatches(5)),
+    TestObject(
+      new MiniBatchTransformer().setMiniBatchSize(5),
+      BatchFixtures.rows,
+      BatchFixtures.checkBatches(5)
+    ),
     TestObject(new MiniBatchTransformer(), BatchFixtures.rows, BatchFixtures.checkBatches(64))
   )
 
   test("one partition of 23 rows in batches of 5 gives sizes 5,5,5,5,3") {
-    val out = new MiniBatchTransformer().setMiniBatchSize(5).transform(BatchFixtures.rows.coalesce(1).sortWithinPartitions("i"))
+    val out = new MiniBatchTransformer()
+      .setMiniBatchSize(5)
+      .transform(BatchFixtures.rows.coalesce(1).sortWithinPartitions("i"))
     assert(out.collect().map(_.getSeq[Int](0).length).toSeq == Seq(5, 5, 5, 5, 3))
     assert(out.schema("arr").dataType.catalogString == "array<array<double>>")
   }
@@ -48,8 +57,12 @@ class BufferedMiniBatchTransformerSuite extends TransformerSuite[BufferedMiniBat
   test("a batch closes at its time limit when rows arrive slowly") {
     import SparkTestSession.spark.implicits._
     // Each row takes 30 ms to produce; a 45 ms limit closes batches after two rows.
-    val slow = (0 until 8).toDF("i").coalesce(1).map { r => Thread.sleep(30); r.getInt(0) }.toDF("i")
-    val out = new BufferedMiniBatchTransformer().setMiniBatchSize(100).setMaxBufferMillis(45L).transform(slow)
+    val slow =
+      (0 until 8).toDF("i").coalesce(1).map { r => Thread.sleep(30); r.getInt(0) }.toDF("i")
+    val out = new BufferedMiniBatchTransformer()
+      .setMiniBatchSize(100)
+      .setMaxBufferMillis(45L)
+      .transform(slow)
     val sizes = out.collect().map(_.getSeq[Int](0).length)
     assert(sizes.sum == 8)
     assert(sizes.length >= 3, s"expected batches closed by time, got sizes ${sizes.mkString(",")}")
@@ -58,7 +71,8 @@ class BufferedMiniBatchTransformerSuite extends TransformerSuite[BufferedMiniBat
 }
 
 class FlattenBatchSuite extends TransformerSuite[FlattenBatch] {
-  private def batched: DataFrame = new MiniBatchTransformer().setMiniBatchSize(4).transform(BatchFixtures.rows)
+  private def batched: DataFrame =
+    new MiniBatchTransformer().setMiniBatchSize(4).transform(BatchFixtures.rows)
 
   override def testObjects: Seq[TestObject[FlattenBatch]] = Seq(
     TestObject(
@@ -73,7 +87,9 @@ class FlattenBatchSuite extends TransformerSuite[FlattenBatch] {
     )
   )
 
-  test("arrays of different lengths give the longest's rows, padded with nulls; other columns repeat") {
+  test(
+    "arrays of different lengths give the longest's rows, padded with nulls; other columns repeat"
+  ) {
     import SparkTestSession.spark.implicits._
     val input = Seq((7, Seq(1, 2, 3), Seq("a"))).toDF("batch", "x", "y")
     val out = new FlattenBatch().transform(input).collect().toSeq
@@ -81,7 +97,9 @@ class FlattenBatchSuite extends TransformerSuite[FlattenBatch] {
   }
 
   test("input without array columns fails in transformSchema") {
-    val error = intercept[IllegalArgumentException](new FlattenBatch().transformSchema(Fixtures.people.schema))
+    val error = intercept[IllegalArgumentException](
+      new FlattenBatch().transformSchema(Fixtures.people.schema)
+    )
     assert(error.getMessage.contains("at least one array column"))
   }
 }

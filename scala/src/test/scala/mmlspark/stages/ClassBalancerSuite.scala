@@ -7,7 +7,8 @@ class ClassBalancerSuite extends EstimatorSuite[ClassBalancer, ClassBalancerMode
   import SparkTestSession.spark.implicits._
 
   // Classes a: 6 rows, b: 3 rows, c: 1 row, null: 2 rows.
-  private val labels: Seq[String] = Seq.fill(6)("a") ++ Seq.fill(3)("b") ++ Seq("c") ++ Seq(null, null)
+  private val labels: Seq[String] =
+    Seq.fill(6)("a") ++ Seq.fill(3)("b") ++ Seq("c") ++ Seq(null, null)
 
   private def frame: DataFrame = labels.zipWithIndex.toDF("species", "id")
 
@@ -22,9 +23,16 @@ class ClassBalancerSuite extends EstimatorSuite[ClassBalancer, ClassBalancerMode
       out => {
         val rows = out.collect()
         assert(rows.length == labels.length)
-        rows.foreach(r => assert(math.abs(r.getAs[Double]("weight") - expectedWeight(r.getAs[String]("species"))) < 1e-12))
+        rows.foreach(r =>
+          assert(
+            math.abs(r.getAs[Double]("weight") - expectedWeight(r.getAs[String]("species"))) < 1e-12
+          )
+        )
         // Every class carries the same total weight.
-        val totals = rows.groupBy(r => Option(r.getAs[String]("species"))).values.map(_.map(_.getAs[Double]("weight")).sum)
+        val totals = rows
+          .groupBy(r => Option(r.getAs[String]("species")))
+          .values
+          .map(_.map(_.getAs[Double]("weight")).sum)
         assert(totals.forall(t => math.abs(t - totals.head) < 1e-9))
       }
     ),
@@ -43,7 +51,9 @@ class ClassBalancerSuite extends EstimatorSuite[ClassBalancer, ClassBalancerMode
   }
 
   test("fitting on an empty dataset fails with a clear message") {
-    val error = intercept[IllegalArgumentException](new ClassBalancer().setInputCol("species").fit(frame.limit(0)))
+    val error = intercept[IllegalArgumentException](
+      new ClassBalancer().setInputCol("species").fit(frame.limit(0))
+    )
     assert(error.getMessage.contains("empty dataset"))
   }
 

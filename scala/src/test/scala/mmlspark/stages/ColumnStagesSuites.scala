@@ -8,7 +8,9 @@ object Fixtures {
 
   /** 20 rows: id 0..19, a key, a double and a string (with a dotted column name). */
   def people: DataFrame =
-    (0 until 20).map(i => (i.toLong, s"k${i % 3}", i * 0.5, s"name$i")).toDF("id", "key", "score", "a.b")
+    (0 until 20)
+      .map(i => (i.toLong, s"k${i % 3}", i * 0.5, s"name$i"))
+      .toDF("id", "key", "score", "a.b")
 }
 
 class SelectColumnsSuite extends TransformerSuite[SelectColumns] {
@@ -18,13 +20,17 @@ class SelectColumnsSuite extends TransformerSuite[SelectColumns] {
       Fixtures.people,
       out => {
         assert(out.columns.toSeq == Seq("score", "a.b"))
-        assert(out.collect().map(r => (r.getDouble(0), r.getString(1))).toSet ==
-          (0 until 20).map(i => (i * 0.5, s"name$i")).toSet)
+        assert(
+          out.collect().map(r => (r.getDouble(0), r.getString(1))).toSet ==
+            (0 until 20).map(i => (i * 0.5, s"name$i")).toSet
+        )
       }
     )
   )
 
-  test("a missing column fails in transformSchema, naming stage, column and the columns there are") {
+  test(
+    "a missing column fails in transformSchema, naming stage, column and the columns there are"
+  ) {
     val stage = new SelectColumns().setCols(Array("id", "nope"))
     val error = intercept[IllegalArgumentException](stage.transformSchema(Fixtures.people.schema))
     assert(error.getMessage.contains(stage.uid) && error.getMessage.contains("'nope'"))
@@ -50,7 +56,9 @@ class DropColumnsSuite extends TransformerSuite[DropColumns] {
   )
 
   test("dropping a column that does not exist fails before any job") {
-    val error = intercept[IllegalArgumentException](new DropColumns().setCols(Array("x")).transform(Fixtures.people))
+    val error = intercept[IllegalArgumentException](
+      new DropColumns().setCols(Array("x")).transform(Fixtures.people)
+    )
     assert(error.getMessage.contains("'x' does not exist"))
   }
 }
@@ -62,7 +70,11 @@ class RenameColumnSuite extends TransformerSuite[RenameColumn] {
       Fixtures.people,
       out => {
         assert(out.columns.toSeq == Seq("id", "key", "score", "name"))
-        assert(out.select("name").collect().map(_.getString(0)).toSet == (0 until 20).map(i => s"name$i").toSet)
+        assert(
+          out.select("name").collect().map(_.getString(0)).toSet == (0 until 20)
+            .map(i => s"name$i")
+            .toSet
+        )
       }
     )
   )
@@ -77,7 +89,11 @@ class RenameColumnSuite extends TransformerSuite[RenameColumn] {
 class RepartitionSuite extends TransformerSuite[Repartition] {
   override def testObjects: Seq[TestObject[Repartition]] = Seq(
     TestObject(new Repartition().setN(3), Fixtures.people, out => assert(out.count() == 20)),
-    TestObject(new Repartition().setN(3).setDisable(true), Fixtures.people, out => assert(out.count() == 20))
+    TestObject(
+      new Repartition().setN(3).setDisable(true),
+      Fixtures.people,
+      out => assert(out.count() == 20)
+    )
   )
 
   test("n sets the number of partitions; disable keeps the input's") {

@@ -8,7 +8,12 @@ object EnsembleFixtures {
   import SparkTestSession.spark.implicits._
 
   val data: Seq[(String, Int, Double, Vector)] = (0 until 12).map { i =>
-    (if (i == 11) null else s"burst${i % 3}", i % 2, i * 1.5, Vectors.dense(i.toDouble, 1.0 / (i + 1)))
+    (
+      if (i == 11) null else s"burst${i % 3}",
+      i % 2,
+      i * 1.5,
+      Vectors.dense(i.toDouble, 1.0 / (i + 1))
+    )
   }
 
   def frame: DataFrame = data.toDF("burst", "camera", "p", "v")
@@ -68,7 +73,8 @@ class EnsembleByKeySuite extends TransformerSuite[EnsembleByKey] {
   }
 
   test("colNames must match cols in number") {
-    val stage = new EnsembleByKey().setKeys(Array("camera")).setCols(Array("p", "v")).setColNames(Array("x"))
+    val stage =
+      new EnsembleByKey().setKeys(Array("camera")).setCols(Array("p", "v")).setColNames(Array("x"))
     intercept[IllegalArgumentException](stage.transformSchema(frame.schema))
   }
 

@@ -13,7 +13,11 @@ class TimerSuite extends EstimatorSuite[Timer, TimerModel] {
     TestObject(
       new Timer().setStage(new ClassBalancer().setInputCol("key")).setMaterialize(false),
       Fixtures.people,
-      out => StageChecks.assertSameRows(new ClassBalancer().setInputCol("key").fit(Fixtures.people).transform(Fixtures.people), out)
+      out =>
+        StageChecks.assertSameRows(
+          new ClassBalancer().setInputCol("key").fit(Fixtures.people).transform(Fixtures.people),
+          out
+        )
     )
   )
 

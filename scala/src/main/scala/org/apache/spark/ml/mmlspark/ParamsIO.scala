@@ -5,8 +5,8 @@ import org.apache.spark.ml.util.{DefaultParamsReader, DefaultParamsWriter}
 import org.apache.spark.sql.SparkSession
 import org.json4s.JValue
 
-/** Opens Spark's ML metadata format (private to `org.apache.spark.ml`) to mmlspark's
-  * writers, so our saved stages have exactly the layout Spark's own stages have.
+/** Opens Spark's ML metadata format (private to `org.apache.spark.ml`) to mmlspark's writers, so
+  * our saved stages have exactly the layout Spark's own stages have.
   */
 object ParamsIO {
 
@@ -18,8 +18,8 @@ object ParamsIO {
   ): Unit =
     DefaultParamsWriter.saveMetadata(instance, path, spark, None, Some(paramMap))
 
-  /** Loads the metadata at `path`, checks it was written for `className`, and sets the
-    * saved params and defaults on `instance`.
+  /** Loads the metadata at `path`, checks it was written for `className`, and sets the saved params
+    * and defaults on `instance`.
     */
   def loadParams(instance: Params, path: String, spark: SparkSession, className: String): Unit =
     DefaultParamsReader.loadMetadata(path, spark, className).getAndSetParams(instance)

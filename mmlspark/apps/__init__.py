@@ -1,0 +1,1 @@
+"""Runnable applications built on mmlspark (``python -m mmlspark.apps.<name>``)."""

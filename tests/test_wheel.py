@@ -1,0 +1,64 @@
+"""The built wheel installs into a clean virtualenv and runs a pipeline with no other step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import mmlspark
+
+ROOT = Path(__file__).resolve().parent.parent
+WHEEL = ROOT / "dist" / f"mmlspark-{mmlspark.__version__}-py3-none-any.whl"
+
+SCRIPT = textwrap.dedent(
+    """
+    import sys, tempfile
+    import mmlspark
+    from pyspark.ml import Pipeline, PipelineModel
+    from mmlspark.stages import ClassBalancer, MiniBatchTransformer, FlattenBatch, SelectColumns
+
+    assert "site-packages" in mmlspark.__file__, mmlspark.__file__
+    spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
+    df = spark.createDataFrame([(i, "ab"[i % 3 == 0]) for i in range(12)], "id long, c string")
+    stages = [ClassBalancer(inputCol="c"), MiniBatchTransformer(miniBatchSize=5), FlattenBatch(),
+              SelectColumns(cols=["id", "weight"])]
+    model = Pipeline(stages=stages).fit(df)
+    path = tempfile.mkdtemp() + "/model"
+    model.save(path)
+    rows = sorted(PipelineModel.load(path).transform(df).collect())
+    weights = {r.id: r.weight for r in rows}
+    # 12 rows: class b has 4 (ids 0,3,6,9), class a has 8: weights 12/(2*4) and 12/(2*8)
+    assert len(rows) == 12
+    assert all(abs(weights[i] - (1.5 if i % 3 == 0 else 0.75)) < 1e-12 for i in range(12))
+    print("wheel-ok", mmlspark.__version__)
+    """
+)
+
+
+def test_wheel_contains_the_matching_jar():
+    assert WHEEL.is_file(), f"{WHEEL} is missing: 'make test' builds it before the Python suites"
+    with zipfile.ZipFile(WHEEL) as zf:
+        names = zf.namelist()
+        jar = f"mmlspark/jars/mmlspark_2.13-{mmlspark.__version__}.jar"
+        assert jar in names
+        assert "mmlspark/py.typed" in names
+        assert "mmlspark/stages/_SelectColumns.py" in names
+
+
+def test_wheel_installs_in_a_clean_virtualenv_and_runs_a_pipeline(tmp_path):
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(WHEEL)], check=True)
+    result = subprocess.run(
+        [str(python), "-c", SCRIPT],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"wheel-ok {mmlspark.__version__}" in result.stdout
