@@ -75,3 +75,13 @@ def test_spark_conf_names_the_bundled_jar():
         assert f"version={mmlspark.__version__}" in zf.read("mmlspark/build.properties").decode()
         services = zf.read("META-INF/services/org.apache.spark.ml.Transformer").decode()
     assert "mmlspark.stages.SelectColumns" in services
+
+
+def test_spark_conf_adds_listed_maven_packages(tmp_path, monkeypatch):
+    _fake_jar(tmp_path / f"mmlspark_2.13-{mmlspark.__version__}.jar", mmlspark.__version__)
+    (tmp_path / "packages.txt").write_text("org.example:lib_2.13:1.0\n\norg.example:other:2.0\n")
+    monkeypatch.setattr(session_module, "_JARS_DIR", tmp_path)
+    conf = mmlspark.spark_conf()
+    assert conf["spark.jars.packages"] == "org.example:lib_2.13:1.0,org.example:other:2.0"
+    (tmp_path / "packages.txt").write_text("")
+    assert "spark.jars.packages" not in mmlspark.spark_conf()
