@@ -94,7 +94,10 @@ lazy val core = (project in file("scala"))
       IO.delete((jarsDir * "mmlspark_*.jar").get())
       IO.copyFile((Compile / packageBin).value, jarsDir / s"mmlspark_2.13-${version.value}.jar")
       // JVM dependencies Spark resolves from Maven coordinates when the session starts.
-      val runtimeDeps = libraryDependencies.value.filter(m => m.configurations.isEmpty)
+      // Scala and Spark come with the cluster, so only the library's own dependencies count.
+      val runtimeDeps = libraryDependencies.value.filter { m =>
+        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark").contains(m.organization)
+      }
       IO.writeLines(
         jarsDir / "packages.txt",
         runtimeDeps.map(m => s"${m.organization}:${m.name}:${m.revision}")

@@ -75,6 +75,8 @@ def test_spark_conf_names_the_bundled_jar():
         assert f"version={mmlspark.__version__}" in zf.read("mmlspark/build.properties").decode()
         services = zf.read("META-INF/services/org.apache.spark.ml.Transformer").decode()
     assert "mmlspark.stages.SelectColumns" in services
+    packages = conf.get("spark.jars.packages", "")
+    assert "org.scala-lang" not in packages and "org.apache.spark" not in packages
 
 
 def test_spark_conf_adds_listed_maven_packages(tmp_path, monkeypatch):

@@ -32,7 +32,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2000, help="number of synthetic photos")
     args = parser.parse_args(argv)
 
-    spark = mmlspark.session("local[*]", {"spark.ui.enabled": "false"})
+    spark = mmlspark.session(
+        "local[*]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "4",
+        },
+    )
     spark.sparkContext.setLogLevel("ERROR")
     rng = np.random.default_rng(0)
     species = rng.choice(
