@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -62,3 +63,39 @@ def test_wheel_installs_in_a_clean_virtualenv_and_runs_a_pipeline(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"wheel-ok {mmlspark.__version__}" in result.stdout
+
+
+SUBMITTED = textwrap.dedent(
+    """
+    from pyspark.sql import SparkSession
+    from mmlspark.stages import EnsembleByKey
+
+    spark = SparkSession.builder.getOrCreate()
+    df = spark.createDataFrame([("a", 1.0), ("a", 3.0), ("b", 5.0)], "k string, x double")
+    rows = EnsembleByKey(keys=["k"], cols=["x"]).transform(df).collect()
+    means = {r.k: r["mean(x)"] for r in rows}
+    assert means == {"a": 2.0, "b": 5.0}, means
+    print("submit-ok")
+    """
+)
+
+
+def test_self_contained_jar_runs_under_spark_submit(tmp_path):
+    import pyspark
+
+    assembly = ROOT / "dist" / f"mmlspark-assembly-{mmlspark.__version__}.jar"
+    assert assembly.is_file(), f"{assembly} is missing: 'make jar' builds it"
+    script = tmp_path / "job.py"
+    script.write_text(SUBMITTED)
+    spark_submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYSPARK_PYTHON": sys.executable}
+    result = subprocess.run(
+        [str(spark_submit), "--master", "local[2]", "--jars", str(assembly), str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "submit-ok" in result.stdout

@@ -23,6 +23,7 @@ from mmlspark.stages import (
     MiniBatchTransformer,
     SelectColumns,
     Timer,
+    TimerModel,
 )
 
 
@@ -72,7 +73,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"photos: {scored.count()}, bursts: {bursts.count()}")
     for name, weight in sorted(weights.items()):
         print(f"  class weight {name:>7}: {weight:.3f}")
-    print(f"timer: pipeline transform took {model.stages[-1].lastTransformMillis()} ms")
+    timer = model.stages[-1]
+    assert isinstance(timer, TimerModel)
+    print(f"timer: pipeline transform took {timer.lastTransformMillis()} ms")
     print(f"saved to {out / 'pipeline'}; reloaded pipeline gives identical rows: {same}")
     spark.stop()
     return 0 if same else 1

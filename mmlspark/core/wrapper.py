@@ -44,6 +44,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     """A Python stage backed by a JVM stage of the mmlspark jar."""
 
     _java_class_name: ClassVar[str]
+    _input_kwargs: dict[str, Any]
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,7 +62,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return _Reader(cls)
 
     def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
-        if isinstance(value, JavaParams):
+        if isinstance(value, JavaParams) and self._java_obj is not None:
             java_param = self._java_obj.getParam(self._resolveParam(param).name)
             return java_param.w(value._to_java())
         return super()._make_java_param_pair(param, value)

@@ -14,4 +14,6 @@ class TimerModel(_TimerModel):
         Measured on the JVM, where the wrapped stage runs; with ``materialize`` on this
         includes computing (and caching) the output.
         """
+        if self._java_obj is None:
+            raise RuntimeError(f"{self.uid} has no JVM model (it was not fitted or loaded)")
         return int(self._java_obj.lastTransformMillis())
