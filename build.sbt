@@ -96,7 +96,8 @@ lazy val core = (project in file("scala"))
       // JVM dependencies Spark resolves from Maven coordinates when the session starts.
       // Scala and Spark come with the cluster, so only the library's own dependencies count.
       val runtimeDeps = libraryDependencies.value.filter { m =>
-        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark").contains(m.organization)
+        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark")
+          .contains(m.organization)
       }
       IO.writeLines(
         jarsDir / "packages.txt",

@@ -15,7 +15,7 @@ from pyspark.core.context import SparkContext
 from pyspark.errors import IllegalArgumentException
 from pyspark.ml.evaluation import JavaEvaluator
 from pyspark.ml.param import Param
-from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable
+from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable, try_remote_read
 from pyspark.ml.wrapper import JavaEstimator, JavaModel, JavaParams, JavaTransformer
 
 __all__ = ["MMLParams", "MMLTransformer", "MMLEstimator", "MMLModel", "MMLEvaluator", "to_stage"]
@@ -57,6 +57,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         self._java_obj = self._new_java_obj(self._java_class_name, self.uid)
 
     @classmethod
+    @try_remote_read
     def read(cls) -> _Reader:
         """Returns a reader that loads this stage from a path."""
         return _Reader(cls)

@@ -85,9 +85,9 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
   override def read: MLReader[T] = new MLReader[T] {
     override def load(path: String): T = {
       val className = implicitly[ClassTag[T]].runtimeClass.getName
-      val uid = ParamsIO.loadUid(path, sparkSession, className)
-      val instance = create(uid, path, sparkSession)
-      ParamsIO.loadParams(instance, path, sparkSession, className)
+      val saved = ParamsIO.loadMetadata(path, sparkSession, className)
+      val instance = create(saved.uid, path, sparkSession)
+      saved.setOn(instance)
       val fs = new Path(path).getFileSystem(sparkSession.sparkContext.hadoopConfiguration)
       instance.params.foreach {
         case p: StageParam =>
@@ -100,5 +100,6 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
     }
   }
 
+  // Defined here so Java (and py4j) callers get a static `load` on the companion class.
   override def load(path: String): T = super.load(path)
 }

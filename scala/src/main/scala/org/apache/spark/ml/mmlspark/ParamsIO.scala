@@ -18,15 +18,19 @@ object ParamsIO {
   ): Unit =
     DefaultParamsWriter.saveMetadata(instance, path, spark, None, Some(paramMap))
 
-  /** Loads the metadata at `path`, checks it was written for `className`, and sets the saved params
-    * and defaults on `instance`.
-    */
-  def loadParams(instance: Params, path: String, spark: SparkSession, className: String): Unit =
-    DefaultParamsReader.loadMetadata(path, spark, className).getAndSetParams(instance)
-
-  def loadUid(path: String, spark: SparkSession, className: String): String =
-    DefaultParamsReader.loadMetadata(path, spark, className).uid
+  /** Reads the metadata at `path`, checking it was written for `className`. */
+  def loadMetadata(path: String, spark: SparkSession, className: String): SavedParams =
+    new SavedParams(DefaultParamsReader.loadMetadata(path, spark, className))
 
   def loadStage[T](path: String, spark: SparkSession): T =
     DefaultParamsReader.loadParamsInstance[T](path, spark)
+}
+
+/** The uid and params of a saved stage, ready to be set on a new instance. */
+final class SavedParams private[mmlspark] (metadata: DefaultParamsReader.Metadata) {
+
+  def uid: String = metadata.uid
+
+  /** Sets the saved params and defaults on `instance`. */
+  def setOn(instance: Params): Unit = metadata.getAndSetParams(instance)
 }
