@@ -70,6 +70,7 @@ lazy val core = (project in file("scala"))
   .settings(commonSettings)
   .settings(
     name := "mmlspark",
+    libraryDependencies += "org.openpnp" % "opencv" % "4.9.0-0",
     // Read by the Python package and the code generator to check that both sides match.
     Compile / resourceGenerators += Def.task {
       val out = (Compile / resourceManaged).value / "mmlspark" / "build.properties"

@@ -48,7 +48,8 @@ object Main {
         file.isFile && new String(Files.readAllBytes(file.toPath), UTF_8)
           .contains(s"class $name(_$name)")
       }
-      s"mmlspark/$area/__init__.py" -> PyCodeGen.areaInit(area, inArea, handWritten)
+      val hasFunctions = new File(root, s"mmlspark/$area/functions.py").isFile
+      s"mmlspark/$area/__init__.py" -> PyCodeGen.areaInit(area, inArea, handWritten, hasFunctions)
     }
     def services(kind: Class[_]): Option[(String, String)] = {
       val names = stages.map(_.cls).filter(kind.isAssignableFrom).map(_.getName)

@@ -183,7 +183,12 @@ object PyCodeGen {
   /** The area's `__init__.py`. `handWritten(name)` tells whether `<area>/<snake_name>.py` defines
     * the public class `Name(_Name)`; otherwise the public class is generated here.
     */
-  def areaInit(area: String, stages: Seq[StageInfo], handWritten: String => Boolean): String = {
+  def areaInit(
+      area: String,
+      stages: Seq[StageInfo],
+      handWritten: String => Boolean,
+      hasFunctions: Boolean
+  ): String = {
     val imports = stages.map { s =>
       if (handWritten(s.name)) s"from mmlspark.$area.${snakeCase(s.name)} import ${s.name}"
       else s"from mmlspark.$area._${s.name} import _${s.name}"
@@ -193,12 +198,18 @@ object PyCodeGen {
          |    __doc__ = _${s.name}.__doc__
          |""".stripMargin
     }
+    // Hand-written functions of the area (mmlspark/<area>/functions.py) are exported too.
+    val functions =
+      if (hasFunctions) Seq(s"from mmlspark.$area import functions as _functions", s"from mmlspark.$area.functions import *  # noqa: F403")
+      else Nil
+    val exported = s"[${stages.map(s => "\"" + s.name + "\"").mkString(", ")}]" +
+      (if (hasFunctions) " + _functions.__all__" else "")
     s"""${header("the stages of mmlspark." + area)}
        |\"\"\"mmlspark.$area: ${stages.map(_.name).mkString(", ")}.\"\"\"
        |
-       |${imports.sorted.mkString("\n")}
+       |${(imports.sorted ++ functions).mkString("\n")}
        |
-       |__all__ = [${stages.map(s => "\"" + s.name + "\"").mkString(", ")}]
+       |__all__ = $exported
        |
        |
        |${classes.mkString("\n\n")}""".stripMargin

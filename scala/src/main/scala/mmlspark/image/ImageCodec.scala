@@ -1,0 +1,162 @@
+package mmlspark.image
+
+import mmlspark.opencv.OpenCV
+import org.opencv.core.{Core, Mat, MatOfByte}
+import org.opencv.imgcodecs.Imgcodecs
+
+/** Thrown for a file that cannot be turned into an image; the message says why. */
+final class UndecodableImageException(message: String) extends RuntimeException(message)
+
+/** Decoding of encoded image bytes with OpenCV's `imdecode`, shared by the reader and the
+  * stages that take binary input.
+  */
+object ImageCodec {
+
+  val ColorModes: Array[String] = Array("color", "grayscale", "unchanged")
+
+  /** Decodes `bytes` into a new Mat the caller releases.
+    *
+    * @param colorMode `color`: 8-bit BGR; `grayscale`: 8-bit gray; `unchanged`: as stored
+    *   (gray, BGR or BGRA, 8- or 16-bit)
+    * @param applyOrientation rotate/flip a JPEG as its EXIF orientation tag says
+    * @param reduceFactor decode at 1/2, 1/4 or 1/8 of the size (1: full size); `color` and
+    *   `grayscale` use the codec's reduced decoding, `unchanged` resizes after decoding
+    */
+  def decode(bytes: Array[Byte], colorMode: String, applyOrientation: Boolean, reduceFactor: Int): Mat = {
+    OpenCV.ensureLoaded()
+    if (bytes == null) throw new UndecodableImageException("no data (null)")
+    if (bytes.isEmpty) throw new UndecodableImageException("empty file (0 bytes)")
+    if (isJpeg(bytes) && !hasJpegEnd(bytes)) {
+      throw new UndecodableImageException(
+        s"truncated JPEG: no end-of-image marker in ${bytes.length} bytes"
+      )
+    }
+    // Orientation is applied below, from our own EXIF reading, so that all modes agree.
+    val flags = (colorMode, reduceFactor) match {
+      case ("unchanged", _) => Imgcodecs.IMREAD_UNCHANGED
+      case ("color", 1) => Imgcodecs.IMREAD_COLOR | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("color", 2) => Imgcodecs.IMREAD_REDUCED_COLOR_2 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("color", 4) => Imgcodecs.IMREAD_REDUCED_COLOR_4 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("color", 8) => Imgcodecs.IMREAD_REDUCED_COLOR_8 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 1) => Imgcodecs.IMREAD_GRAYSCALE | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 2) => Imgcodecs.IMREAD_REDUCED_GRAYSCALE_2 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 4) => Imgcodecs.IMREAD_REDUCED_GRAYSCALE_4 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 8) => Imgcodecs.IMREAD_REDUCED_GRAYSCALE_8 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case other => throw new IllegalArgumentException(s"unsupported decode options $other")
+    }
+    val buffer = new MatOfByte(bytes: _*)
+    val decoded =
+      try Imgcodecs.imdecode(buffer, flags)
+      finally buffer.release()
+    if (decoded.empty()) {
+      decoded.release()
+      throw new UndecodableImageException(
+        s"not a decodable image (${bytes.length} bytes starting ${hexPrefix(bytes)}): " +
+          "unknown format or corrupt data"
+      )
+    }
+    val reduced =
+      if (colorMode == "unchanged" && reduceFactor > 1) {
+        val out = new Mat()
+        org.opencv.imgproc.Imgproc.resize(
+          decoded,
+          out,
+          new org.opencv.core.Size(
+            math.ceil(decoded.cols() / reduceFactor.toDouble),
+            math.ceil(decoded.rows() / reduceFactor.toDouble)
+          ),
+          0,
+          0,
+          org.opencv.imgproc.Imgproc.INTER_AREA
+        )
+        decoded.release()
+        out
+      } else decoded
+    val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
+    orient(reduced, orientation)
+  }
+
+  /** Applies an EXIF orientation (1-8) the way OpenCV's own reader does; releases `mat`
+    * when it returns a new Mat.
+    */
+  def orient(mat: Mat, orientation: Int): Mat = {
+    def flipped(src: Mat, code: Int): Mat = {
+      val out = new Mat()
+      Core.flip(src, out, code)
+      src.release()
+      out
+    }
+    def transposed(src: Mat): Mat = {
+      val out = new Mat()
+      Core.transpose(src, out)
+      src.release()
+      out
+    }
+    orientation match {
+      case 2 => flipped(mat, 1)
+      case 3 => flipped(mat, -1)
+      case 4 => flipped(mat, 0)
+      case 5 => transposed(mat)
+      case 6 => flipped(transposed(mat), 1)
+      case 7 => flipped(transposed(mat), -1)
+      case 8 => flipped(transposed(mat), 0)
+      case _ => mat
+    }
+  }
+
+  def isJpeg(bytes: Array[Byte]): Boolean =
+    bytes.length >= 3 && bytes(0) == 0xff.toByte && bytes(1) == 0xd8.toByte && bytes(2) == 0xff.toByte
+
+  /** Whether an end-of-image marker (FF D9) stands in the last 1 KiB (cameras may pad after it). */
+  private def hasJpegEnd(bytes: Array[Byte]): Boolean = {
+    var i = bytes.length - 2
+    val stop = math.max(2, bytes.length - 1024)
+    while (i >= stop) {
+      if (bytes(i) == 0xff.toByte && bytes(i + 1) == 0xd9.toByte) return true
+      i -= 1
+    }
+    false
+  }
+
+  private def hexPrefix(bytes: Array[Byte]): String =
+    bytes.take(4).map(b => f"${b & 0xff}%02x").mkString(" ")
+}
+
+/** Reads the orientation tag (0x0112) from a JPEG's EXIF block. */
+object Exif {
+
+  /** The orientation (1-8), or 1 when the JPEG has no (readable) EXIF orientation. */
+  def orientation(jpeg: Array[Byte]): Int =
+    try find(jpeg).getOrElse(1)
+    catch { case _: IndexOutOfBoundsException => 1 }
+
+  private def find(b: Array[Byte]): Option[Int] = {
+    def u8(i: Int): Int = b(i) & 0xff
+    var pos = 2
+    while (pos + 4 <= b.length && u8(pos) == 0xff) {
+      val marker = u8(pos + 1)
+      val length = (u8(pos + 2) << 8) | u8(pos + 3)
+      if (marker == 0xda || marker == 0xd9) return None // start of scan: no EXIF before it
+      if (marker == 0xe1 && length >= 8 && new String(b, pos + 4, 4, "ISO-8859-1") == "Exif") {
+        return readTiff(b, pos + 10)
+      }
+      pos += 2 + length
+    }
+    None
+  }
+
+  private def readTiff(b: Array[Byte], tiff: Int): Option[Int] = {
+    val little = b(tiff) == 'I'.toByte
+    def u16(i: Int): Int =
+      if (little) (b(i) & 0xff) | ((b(i + 1) & 0xff) << 8) else ((b(i) & 0xff) << 8) | (b(i + 1) & 0xff)
+    def u32(i: Int): Long =
+      if (little) (u16(i).toLong | (u16(i + 2).toLong << 16)) else ((u16(i).toLong << 16) | u16(i + 2).toLong)
+    val ifd = tiff + u32(tiff + 4).toInt
+    val entries = u16(ifd)
+    (0 until entries).iterator
+      .map(e => ifd + 2 + e * 12)
+      .find(entry => u16(entry) == 0x0112)
+      .map(entry => u16(entry + 8))
+      .filter(o => o >= 1 && o <= 8)
+  }
+}

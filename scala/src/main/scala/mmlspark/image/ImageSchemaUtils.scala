@@ -1,0 +1,97 @@
+package mmlspark.image
+
+import java.nio.{ByteBuffer, ByteOrder}
+
+import mmlspark.opencv.OpenCV
+import org.apache.spark.ml.image.ImageSchema
+import org.apache.spark.sql.{Encoders, Row}
+import org.apache.spark.sql.types.{DataType, StructType}
+import org.opencv.core.{CvType, Mat}
+
+/** A decoded image in Spark's image struct (`origin, height, width, nChannels, mode, data`):
+  * pixels row-major with interleaved channels (BGR or BGRA order as OpenCV keeps them),
+  * `mode` the OpenCV type code. 16-bit and float images store their samples little-endian.
+  */
+final case class ImageStruct(
+    origin: String,
+    height: Int,
+    width: Int,
+    nChannels: Int,
+    mode: Int,
+    data: Array[Byte]
+)
+
+object ImageSchemaUtils {
+
+  /** Spark's image column type (the fields of `ImageSchema.columnSchema`, which
+    * `pyspark.ml.image.ImageSchema` reads), as our stages produce it.
+    */
+  lazy val imageType: StructType = Encoders.product[ImageStruct].schema
+
+  /** Whether `dataType` has the fields of Spark's image struct (nullability aside). */
+  def isImage(dataType: DataType): Boolean = dataType match {
+    case s: StructType =>
+      s.fields.map(f => f.name -> f.dataType) sameElements
+        ImageSchema.columnSchema.fields.map(f => f.name -> f.dataType)
+    case _ => false
+  }
+
+  /** Copies `mat` out of native memory into an image struct (the Mat stays owned by the caller). */
+  def toStruct(mat: Mat, origin: String): ImageStruct = {
+    val continuous = if (mat.isContinuous) mat else mat.clone()
+    try {
+      val elements = (continuous.total() * continuous.channels()).toInt
+      val data = CvType.depth(continuous.`type`()) match {
+        case CvType.CV_8U | CvType.CV_8S =>
+          val bytes = new Array[Byte](elements)
+          continuous.get(0, 0, bytes)
+          bytes
+        case CvType.CV_16U | CvType.CV_16S =>
+          val shorts = new Array[Short](elements)
+          continuous.get(0, 0, shorts)
+          val buffer = ByteBuffer.allocate(elements * 2).order(ByteOrder.LITTLE_ENDIAN)
+          buffer.asShortBuffer().put(shorts)
+          buffer.array()
+        case CvType.CV_32F =>
+          val floats = new Array[Float](elements)
+          continuous.get(0, 0, floats)
+          val buffer = ByteBuffer.allocate(elements * 4).order(ByteOrder.LITTLE_ENDIAN)
+          buffer.asFloatBuffer().put(floats)
+          buffer.array()
+        case other =>
+          throw new IllegalArgumentException(s"unsupported OpenCV depth ${CvType.typeToString(continuous.`type`())}")
+      }
+      ImageStruct(origin, continuous.rows(), continuous.cols(), continuous.channels(), continuous.`type`(), data)
+    } finally if (continuous ne mat) continuous.release()
+  }
+
+  /** A new Mat holding the pixels of an image struct row; the caller releases it. */
+  def toMat(row: Row): Mat = {
+    OpenCV.ensureLoaded()
+    val height = row.getInt(1)
+    val width = row.getInt(2)
+    val mode = row.getInt(4)
+    val data = row.getAs[Array[Byte]](5)
+    val mat = new Mat(height, width, mode)
+    val elements = height * width * CvType.channels(mode)
+    CvType.depth(mode) match {
+      case CvType.CV_8U | CvType.CV_8S =>
+        require(data.length == elements, s"image data has ${data.length} bytes, expected $elements")
+        mat.put(0, 0, data)
+      case CvType.CV_16U | CvType.CV_16S =>
+        require(data.length == elements * 2, s"image data has ${data.length} bytes, expected ${elements * 2}")
+        val shorts = new Array[Short](elements)
+        ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(shorts)
+        mat.put(0, 0, shorts)
+      case CvType.CV_32F =>
+        require(data.length == elements * 4, s"image data has ${data.length} bytes, expected ${elements * 4}")
+        val floats = new Array[Float](elements)
+        ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(floats)
+        mat.put(0, 0, floats)
+      case _ =>
+        mat.release()
+        throw new IllegalArgumentException(s"unsupported image mode $mode (${CvType.typeToString(mode)})")
+    }
+    mat
+  }
+}

@@ -1,0 +1,73 @@
+package mmlspark.image
+
+import mmlspark.contracts.{HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import scala.util.Try
+
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.param.{BooleanParam, ParamMap}
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset, Row}
+import org.apache.spark.sql.functions.{col, explode_outer, udf}
+import org.apache.spark.sql.types.StructType
+import org.opencv.core.{Core, Mat}
+
+/** Adds flipped copies of each image as extra rows: every input row is repeated with
+  * `outputCol` holding the original image, then its left-right mirror (`flipLeftRight`),
+  * then its upside-down mirror (`flipUpDown`). A null or malformed image stays one row with
+  * a null output.
+  */
+final class ImageSetAugmenter(override val uid: String)
+    extends Transformer
+    with HasInputCol
+    with HasOutputCol
+    with StageWritable {
+
+  def this() = this(Identifiable.randomUID("ImageSetAugmenter"))
+
+  final val flipLeftRight: BooleanParam =
+    new BooleanParam(this, "flipLeftRight", "add a copy mirrored left to right (default: true)")
+
+  final val flipUpDown: BooleanParam =
+    new BooleanParam(this, "flipUpDown", "add a copy mirrored top to bottom (default: false)")
+
+  setDefault(inputCol -> "image", outputCol -> "augmented", flipLeftRight -> true, flipUpDown -> false)
+
+  def getFlipLeftRight: Boolean = $(flipLeftRight)
+
+  def setFlipLeftRight(value: Boolean): this.type = set(flipLeftRight, value)
+
+  def getFlipUpDown: Boolean = $(flipUpDown)
+
+  def setFlipUpDown(value: Boolean): this.type = set(flipUpDown, value)
+
+  override def transformSchema(schema: StructType): StructType = {
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(ImageSchemaUtils.isImage)
+    SchemaUtils.requireAbsent(this, schema, $(outputCol))
+    schema.add($(outputCol), ImageSchemaUtils.imageType)
+  }
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema, logging = true)
+    val codes = (if ($(flipLeftRight)) Seq(1) else Nil) ++ (if ($(flipUpDown)) Seq(0) else Nil)
+    val augment = udf { (row: Row) =>
+      val original = if (row == null) None else Try(ImageSchemaUtils.toMat(row)).toOption
+      original.fold(Seq.empty[ImageStruct]) { original =>
+        try {
+          val flips = codes.map { code =>
+            val flipped = new Mat()
+            try {
+              Core.flip(original, flipped, code)
+              ImageSchemaUtils.toStruct(flipped, row.getString(0))
+            } finally flipped.release()
+          }
+          ImageSchemaUtils.toStruct(original, row.getString(0)) +: flips
+        } finally original.release()
+      }
+    }
+    dataset.withColumn($(outputCol), explode_outer(augment(col(SchemaUtils.quoted($(inputCol))))))
+  }
+
+  override def copy(extra: ParamMap): ImageSetAugmenter = defaultCopy(extra)
+}
+
+object ImageSetAugmenter extends StageReadable[ImageSetAugmenter]

@@ -1,0 +1,60 @@
+package mmlspark.image
+
+import scala.util.control.NonFatal
+
+import mmlspark.contracts.{HasErrorCol, HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
+import org.apache.spark.ml.param.ParamMap
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset, Row}
+import org.apache.spark.sql.functions.{col, udf}
+import org.apache.spark.sql.types.{StringType, StructType}
+
+final case class UnrolledImage(vector: Vector, error: String)
+
+/** Turns each image into a dense vector of its samples in CHW order (channels in the image's
+  * own order: BGR for color images), values exactly as stored (0-255 for 8-bit images). A
+  * null or malformed image gives a null vector and an error message.
+  */
+final class UnrollImage(override val uid: String)
+    extends Transformer
+    with HasInputCol
+    with HasOutputCol
+    with HasErrorCol
+    with StageWritable {
+
+  def this() = this(Identifiable.randomUID("UnrollImage"))
+
+  setDefault(inputCol -> "image", outputCol -> "unrolled", errorCol -> "unrollError")
+
+  override def transformSchema(schema: StructType): StructType = {
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(ImageSchemaUtils.isImage)
+    SchemaUtils.requireAbsent(this, schema, $(outputCol))
+    SchemaUtils.requireAbsent(this, schema, $(errorCol))
+    schema.add($(outputCol), SQLDataTypes.VectorType).add($(errorCol), StringType)
+  }
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema, logging = true)
+    val unroll = udf { (row: Row) =>
+      if (row == null) UnrolledImage(null, "no input image (null)")
+      else
+        try {
+          val mat = ImageSchemaUtils.toMat(row)
+          try UnrolledImage(Unrolling.toVector(mat), null)
+          finally mat.release()
+        } catch { case NonFatal(e) => UnrolledImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}") }
+    }.asNondeterministic()
+    val result = s"__unrolled_$uid"
+    dataset
+      .withColumn(result, unroll(col(SchemaUtils.quoted($(inputCol)))))
+      .withColumn($(outputCol), col(s"$result.vector"))
+      .withColumn($(errorCol), col(s"$result.error"))
+      .drop(result)
+  }
+
+  override def copy(extra: ParamMap): UnrollImage = defaultCopy(extra)
+}
+
+object UnrollImage extends StageReadable[UnrollImage]

@@ -1,0 +1,214 @@
+package mmlspark.opencv
+
+import scala.util.control.NonFatal
+
+import mmlspark.contracts.{HasErrorCol, HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.image.{ImageSchemaUtils, ImageStruct}
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset, Row}
+import org.apache.spark.sql.functions.{col, udf}
+import org.apache.spark.sql.types.{ArrayType, FloatType, Metadata, MetadataBuilder, StringType, StructType}
+
+final case class TransformedImage(image: ImageStruct, error: String)
+
+final case class ImageTensor(tensor: Array[Float], error: String)
+
+/** Applies a chain of OpenCV operations to each image, in the order given, in one pass per
+  * row with no intermediate columns. The output is an image struct or, with `toTensor`, a
+  * flat `array<float>` in CHW layout (channels in `tensorChannelOrder`), its shape
+  * `[C, H, W]` recorded in the column metadata under `tensorShape` (-1 where it depends on the
+  * input). A row whose image is null or fails an operation (a crop outside the image, say)
+  * gets a null output and an error message; it is never dropped.
+  */
+final class ImageTransformer(override val uid: String)
+    extends Transformer
+    with HasInputCol
+    with HasOutputCol
+    with HasErrorCol
+    with StageWritable {
+
+  def this() = this(Identifiable.randomUID("ImageTransformer"))
+
+  final val operations: Param[String] = new Param[String](
+    this,
+    "operations",
+    "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order " +
+      "(set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; " +
+      "default: [], none)",
+    (json: String) => { ImageOp.fromJson(json); true }
+  )
+
+  final val toTensor: BooleanParam = new BooleanParam(
+    this,
+    "toTensor",
+    "output a flat float array in CHW layout instead of an image struct (default: false)"
+  )
+
+  final val tensorChannelOrder: Param[String] = new Param[String](
+    this,
+    "tensorChannelOrder",
+    "channel order of the tensor output: 'RGB' (default) or 'BGR'",
+    ParamValidators.inArray(Array("RGB", "BGR"))
+  )
+
+  setDefault(
+    inputCol -> "image",
+    outputCol -> "transformed",
+    errorCol -> "transformError",
+    operations -> "[]",
+    toTensor -> false,
+    tensorChannelOrder -> "RGB"
+  )
+
+  def getOperations: String = $(operations)
+
+  def setOperations(value: String): this.type = set(operations, value)
+
+  def getToTensor: Boolean = $(toTensor)
+
+  def setToTensor(value: Boolean): this.type = set(toTensor, value)
+
+  def getTensorChannelOrder: String = $(tensorChannelOrder)
+
+  def setTensorChannelOrder(value: String): this.type = set(tensorChannelOrder, value)
+
+  /** The operations, parsed. */
+  def getOps: Seq[ImageOp] = ImageOp.fromJson($(operations))
+
+  def addOp(op: ImageOp): this.type = {
+    op.validate()
+    setOperations(ImageOp.toJson(getOps :+ op))
+  }
+
+  def resize(height: Int, width: Int): this.type = addOp(Resize(height, width))
+
+  /** Resizes the shorter side to `size`, keeping the aspect ratio if `keepAspectRatio`,
+    * otherwise to `size` x `size`.
+    */
+  def resize(size: Int, keepAspectRatio: Boolean): this.type =
+    addOp(if (keepAspectRatio) ResizeShorter(size) else Resize(size, size))
+
+  def crop(x: Int, y: Int, height: Int, width: Int): this.type = addOp(Crop(x, y, height, width))
+
+  def centerCrop(height: Int, width: Int): this.type = addOp(CenterCrop(height, width))
+
+  def colorFormat(format: String): this.type = addOp(ColorFormat(format))
+
+  def flip(flipCode: Int): this.type = addOp(Flip(flipCode))
+
+  def blur(height: Int, width: Int): this.type = addOp(Blur(height, width))
+
+  def threshold(threshold: Double, maxVal: Double, thresholdType: Int): this.type =
+    addOp(Threshold(threshold, maxVal, thresholdType))
+
+  def gaussianKernel(apertureSize: Int, sigma: Double): this.type = addOp(GaussianKernel(apertureSize, sigma))
+
+  def normalize(mean: Array[Double], std: Array[Double], colorScaleFactor: Double): this.type =
+    addOp(Normalize(mean.toSeq, std.toSeq, colorScaleFactor))
+
+  /** Whether the tensor has one (gray) channel: the last color conversion is to GRAY. */
+  private def grayTensor(ops: Seq[ImageOp]): Boolean =
+    ops.collect { case c: ColorFormat => c.format }.lastOption.contains("GRAY")
+
+  /** `[C, H, W]` of the tensor output, -1 where it depends on the input. */
+  def tensorShape: Array[Long] = {
+    val ops = getOps
+    val size = ops.foldLeft(Option.empty[(Int, Int)])((known, op) => if (op.changesSize) op.fixedSize else known)
+    val channels = if (grayTensor(ops)) 1L else 3L
+    Array(channels, size.map(_._1.toLong).getOrElse(-1L), size.map(_._2.toLong).getOrElse(-1L))
+  }
+
+  private def tensorMetadata: Metadata =
+    new MetadataBuilder()
+      .putLongArray("tensorShape", tensorShape)
+      .putString("tensorChannelOrder", if (grayTensor(getOps)) "GRAY" else $(tensorChannelOrder))
+      .build()
+
+  override def transformSchema(schema: StructType): StructType = {
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct (origin, height, width, nChannels, mode, data)")(
+      ImageSchemaUtils.isImage
+    )
+    SchemaUtils.requireAbsent(this, schema, $(outputCol))
+    SchemaUtils.requireAbsent(this, schema, $(errorCol))
+    SchemaUtils.requireDistinct(this, "outputCol and errorCol", Seq($(outputCol), $(errorCol)))
+    val output =
+      if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
+    schema
+      .add($(outputCol), output, nullable = true, if ($(toTensor)) tensorMetadata else Metadata.empty)
+      .add($(errorCol), StringType)
+  }
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema, logging = true)
+    val ops = getOps
+    val tensorOrder = if (grayTensor(ops)) "GRAY" else $(tensorChannelOrder)
+    val transform =
+      if ($(toTensor)) {
+        udf { (row: Row) =>
+          try ImageTensor(ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder)), null)
+          catch { case NonFatal(e) => ImageTensor(null, ImageTransformer.describe(e)) }
+        }
+      } else {
+        udf { (row: Row) =>
+          try TransformedImage(ImageTransformer.run(ops)(row, image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))), null)
+          catch { case NonFatal(e) => TransformedImage(null, ImageTransformer.describe(e)) }
+        }
+      }
+    val result = s"__transformed_$uid"
+    val field = if ($(toTensor)) "tensor" else "image"
+    val metadata = if ($(toTensor)) tensorMetadata else Metadata.empty
+    dataset
+      .withColumn(result, transform.asNondeterministic()(col(SchemaUtils.quoted($(inputCol)))))
+      .withColumn($(outputCol), col(s"$result.$field").as($(outputCol), metadata))
+      .withColumn($(errorCol), col(s"$result.error"))
+      .drop(result)
+  }
+
+  override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)
+}
+
+object ImageTransformer extends StageReadable[ImageTransformer] {
+
+  /** Runs `ops` on the image in `row` and hands the result to `output`; every Mat made on
+    * the way is released before this returns, whatever happens.
+    */
+  private[opencv] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
+    if (row == null) throw new IllegalArgumentException("no input image (null)")
+    val first = ImageSchemaUtils.toMat(row)
+    var current = Image(first, ImageOps.orderOf(first))
+    try {
+      ops.foreach { op =>
+        val next = op(current)
+        current.mat.release()
+        current = next
+      }
+      output(current)
+    } finally current.mat.release()
+  }
+
+  /** The pixels as a flat CHW float array with channels in `order` ("RGB", "BGR" or "GRAY"). */
+  private[opencv] def toCHW(image: Image, order: String): Array[Float] = {
+    val converted = ColorFormat(order)(image)
+    try {
+      val hwc = ImageOps.floats(converted.mat)
+      val channels = converted.mat.channels()
+      val plane = converted.mat.rows() * converted.mat.cols()
+      val chw = new Array[Float](hwc.length)
+      var p = 0
+      while (p < plane) {
+        var c = 0
+        while (c < channels) {
+          chw(c * plane + p) = hwc(p * channels + c)
+          c += 1
+        }
+        p += 1
+      }
+      chw
+    } finally converted.mat.release()
+  }
+
+  private[opencv] def describe(e: Throwable): String =
+    if (e.isInstanceOf[IllegalArgumentException]) e.getMessage else s"${e.getClass.getSimpleName}: ${e.getMessage}"
+}
