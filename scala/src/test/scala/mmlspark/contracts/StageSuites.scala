@@ -211,15 +211,20 @@ object StageChecks extends org.scalatest.Assertions {
     case (e, a) => e == a
   }
 
-  /** The same rows, in any order. */
+  /** The same rows, in any order (binary and nested values compared by content). */
   def assertSameRows(expected: DataFrame, actual: DataFrame): Unit = {
     assert(expected.schema.fieldNames.toSeq == actual.schema.fieldNames.toSeq)
-    assert(
-      expected.collect().map(_.toString).sorted.toSeq == actual
-        .collect()
-        .map(_.toString)
-        .sorted
-        .toSeq
-    )
+    def rows(df: DataFrame) = df.collect().map(r => canonical(r).toString).sorted.toSeq
+    assert(rows(expected) == rows(actual))
   }
+
+  /** A value with byte arrays, arrays and rows turned into comparable sequences. */
+  def canonical(value: Any): Any = value match {
+    case r: org.apache.spark.sql.Row => r.toSeq.map(canonical)
+    case b: Array[Byte] => b.toSeq
+    case a: Array[_] => a.toSeq.map(canonical)
+    case s: scala.collection.Seq[_] => s.toSeq.map(canonical)
+    case other => other
+  }
+
 }
