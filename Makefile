@@ -59,8 +59,8 @@ package-wheel: venv
 demo: jar
 	$(PY) -m mmlspark.apps.pipeline_demo
 
-bench:
-	@echo "no benchmarks yet"
+bench: jar
+	$(PY) bench/image_pipeline.py
 
 clean:
 	rm -rf target */target project/target project/project dist build mmlspark/jars *.egg-info

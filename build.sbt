@@ -18,7 +18,8 @@ val scalatest = "org.scalatest" %% "scalatest" % "3.2.19" % Test
 lazy val sparkJarsDir: File = {
   val venvJars = (file(".venv") / "lib" * "python3*" / "site-packages" / "pyspark" / "jars").get()
   // Absolute, since forked JVMs (tests, codegen) run in the sub-project's directory.
-  val dir = sys.env.get("SPARK_JARS_DIR").map(file).orElse(venvJars.headOption).map(_.getAbsoluteFile)
+  val dir =
+    sys.env.get("SPARK_JARS_DIR").map(file).orElse(venvJars.headOption).map(_.getAbsoluteFile)
   dir match {
     case Some(d) if (d / s"spark-core_2.13-$sparkVersion.jar").exists => d
     case Some(d) =>

@@ -200,7 +200,11 @@ object PyCodeGen {
     }
     // Hand-written functions of the area (mmlspark/<area>/functions.py) are exported too.
     val functions =
-      if (hasFunctions) Seq(s"from mmlspark.$area import functions as _functions", s"from mmlspark.$area.functions import *  # noqa: F403")
+      if (hasFunctions)
+        Seq(
+          s"from mmlspark.$area import functions as _functions",
+          s"from mmlspark.$area.functions import *  # noqa: F403"
+        )
       else Nil
     val exported = s"[${stages.map(s => "\"" + s.name + "\"").mkString(", ")}]" +
       (if (hasFunctions) " + _functions.__all__" else "")

@@ -7,8 +7,8 @@ import org.opencv.imgcodecs.Imgcodecs
 /** Thrown for a file that cannot be turned into an image; the message says why. */
 final class UndecodableImageException(message: String) extends RuntimeException(message)
 
-/** Decoding of encoded image bytes with OpenCV's `imdecode`, shared by the reader and the
-  * stages that take binary input.
+/** Decoding of encoded image bytes with OpenCV's `imdecode`, shared by the reader and the stages
+  * that take binary input.
   */
 object ImageCodec {
 
@@ -16,13 +16,21 @@ object ImageCodec {
 
   /** Decodes `bytes` into a new Mat the caller releases.
     *
-    * @param colorMode `color`: 8-bit BGR; `grayscale`: 8-bit gray; `unchanged`: as stored
-    *   (gray, BGR or BGRA, 8- or 16-bit)
-    * @param applyOrientation rotate/flip a JPEG as its EXIF orientation tag says
-    * @param reduceFactor decode at 1/2, 1/4 or 1/8 of the size (1: full size); `color` and
-    *   `grayscale` use the codec's reduced decoding, `unchanged` resizes after decoding
+    * @param colorMode
+    *   `color`: 8-bit BGR; `grayscale`: 8-bit gray; `unchanged`: as stored (gray, BGR or BGRA, 8-
+    *   or 16-bit)
+    * @param applyOrientation
+    *   rotate/flip a JPEG as its EXIF orientation tag says
+    * @param reduceFactor
+    *   decode at 1/2, 1/4 or 1/8 of the size (1: full size); `color` and `grayscale` use the
+    *   codec's reduced decoding, `unchanged` resizes after decoding
     */
-  def decode(bytes: Array[Byte], colorMode: String, applyOrientation: Boolean, reduceFactor: Int): Mat = {
+  def decode(
+      bytes: Array[Byte],
+      colorMode: String,
+      applyOrientation: Boolean,
+      reduceFactor: Int
+  ): Mat = {
     OpenCV.ensureLoaded()
     if (bytes == null) throw new UndecodableImageException("no data (null)")
     if (bytes.isEmpty) throw new UndecodableImageException("empty file (0 bytes)")
@@ -39,9 +47,12 @@ object ImageCodec {
       case ("color", 4) => Imgcodecs.IMREAD_REDUCED_COLOR_4 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
       case ("color", 8) => Imgcodecs.IMREAD_REDUCED_COLOR_8 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
       case ("grayscale", 1) => Imgcodecs.IMREAD_GRAYSCALE | Imgcodecs.IMREAD_IGNORE_ORIENTATION
-      case ("grayscale", 2) => Imgcodecs.IMREAD_REDUCED_GRAYSCALE_2 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
-      case ("grayscale", 4) => Imgcodecs.IMREAD_REDUCED_GRAYSCALE_4 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
-      case ("grayscale", 8) => Imgcodecs.IMREAD_REDUCED_GRAYSCALE_8 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 2) =>
+        Imgcodecs.IMREAD_REDUCED_GRAYSCALE_2 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 4) =>
+        Imgcodecs.IMREAD_REDUCED_GRAYSCALE_4 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
+      case ("grayscale", 8) =>
+        Imgcodecs.IMREAD_REDUCED_GRAYSCALE_8 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
       case other => throw new IllegalArgumentException(s"unsupported decode options $other")
     }
     val buffer = new MatOfByte(bytes: _*)
@@ -76,8 +87,8 @@ object ImageCodec {
     orient(reduced, orientation)
   }
 
-  /** Applies an EXIF orientation (1-8) the way OpenCV's own reader does; releases `mat`
-    * when it returns a new Mat.
+  /** Applies an EXIF orientation (1-8) the way OpenCV's own reader does; releases `mat` when it
+    * returns a new Mat.
     */
   def orient(mat: Mat, orientation: Int): Mat = {
     def flipped(src: Mat, code: Int): Mat = {
@@ -105,7 +116,9 @@ object ImageCodec {
   }
 
   def isJpeg(bytes: Array[Byte]): Boolean =
-    bytes.length >= 3 && bytes(0) == 0xff.toByte && bytes(1) == 0xd8.toByte && bytes(2) == 0xff.toByte
+    bytes.length >= 3 && bytes(0) == 0xff.toByte && bytes(1) == 0xd8.toByte && bytes(
+      2
+    ) == 0xff.toByte
 
   /** Whether an end-of-image marker (FF D9) stands in the last 1 KiB (cameras may pad after it). */
   private def hasJpegEnd(bytes: Array[Byte]): Boolean = {
@@ -148,9 +161,11 @@ object Exif {
   private def readTiff(b: Array[Byte], tiff: Int): Option[Int] = {
     val little = b(tiff) == 'I'.toByte
     def u16(i: Int): Int =
-      if (little) (b(i) & 0xff) | ((b(i + 1) & 0xff) << 8) else ((b(i) & 0xff) << 8) | (b(i + 1) & 0xff)
+      if (little) (b(i) & 0xff) | ((b(i + 1) & 0xff) << 8)
+      else ((b(i) & 0xff) << 8) | (b(i + 1) & 0xff)
     def u32(i: Int): Long =
-      if (little) (u16(i).toLong | (u16(i + 2).toLong << 16)) else ((u16(i).toLong << 16) | u16(i + 2).toLong)
+      if (little) (u16(i).toLong | (u16(i + 2).toLong << 16))
+      else ((u16(i).toLong << 16) | u16(i + 2).toLong)
     val ifd = tiff + u32(tiff + 4).toInt
     val entries = u16(ifd)
     (0 until entries).iterator

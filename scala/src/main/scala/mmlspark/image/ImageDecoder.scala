@@ -2,7 +2,14 @@ package mmlspark.image
 
 import scala.util.control.NonFatal
 
-import mmlspark.contracts.{HasErrorCol, HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{
+  HasErrorCol,
+  HasInputCol,
+  HasOutputCol,
+  SchemaUtils,
+  StageReadable,
+  StageWritable
+}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param.{BooleanParam, IntParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
@@ -70,9 +77,9 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
   }
 }
 
-/** Decodes a binary column of encoded images (JPEG, PNG, BMP, TIFF, WebP, ...) into Spark's
-  * image struct with OpenCV, on the executors. A row that cannot be decoded gets a null image
-  * and an error message saying why; it is kept unless `dropInvalid` is true.
+/** Decodes a binary column of encoded images (JPEG, PNG, BMP, TIFF, WebP, ...) into Spark's image
+  * struct with OpenCV, on the executors. A row that cannot be decoded gets a null image and an
+  * error message saying why; it is kept unless `dropInvalid` is true.
   */
 final class ImageDecoder(override val uid: String)
     extends Transformer
@@ -125,7 +132,9 @@ final class ImageDecoder(override val uid: String)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     transformSchema(dataset.schema, logging = true)
-    val origin = if ($(originCol).isEmpty) lit(null).cast(StringType) else col(SchemaUtils.quoted($(originCol)))
+    val origin =
+      if ($(originCol).isEmpty) lit(null).cast(StringType)
+      else col(SchemaUtils.quoted($(originCol)))
     val result = s"__decoded_$uid"
     val decoded = dataset
       .withColumn(result, decodeColumn(col(SchemaUtils.quoted($(inputCol))), origin))

@@ -6,11 +6,12 @@ import mmlspark.opencv.OpenCV
 import org.apache.spark.ml.image.ImageSchema
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.unsafe.Platform
 import org.opencv.core.{CvType, Mat}
 
-/** A decoded image in Spark's image struct (`origin, height, width, nChannels, mode, data`):
-  * pixels row-major with interleaved channels (BGR or BGRA order as OpenCV keeps them),
-  * `mode` the OpenCV type code. 16-bit and float images store their samples little-endian.
+/** A decoded image in Spark's image struct (`origin, height, width, nChannels, mode, data`): pixels
+  * row-major with interleaved channels (BGR or BGRA order as OpenCV keeps them), `mode` the OpenCV
+  * type code. 16-bit and float images store their samples little-endian.
   */
 final case class ImageStruct(
     origin: String,
@@ -36,33 +37,72 @@ object ImageSchemaUtils {
     case _ => false
   }
 
+  private val nativeLittleEndian = ByteOrder.nativeOrder() == ByteOrder.LITTLE_ENDIAN
+
+  /** The raw sample bytes of a continuous `mat`, in native order, copied with one memcpy (OpenCV's
+    * `Mat.get` into a Java array is several times slower than decoding the image).
+    */
+  def rawBytes(mat: Mat): Array[Byte] = {
+    require(mat.isContinuous, "rawBytes needs a continuous Mat")
+    val length = Math.toIntExact(mat.total() * mat.elemSize())
+    val bytes = new Array[Byte](length)
+    Platform.copyMemory(null, mat.dataAddr(), bytes, Platform.BYTE_ARRAY_OFFSET, length)
+    bytes
+  }
+
+  /** The samples of a continuous CV_32F `mat`, copied with one memcpy. */
+  def rawFloats(mat: Mat): Array[Float] = {
+    require(
+      mat.isContinuous && CvType.depth(mat.`type`()) == CvType.CV_32F,
+      "rawFloats needs a continuous float Mat"
+    )
+    val length = Math.toIntExact(mat.total() * mat.channels())
+    val floats = new Array[Float](length)
+    Platform.copyMemory(null, mat.dataAddr(), floats, Platform.FLOAT_ARRAY_OFFSET, length * 4L)
+    floats
+  }
+
   /** Copies `mat` out of native memory into an image struct (the Mat stays owned by the caller). */
   def toStruct(mat: Mat, origin: String): ImageStruct = {
     val continuous = if (mat.isContinuous) mat else mat.clone()
     try {
-      val elements = (continuous.total() * continuous.channels()).toInt
-      val data = CvType.depth(continuous.`type`()) match {
-        case CvType.CV_8U | CvType.CV_8S =>
-          val bytes = new Array[Byte](elements)
-          continuous.get(0, 0, bytes)
-          bytes
-        case CvType.CV_16U | CvType.CV_16S =>
-          val shorts = new Array[Short](elements)
-          continuous.get(0, 0, shorts)
-          val buffer = ByteBuffer.allocate(elements * 2).order(ByteOrder.LITTLE_ENDIAN)
-          buffer.asShortBuffer().put(shorts)
-          buffer.array()
-        case CvType.CV_32F =>
-          val floats = new Array[Float](elements)
-          continuous.get(0, 0, floats)
-          val buffer = ByteBuffer.allocate(elements * 4).order(ByteOrder.LITTLE_ENDIAN)
-          buffer.asFloatBuffer().put(floats)
-          buffer.array()
-        case other =>
-          throw new IllegalArgumentException(s"unsupported OpenCV depth ${CvType.typeToString(continuous.`type`())}")
-      }
-      ImageStruct(origin, continuous.rows(), continuous.cols(), continuous.channels(), continuous.`type`(), data)
+      val depth = CvType.depth(continuous.`type`())
+      val data =
+        if (depth == CvType.CV_8U || depth == CvType.CV_8S || nativeLittleEndian)
+          rawBytes(continuous)
+        else bigEndianToLittle(continuous)
+      ImageStruct(
+        origin,
+        continuous.rows(),
+        continuous.cols(),
+        continuous.channels(),
+        continuous.`type`(),
+        data
+      )
     } finally if (continuous ne mat) continuous.release()
+  }
+
+  /** Samples of a multi-byte depth, written little-endian on a big-endian platform. */
+  private def bigEndianToLittle(mat: Mat): Array[Byte] = {
+    val elements = (mat.total() * mat.channels()).toInt
+    CvType.depth(mat.`type`()) match {
+      case CvType.CV_16U | CvType.CV_16S =>
+        val shorts = new Array[Short](elements)
+        mat.get(0, 0, shorts)
+        val buffer = ByteBuffer.allocate(elements * 2).order(ByteOrder.LITTLE_ENDIAN)
+        buffer.asShortBuffer().put(shorts)
+        buffer.array()
+      case CvType.CV_32F =>
+        val floats = new Array[Float](elements)
+        mat.get(0, 0, floats)
+        val buffer = ByteBuffer.allocate(elements * 4).order(ByteOrder.LITTLE_ENDIAN)
+        buffer.asFloatBuffer().put(floats)
+        buffer.array()
+      case _ =>
+        throw new IllegalArgumentException(
+          s"unsupported OpenCV depth ${CvType.typeToString(mat.`type`())}"
+        )
+    }
   }
 
   /** A new Mat holding the pixels of an image struct row; the caller releases it. */
@@ -79,18 +119,26 @@ object ImageSchemaUtils {
         require(data.length == elements, s"image data has ${data.length} bytes, expected $elements")
         mat.put(0, 0, data)
       case CvType.CV_16U | CvType.CV_16S =>
-        require(data.length == elements * 2, s"image data has ${data.length} bytes, expected ${elements * 2}")
+        require(
+          data.length == elements * 2,
+          s"image data has ${data.length} bytes, expected ${elements * 2}"
+        )
         val shorts = new Array[Short](elements)
         ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(shorts)
         mat.put(0, 0, shorts)
       case CvType.CV_32F =>
-        require(data.length == elements * 4, s"image data has ${data.length} bytes, expected ${elements * 4}")
+        require(
+          data.length == elements * 4,
+          s"image data has ${data.length} bytes, expected ${elements * 4}"
+        )
         val floats = new Array[Float](elements)
         ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(floats)
         mat.put(0, 0, floats)
       case _ =>
         mat.release()
-        throw new IllegalArgumentException(s"unsupported image mode $mode (${CvType.typeToString(mode)})")
+        throw new IllegalArgumentException(
+          s"unsupported image mode $mode (${CvType.typeToString(mode)})"
+        )
     }
     mat
   }

@@ -11,10 +11,9 @@ import org.apache.spark.sql.functions.{col, explode_outer, udf}
 import org.apache.spark.sql.types.StructType
 import org.opencv.core.{Core, Mat}
 
-/** Adds flipped copies of each image as extra rows: every input row is repeated with
-  * `outputCol` holding the original image, then its left-right mirror (`flipLeftRight`),
-  * then its upside-down mirror (`flipUpDown`). A null or malformed image stays one row with
-  * a null output.
+/** Adds flipped copies of each image as extra rows: every input row is repeated with `outputCol`
+  * holding the original image, then its left-right mirror (`flipLeftRight`), then its upside-down
+  * mirror (`flipUpDown`). A null or malformed image stays one row with a null output.
   */
 final class ImageSetAugmenter(override val uid: String)
     extends Transformer
@@ -30,7 +29,12 @@ final class ImageSetAugmenter(override val uid: String)
   final val flipUpDown: BooleanParam =
     new BooleanParam(this, "flipUpDown", "add a copy mirrored top to bottom (default: false)")
 
-  setDefault(inputCol -> "image", outputCol -> "augmented", flipLeftRight -> true, flipUpDown -> false)
+  setDefault(
+    inputCol -> "image",
+    outputCol -> "augmented",
+    flipLeftRight -> true,
+    flipUpDown -> false
+  )
 
   def getFlipLeftRight: Boolean = $(flipLeftRight)
 
@@ -41,7 +45,9 @@ final class ImageSetAugmenter(override val uid: String)
   def setFlipUpDown(value: Boolean): this.type = set(flipUpDown, value)
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(ImageSchemaUtils.isImage)
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(
+      ImageSchemaUtils.isImage
+    )
     SchemaUtils.requireAbsent(this, schema, $(outputCol))
     schema.add($(outputCol), ImageSchemaUtils.imageType)
   }

@@ -2,7 +2,14 @@ package mmlspark.image
 
 import scala.util.control.NonFatal
 
-import mmlspark.contracts.{HasErrorCol, HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{
+  HasErrorCol,
+  HasInputCol,
+  HasOutputCol,
+  SchemaUtils,
+  StageReadable,
+  StageWritable
+}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.linalg.SQLDataTypes
 import org.apache.spark.ml.param.{IntParam, ParamMap, ParamValidators}
@@ -13,9 +20,9 @@ import org.apache.spark.sql.types.{BinaryType, StringType, StructType}
 import org.opencv.core.{Mat, Size}
 import org.opencv.imgproc.Imgproc
 
-/** Decodes encoded image bytes, optionally resizes them to `height` x `width`, and unrolls
-  * them into a vector like [[UnrollImage]], in one step with no image column in between. A
-  * row that cannot be decoded gets a null vector and an error message.
+/** Decodes encoded image bytes, optionally resizes them to `height` x `width`, and unrolls them
+  * into a vector like [[UnrollImage]], in one step with no image column in between. A row that
+  * cannot be decoded gets a null vector and an error message.
   */
 final class UnrollBinaryImage(override val uid: String)
     extends Transformer
@@ -28,12 +35,28 @@ final class UnrollBinaryImage(override val uid: String)
   def this() = this(Identifiable.randomUID("UnrollBinaryImage"))
 
   final val height: IntParam =
-    new IntParam(this, "height", "height to resize to before unrolling (0, default: keep the size)", ParamValidators.gtEq(0))
+    new IntParam(
+      this,
+      "height",
+      "height to resize to before unrolling (0, default: keep the size)",
+      ParamValidators.gtEq(0)
+    )
 
   final val width: IntParam =
-    new IntParam(this, "width", "width to resize to before unrolling (0, default: keep the size)", ParamValidators.gtEq(0))
+    new IntParam(
+      this,
+      "width",
+      "width to resize to before unrolling (0, default: keep the size)",
+      ParamValidators.gtEq(0)
+    )
 
-  setDefault(inputCol -> "content", outputCol -> "unrolled", errorCol -> "error", height -> 0, width -> 0)
+  setDefault(
+    inputCol -> "content",
+    outputCol -> "unrolled",
+    errorCol -> "error",
+    height -> 0,
+    width -> 0
+  )
 
   def getHeight: Int = $(height)
 
@@ -45,7 +68,11 @@ final class UnrollBinaryImage(override val uid: String)
 
   override def transformSchema(schema: StructType): StructType = {
     SchemaUtils.requireColumnType(this, schema, $(inputCol), "binary")(_ == BinaryType)
-    SchemaUtils.require(this, ($(height) == 0) == ($(width) == 0), "height and width must both be 0 or both be positive")
+    SchemaUtils.require(
+      this,
+      ($(height) == 0) == ($(width) == 0),
+      "height and width must both be 0 or both be positive"
+    )
     SchemaUtils.requireAbsent(this, schema, $(outputCol))
     SchemaUtils.requireAbsent(this, schema, $(errorCol))
     schema.add($(outputCol), SQLDataTypes.VectorType).add($(errorCol), StringType)
@@ -53,7 +80,8 @@ final class UnrollBinaryImage(override val uid: String)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     transformSchema(dataset.schema, logging = true)
-    val (mode, orientation, reduce, h, w) = ($(colorMode), $(applyOrientation), $(reduceFactor), $(height), $(width))
+    val (mode, orientation, reduce, h, w) =
+      ($(colorMode), $(applyOrientation), $(reduceFactor), $(height), $(width))
     val unroll = udf { (bytes: Array[Byte]) =>
       try {
         val decoded = ImageCodec.decode(bytes, mode, orientation, reduce)

@@ -2,7 +2,14 @@ package mmlspark.image
 
 import scala.util.control.NonFatal
 
-import mmlspark.contracts.{HasErrorCol, HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{
+  HasErrorCol,
+  HasInputCol,
+  HasOutputCol,
+  SchemaUtils,
+  StageReadable,
+  StageWritable
+}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.ParamMap
@@ -13,9 +20,9 @@ import org.apache.spark.sql.types.{StringType, StructType}
 
 final case class UnrolledImage(vector: Vector, error: String)
 
-/** Turns each image into a dense vector of its samples in CHW order (channels in the image's
-  * own order: BGR for color images), values exactly as stored (0-255 for 8-bit images). A
-  * null or malformed image gives a null vector and an error message.
+/** Turns each image into a dense vector of its samples in CHW order (channels in the image's own
+  * order: BGR for color images), values exactly as stored (0-255 for 8-bit images). A null or
+  * malformed image gives a null vector and an error message.
   */
 final class UnrollImage(override val uid: String)
     extends Transformer
@@ -29,7 +36,9 @@ final class UnrollImage(override val uid: String)
   setDefault(inputCol -> "image", outputCol -> "unrolled", errorCol -> "unrollError")
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(ImageSchemaUtils.isImage)
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(
+      ImageSchemaUtils.isImage
+    )
     SchemaUtils.requireAbsent(this, schema, $(outputCol))
     SchemaUtils.requireAbsent(this, schema, $(errorCol))
     schema.add($(outputCol), SQLDataTypes.VectorType).add($(errorCol), StringType)
@@ -44,7 +53,9 @@ final class UnrollImage(override val uid: String)
           val mat = ImageSchemaUtils.toMat(row)
           try UnrolledImage(Unrolling.toVector(mat), null)
           finally mat.release()
-        } catch { case NonFatal(e) => UnrolledImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}") }
+        } catch {
+          case NonFatal(e) => UnrolledImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}")
+        }
     }.asNondeterministic()
     val result = s"__unrolled_$uid"
     dataset

@@ -6,8 +6,8 @@ import org.opencv.core.Mat
 /** Flattening images into vectors, shared by [[UnrollImage]] and [[UnrollBinaryImage]]. */
 private[image] object Unrolling {
 
-  /** The samples of `mat` as doubles in CHW order (all of channel 0, then channel 1, ...),
-    * channels in the image's own order, values exactly as stored (0-255 for 8-bit).
+  /** The samples of `mat` as doubles in CHW order (all of channel 0, then channel 1, ...), channels
+    * in the image's own order, values exactly as stored (0-255 for 8-bit).
     */
   def toVector(mat: Mat): Vector = {
     val image = ImageSchemaUtils.toStruct(mat, null)
@@ -19,7 +19,10 @@ private[image] object Unrolling {
       case org.opencv.core.CvType.CV_16U =>
         i => ((image.data(2 * i) & 0xff) | ((image.data(2 * i + 1) & 0xff) << 8)).toDouble
       case _ =>
-        val floats = java.nio.ByteBuffer.wrap(image.data).order(java.nio.ByteOrder.LITTLE_ENDIAN).asFloatBuffer()
+        val floats = java.nio.ByteBuffer
+          .wrap(image.data)
+          .order(java.nio.ByteOrder.LITTLE_ENDIAN)
+          .asFloatBuffer()
         i => floats.get(i).toDouble
     }
     var p = 0

@@ -2,25 +2,39 @@ package mmlspark.opencv
 
 import scala.util.control.NonFatal
 
-import mmlspark.contracts.{HasErrorCol, HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{
+  HasErrorCol,
+  HasInputCol,
+  HasOutputCol,
+  SchemaUtils,
+  StageReadable,
+  StageWritable
+}
 import mmlspark.image.{ImageSchemaUtils, ImageStruct}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row}
 import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{ArrayType, FloatType, Metadata, MetadataBuilder, StringType, StructType}
+import org.apache.spark.sql.types.{
+  ArrayType,
+  FloatType,
+  Metadata,
+  MetadataBuilder,
+  StringType,
+  StructType
+}
 
 final case class TransformedImage(image: ImageStruct, error: String)
 
 final case class ImageTensor(tensor: Array[Float], error: String)
 
-/** Applies a chain of OpenCV operations to each image, in the order given, in one pass per
-  * row with no intermediate columns. The output is an image struct or, with `toTensor`, a
-  * flat `array<float>` in CHW layout (channels in `tensorChannelOrder`), its shape
-  * `[C, H, W]` recorded in the column metadata under `tensorShape` (-1 where it depends on the
-  * input). A row whose image is null or fails an operation (a crop outside the image, say)
-  * gets a null output and an error message; it is never dropped.
+/** Applies a chain of OpenCV operations to each image, in the order given, in one pass per row with
+  * no intermediate columns. The output is an image struct or, with `toTensor`, a flat
+  * `array<float>` in CHW layout (channels in `tensorChannelOrder`), its shape `[C, H, W]` recorded
+  * in the column metadata under `tensorShape` (-1 where it depends on the input). A row whose image
+  * is null or fails an operation (a crop outside the image, say) gets a null output and an error
+  * message; it is never dropped.
   */
 final class ImageTransformer(override val uid: String)
     extends Transformer
@@ -84,8 +98,8 @@ final class ImageTransformer(override val uid: String)
 
   def resize(height: Int, width: Int): this.type = addOp(Resize(height, width))
 
-  /** Resizes the shorter side to `size`, keeping the aspect ratio if `keepAspectRatio`,
-    * otherwise to `size` x `size`.
+  /** Resizes the shorter side to `size`, keeping the aspect ratio if `keepAspectRatio`, otherwise
+    * to `size` x `size`.
     */
   def resize(size: Int, keepAspectRatio: Boolean): this.type =
     addOp(if (keepAspectRatio) ResizeShorter(size) else Resize(size, size))
@@ -103,7 +117,9 @@ final class ImageTransformer(override val uid: String)
   def threshold(threshold: Double, maxVal: Double, thresholdType: Int): this.type =
     addOp(Threshold(threshold, maxVal, thresholdType))
 
-  def gaussianKernel(apertureSize: Int, sigma: Double): this.type = addOp(GaussianKernel(apertureSize, sigma))
+  def gaussianKernel(apertureSize: Int, sigma: Double): this.type = addOp(
+    GaussianKernel(apertureSize, sigma)
+  )
 
   def normalize(mean: Array[Double], std: Array[Double], colorScaleFactor: Double): this.type =
     addOp(Normalize(mean.toSeq, std.toSeq, colorScaleFactor))
@@ -115,7 +131,9 @@ final class ImageTransformer(override val uid: String)
   /** `[C, H, W]` of the tensor output, -1 where it depends on the input. */
   def tensorShape: Array[Long] = {
     val ops = getOps
-    val size = ops.foldLeft(Option.empty[(Int, Int)])((known, op) => if (op.changesSize) op.fixedSize else known)
+    val size = ops.foldLeft(Option.empty[(Int, Int)])((known, op) =>
+      if (op.changesSize) op.fixedSize else known
+    )
     val channels = if (grayTensor(ops)) 1L else 3L
     Array(channels, size.map(_._1.toLong).getOrElse(-1L), size.map(_._2.toLong).getOrElse(-1L))
   }
@@ -127,7 +145,12 @@ final class ImageTransformer(override val uid: String)
       .build()
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct (origin, height, width, nChannels, mode, data)")(
+    SchemaUtils.requireColumnType(
+      this,
+      schema,
+      $(inputCol),
+      "an image struct (origin, height, width, nChannels, mode, data)"
+    )(
       ImageSchemaUtils.isImage
     )
     SchemaUtils.requireAbsent(this, schema, $(outputCol))
@@ -136,7 +159,12 @@ final class ImageTransformer(override val uid: String)
     val output =
       if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
     schema
-      .add($(outputCol), output, nullable = true, if ($(toTensor)) tensorMetadata else Metadata.empty)
+      .add(
+        $(outputCol),
+        output,
+        nullable = true,
+        if ($(toTensor)) tensorMetadata else Metadata.empty
+      )
       .add($(errorCol), StringType)
   }
 
@@ -147,12 +175,21 @@ final class ImageTransformer(override val uid: String)
     val transform =
       if ($(toTensor)) {
         udf { (row: Row) =>
-          try ImageTensor(ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder)), null)
+          try
+            ImageTensor(
+              ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder)),
+              null
+            )
           catch { case NonFatal(e) => ImageTensor(null, ImageTransformer.describe(e)) }
         }
       } else {
         udf { (row: Row) =>
-          try TransformedImage(ImageTransformer.run(ops)(row, image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))), null)
+          try
+            TransformedImage(
+              ImageTransformer
+                .run(ops)(row, image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))),
+              null
+            )
           catch { case NonFatal(e) => TransformedImage(null, ImageTransformer.describe(e)) }
         }
       }
@@ -171,8 +208,8 @@ final class ImageTransformer(override val uid: String)
 
 object ImageTransformer extends StageReadable[ImageTransformer] {
 
-  /** Runs `ops` on the image in `row` and hands the result to `output`; every Mat made on
-    * the way is released before this returns, whatever happens.
+  /** Runs `ops` on the image in `row` and hands the result to `output`; every Mat made on the way
+    * is released before this returns, whatever happens.
     */
   private[opencv] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
     if (row == null) throw new IllegalArgumentException("no input image (null)")
@@ -210,5 +247,6 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
   }
 
   private[opencv] def describe(e: Throwable): String =
-    if (e.isInstanceOf[IllegalArgumentException]) e.getMessage else s"${e.getClass.getSimpleName}: ${e.getMessage}"
+    if (e.isInstanceOf[IllegalArgumentException]) e.getMessage
+    else s"${e.getClass.getSimpleName}: ${e.getMessage}"
 }

@@ -2,8 +2,8 @@ package mmlspark.opencv
 
 import scala.util.Try
 
-/** Loads OpenCV's native library once per JVM (driver and every executor), from the natives
-  * packed in the `org.openpnp:opencv` jar. Every code path that touches OpenCV calls
+/** Loads OpenCV's native library once per JVM (driver and every executor), from the natives packed
+  * in the `org.openpnp:opencv` jar. Every code path that touches OpenCV calls
   * [[OpenCV.ensureLoaded]] first; after the first call it costs one volatile read.
   */
 object OpenCV {

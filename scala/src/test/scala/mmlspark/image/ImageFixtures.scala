@@ -6,8 +6,8 @@ import org.apache.spark.sql.DataFrame
 import org.opencv.core.{CvType, Mat, MatOfByte}
 import org.opencv.imgcodecs.Imgcodecs
 
-/** Small images made in code. The pixel pattern is a formula, so expected values are computed
-  * here, independently of the code under test.
+/** Small images made in code. The pixel pattern is a formula, so expected values are computed here,
+  * independently of the code under test.
   */
 object ImageFixtures {
 
@@ -56,7 +56,11 @@ object ImageFixtures {
     new ImageDecoder().setOriginCol("path").transform(files).drop("content")
 
   /** The pattern's samples, BGR interleaved, row-major. */
-  def expectedBytes(transform: (Int, Int) => (Int, Int) = (y, x) => (y, x), h: Int = height, w: Int = width): Seq[Int] =
+  def expectedBytes(
+      transform: (Int, Int) => (Int, Int) = (y, x) => (y, x),
+      h: Int = height,
+      w: Int = width
+  ): Seq[Int] =
     for (y <- 0 until h; x <- 0 until w; c <- 0 until 3) yield {
       val (sy, sx) = transform(y, x)
       pixel(sy, sx, c)

@@ -7,7 +7,8 @@ import org.apache.spark.sql.{DataFrame, Row}
 object ImageChecks {
   def bytes(image: Row): Seq[Int] = image.getAs[Array[Byte]]("data").toSeq.map(_ & 0xff)
 
-  def byPath(df: DataFrame): Map[String, Row] = df.collect().map(r => r.getAs[String]("path") -> r).toMap
+  def byPath(df: DataFrame): Map[String, Row] =
+    df.collect().map(r => r.getAs[String]("path") -> r).toMap
 }
 
 class ImageDecoderSuite extends TransformerSuite[ImageDecoder] {
@@ -18,7 +19,13 @@ class ImageDecoderSuite extends TransformerSuite[ImageDecoder] {
     assert(rows.size == 3, "every file keeps its row")
     val image = rows("pattern.png").getAs[Row]("image")
     assert(image.getAs[String]("origin") == "pattern.png")
-    assert((image.getAs[Int]("height"), image.getAs[Int]("width"), image.getAs[Int]("nChannels")) == (6, 8, 3))
+    assert(
+      (image.getAs[Int]("height"), image.getAs[Int]("width"), image.getAs[Int]("nChannels")) == (
+        6,
+        8,
+        3
+      )
+    )
     assert(image.getAs[Int]("mode") == 16) // CV_8UC3
     assert(bytes(image) == ImageFixtures.expectedBytes())
     assert(rows("pattern.png").isNullAt(rows("pattern.png").fieldIndex("error")))
@@ -73,7 +80,10 @@ class ImageDecoderSuite extends TransformerSuite[ImageDecoder] {
           val struct = ImageSchemaUtils.toStruct(oriented, null)
           val (oh, ow) = if (orientation >= 5) (w, h) else (h, w)
           assert((struct.height, struct.width) == (oh, ow), s"orientation $orientation")
-          assert(struct.data.toSeq.map(_ & 0xff) == ImageFixtures.expectedBytes(map, oh, ow), s"orientation $orientation")
+          assert(
+            struct.data.toSeq.map(_ & 0xff) == ImageFixtures.expectedBytes(map, oh, ow),
+            s"orientation $orientation"
+          )
         } finally oriented.release()
       }
     } finally source.release()
@@ -89,7 +99,9 @@ class UnrollImageSuite extends TransformerSuite[UnrollImage] {
         val rows = ImageChecks.byPath(out)
         val vector = rows("pattern.png").getAs[Vector]("unrolled").toArray.toSeq
         val (h, w) = (ImageFixtures.height, ImageFixtures.width)
-        val expected = for (c <- 0 until 3; y <- 0 until h; x <- 0 until w) yield ImageFixtures.pixel(y, x, c).toDouble
+        val expected =
+          for (c <- 0 until 3; y <- 0 until h; x <- 0 until w)
+            yield ImageFixtures.pixel(y, x, c).toDouble
         assert(vector == expected)
         assert(rows("notes.jpg").isNullAt(rows("notes.jpg").fieldIndex("unrolled")))
         assert(rows("notes.jpg").getAs[String]("unrollError").contains("no input image"))
@@ -114,12 +126,15 @@ class UnrollBinaryImageSuite extends TransformerSuite[UnrollBinaryImage] {
     TestObject(
       new UnrollBinaryImage().setHeight(3).setWidth(4),
       ImageFixtures.files,
-      out => assert(ImageChecks.byPath(out)("pattern.png").getAs[Vector]("unrolled").size == 3 * 4 * 3)
+      out =>
+        assert(ImageChecks.byPath(out)("pattern.png").getAs[Vector]("unrolled").size == 3 * 4 * 3)
     )
   )
 
   test("only one of height and width set fails in transformSchema") {
-    intercept[IllegalArgumentException](new UnrollBinaryImage().setHeight(3).transformSchema(ImageFixtures.files.schema))
+    intercept[IllegalArgumentException](
+      new UnrollBinaryImage().setHeight(3).transformSchema(ImageFixtures.files.schema)
+    )
   }
 }
 
@@ -130,7 +145,8 @@ class ImageSetAugmenterSuite extends TransformerSuite[ImageSetAugmenter] {
       ImageFixtures.images,
       out => {
         val rows = out.collect()
-        val pattern = rows.filter(_.getAs[String]("path") == "pattern.png").map(_.getAs[Row]("augmented"))
+        val pattern =
+          rows.filter(_.getAs[String]("path") == "pattern.png").map(_.getAs[Row]("augmented"))
         val (h, w) = (ImageFixtures.height, ImageFixtures.width)
         val got = pattern.map(ImageChecks.bytes).toSet
         val expected = Set(
@@ -147,7 +163,8 @@ class ImageSetAugmenterSuite extends TransformerSuite[ImageSetAugmenter] {
   )
 
   test("the loaded stage keeps both flip switches") {
-    val loaded = StageChecks.saveAndLoad(new ImageSetAugmenter().setFlipLeftRight(false).setFlipUpDown(true))
+    val loaded =
+      StageChecks.saveAndLoad(new ImageSetAugmenter().setFlipLeftRight(false).setFlipUpDown(true))
     assert(!loaded.getFlipLeftRight && loaded.getFlipUpDown)
   }
 }

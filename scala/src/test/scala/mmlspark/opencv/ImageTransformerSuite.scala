@@ -29,9 +29,13 @@ class ImageTransformerSuite extends TransformerSuite[ImageTransformer] {
         val row = rows("pattern.png")
         val tensor = row.getSeq[Float](row.fieldIndex("transformed"))
         // CHW, RGB: channel 0 is the pattern's channel 2 (BGR order); offsets (1, 1).
-        val expected = for (c <- 0 until 3; y <- 0 until 4; x <- 0 until 6) yield ImageFixtures.pixel(y + 1, x + 1, 2 - c).toFloat
+        val expected =
+          for (c <- 0 until 3; y <- 0 until 4; x <- 0 until 6)
+            yield ImageFixtures.pixel(y + 1, x + 1, 2 - c).toFloat
         assert(tensor == expected)
-        assert(out.schema("transformed").metadata.getLongArray("tensorShape").toSeq == Seq(3L, 4L, 6L))
+        assert(
+          out.schema("transformed").metadata.getLongArray("tensorShape").toSeq == Seq(3L, 4L, 6L)
+        )
       }
     ),
     TestObject(
@@ -46,23 +50,44 @@ class ImageTransformerSuite extends TransformerSuite[ImageTransformer] {
   )
 
   test("operations keep their order and survive the JSON form") {
-    val stage = new ImageTransformer().resize(10, 12).colorFormat("GRAY").normalize(Array(0.5), Array(0.25), 1.0 / 255)
-    assert(stage.getOps == Seq(Resize(10, 12), ColorFormat("GRAY"), Normalize(Seq(0.5), Seq(0.25), 1.0 / 255)))
+    val stage = new ImageTransformer()
+      .resize(10, 12)
+      .colorFormat("GRAY")
+      .normalize(Array(0.5), Array(0.25), 1.0 / 255)
+    assert(
+      stage.getOps == Seq(
+        Resize(10, 12),
+        ColorFormat("GRAY"),
+        Normalize(Seq(0.5), Seq(0.25), 1.0 / 255)
+      )
+    )
     assert(ImageOp.fromJson(ImageOp.toJson(stage.getOps)) == stage.getOps)
     assert(stage.setToTensor(true).tensorShape.toSeq == Seq(1L, 10L, 12L))
-    assert(new ImageTransformer().resize(256, keepAspectRatio = true).tensorShape.toSeq == Seq(3L, -1L, -1L))
+    assert(
+      new ImageTransformer().resize(256, keepAspectRatio = true).tensorShape.toSeq == Seq(
+        3L,
+        -1L,
+        -1L
+      )
+    )
   }
 
   test("invalid operations fail when set, naming the operation") {
     val error = intercept[IllegalArgumentException](new ImageTransformer().centerCrop(0, 5))
     assert(error.getMessage.contains("centerCrop"))
-    val unknown = intercept[IllegalArgumentException](new ImageTransformer().setOperations("""[{"op":"sharpen"}]"""))
+    val unknown = intercept[IllegalArgumentException](
+      new ImageTransformer().setOperations("""[{"op":"sharpen"}]""")
+    )
     assert(unknown.getMessage.contains("unknown image operation 'sharpen'"))
-    intercept[IllegalArgumentException](new ImageTransformer().setOperations("""[{"op":"resize","height":3}]"""))
+    intercept[IllegalArgumentException](
+      new ImageTransformer().setOperations("""[{"op":"resize","height":3}]""")
+    )
   }
 
   test("an input column that is not an image fails in transformSchema") {
-    val error = intercept[IllegalArgumentException](new ImageTransformer().setInputCol("path").transform(ImageFixtures.images))
+    val error = intercept[IllegalArgumentException](
+      new ImageTransformer().setInputCol("path").transform(ImageFixtures.images)
+    )
     assert(error.getMessage.contains("'path' must be an image struct"))
   }
 }

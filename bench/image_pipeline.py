@@ -1,0 +1,166 @@
+"""Benchmark: decode + resize + centerCrop + normalize -> tensor, mmlspark vs opencv-python.
+
+Both sides do the same work on the same synthetic 640x480 JPEGs with two cores: mmlspark
+through ``read_images`` + ``ImageTransformer`` on ``local[2]``, opencv-python in two worker
+processes. Each is run once to warm up, then timed over ``--repeats`` runs (best kept). Writes
+``bench/results/images.md``. Not a test: numbers vary with the machine and its load.
+
+Usage: python bench/image_pipeline.py [--images N] [--repeats R] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import multiprocessing
+import os
+import platform
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+MEAN = np.array([0.485, 0.456, 0.406], np.float32)
+STD = np.array([0.229, 0.224, 0.225], np.float32)
+
+
+def make_jpegs(folder: Path, count: int) -> list[Path]:
+    rng = np.random.default_rng(0)
+    y, x = np.mgrid[0:480, 0:640]
+    paths = []
+    for i in range(count):
+        base = np.stack([(x + 3 * i) % 256, (y + 5 * i) % 256, (x + y + i) % 256], -1)
+        img = np.clip(base + rng.integers(-25, 26, base.shape), 0, 255).astype(np.uint8)
+        path = folder / f"img{i:05d}.jpg"
+        path.write_bytes(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes())
+        paths.append(path)
+    return paths
+
+
+def opencv_one(path: str) -> int:
+    img = cv2.imdecode(np.fromfile(path, np.uint8), cv2.IMREAD_COLOR)
+    h, w = img.shape[:2]
+    scale = 256 / min(h, w)
+    nh, nw = (256, math.floor(w * scale + 0.5)) if h <= w else (math.floor(h * scale + 0.5), 256)
+    resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
+    y0, x0 = (nh - 224) // 2, (nw - 224) // 2
+    rgb = resized[y0 : y0 + 224, x0 : x0 + 224, ::-1].astype(np.float32)
+    tensor = ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
+    return tensor.size
+
+
+def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> float:
+    start = time.perf_counter()
+    sizes = pool.map(opencv_one, [str(p) for p in paths], chunksize=16)
+    assert all(s == 3 * 224 * 224 for s in sizes)
+    return time.perf_counter() - start
+
+
+def run_mmlspark(spark, folder: Path, count: int) -> float:
+    from mmlspark.image import read_images
+    from mmlspark.opencv import ImageTransformer
+
+    tf = (
+        ImageTransformer(outputCol="tensor", toTensor=True)
+        .resize(size=256, keepAspectRatio=True)
+        .centerCrop(224, 224)
+        .normalize(mean=MEAN.tolist(), std=STD.tolist(), colorScaleFactor=1 / 255)
+    )
+    start = time.perf_counter()
+    out = tf.transform(read_images(spark, str(folder))).selectExpr("size(tensor) AS n")
+    sizes = out.groupBy("n").count().collect()
+    elapsed = time.perf_counter() - start
+    assert [(r["n"], r["count"]) for r in sizes] == [(3 * 224 * 224, count)], sizes
+    return elapsed
+
+
+def peak_rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--images", type=int, default=1000)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 40 images, 1 repeat")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "images.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.images, args.repeats = 40, 1
+
+    import mmlspark
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        paths = make_jpegs(folder, args.images)
+        spark = mmlspark.session(
+            "local[2]",
+            {
+                "spark.ui.enabled": "false",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.sql.shuffle.partitions": "2",
+                "spark.sql.files.maxPartitionBytes": str(1 << 20),
+            },
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+        with multiprocessing.get_context("fork").Pool(2) as pool:
+            run_opencv(paths[:20], pool)  # warm-up
+            run_mmlspark(spark, folder, args.images)
+            cv_times = [run_opencv(paths, pool) for _ in range(args.repeats)]
+            ml_times = [run_mmlspark(spark, folder, args.images) for _ in range(args.repeats)]
+        jvm_rss = peak_rss_mib(jvm_pid)
+        spark.stop()
+    worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    cv_rate = args.images / min(cv_times)
+    ml_rate = args.images / min(ml_times)
+    result = {
+        "images": args.images,
+        "repeats": args.repeats,
+        "mmlspark_images_per_s": round(ml_rate, 1),
+        "opencv_python_images_per_s": round(cv_rate, 1),
+        "ratio": round(ml_rate / cv_rate, 3),
+        "mmlspark_jvm_peak_rss_mib": round(jvm_rss, 1),
+        "opencv_worker_peak_rss_mib": round(worker_rss, 1),
+    }
+    machine = (
+        f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
+        f"OpenCV {cv2.__version__}, mmlspark {mmlspark.__version__}, Spark {mmlspark.spark_version}"
+    )
+    table = "\n".join(
+        [
+            "# Image preprocessing: decode + resize(256) + centerCrop(224) + normalize -> tensor",
+            "",
+            f"{args.images} synthetic 640x480 JPEGs, two cores each, best of {args.repeats}.",
+            f"Machine: {machine}.",
+            "",
+            "| contender | images/s | ratio to opencv-python | peak resident memory |",
+            "|---|---:|---:|---:|",
+            f"| mmlspark (read_images + ImageTransformer, local[2]) | {ml_rate:.1f} | "
+            f"{ml_rate / cv_rate:.2f} | {jvm_rss:.0f} MiB (Spark JVM) |",
+            f"| opencv-python, 2 worker processes | {cv_rate:.1f} | 1.00 | "
+            f"{worker_rss:.0f} MiB (largest worker) |",
+            "",
+        ]
+    )
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table)
+    print(table)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
