@@ -2,6 +2,7 @@ package mmlspark.opencv
 
 import org.json4s._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
+import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat, Rect, Size}
 import org.opencv.imgproc.Imgproc
 
@@ -254,14 +255,26 @@ final case class Normalize(mean: Seq[Double], std: Seq[Double], colorScaleFactor
       (perChannel(mean), if (channels == 4) perChannel(std).updated(3, 1.0f) else perChannel(std))
     val pixels = ImageOps.floats(image.mat)
     val scale = colorScaleFactor.toFloat
-    var i = 0
-    while (i < pixels.length) {
-      val c = i % channels
-      if (c < colorChannels) pixels(i) = (pixels(i) * scale - m(c)) / s(c)
-      i += 1
+    // One strided pass per channel: the same float operations, in the same order, as
+    // numpy's (x * scale - mean) / std on float32.
+    var c = 0
+    while (c < colorChannels) {
+      val (mc, sc) = (m(c), s(c))
+      var i = c
+      while (i < pixels.length) {
+        pixels(i) = (pixels(i) * scale - mc) / sc
+        i += channels
+      }
+      c += 1
     }
     val out = new Mat(image.mat.rows(), image.mat.cols(), CvType.CV_32FC(channels))
-    out.put(0, 0, pixels)
+    Platform.copyMemory(
+      pixels,
+      Platform.FLOAT_ARRAY_OFFSET,
+      null,
+      out.dataAddr(),
+      pixels.length * 4L
+    )
     Image(out, image.order)
   }
 }

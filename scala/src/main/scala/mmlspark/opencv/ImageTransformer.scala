@@ -11,6 +11,8 @@ import mmlspark.contracts.{
   StageWritable
 }
 import mmlspark.image.{ImageSchemaUtils, ImageStruct}
+import org.apache.spark.unsafe.Platform
+import org.opencv.core.{Core, CvType, Mat}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
@@ -225,25 +227,44 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     } finally current.mat.release()
   }
 
-  /** The pixels as a flat CHW float array with channels in `order` ("RGB", "BGR" or "GRAY"). */
+  /** The pixels as a flat CHW float array with channels in `order` ("RGB", "BGR" or "GRAY"): the
+    * channels are split into planes natively and each plane is copied in with one memcpy.
+    */
   private[opencv] def toCHW(image: Image, order: String): Array[Float] = {
-    val converted = ColorFormat(order)(image)
+    val (source, reversed) = (image.order, image.mat.channels(), order) match {
+      case ("GRAY", 1, "GRAY") | ("BGR", 3, "BGR") | ("RGB", 3, "RGB") => (image, false)
+      case ("BGR", 3, "RGB") | ("RGB", 3, "BGR") => (image, true)
+      case _ => (ColorFormat(order)(image), false) // gray to color, alpha dropped, to gray
+    }
+    val planes = new java.util.ArrayList[Mat]()
     try {
-      val hwc = ImageOps.floats(converted.mat)
-      val channels = converted.mat.channels()
-      val plane = converted.mat.rows() * converted.mat.cols()
-      val chw = new Array[Float](hwc.length)
-      var p = 0
-      while (p < plane) {
-        var c = 0
-        while (c < channels) {
-          chw(c * plane + p) = hwc(p * channels + c)
-          c += 1
+      val asFloat =
+        if (CvType.depth(source.mat.`type`()) == CvType.CV_32F) source.mat
+        else {
+          val converted = new Mat()
+          source.mat.convertTo(converted, CvType.CV_32F)
+          converted
         }
-        p += 1
+      try Core.split(asFloat, planes)
+      finally if (asFloat ne source.mat) asFloat.release()
+      val planeSize = source.mat.rows().toLong * source.mat.cols()
+      val channels = planes.size()
+      val chw = new Array[Float](Math.toIntExact(planeSize * channels))
+      (0 until channels).foreach { c =>
+        val plane = planes.get(if (reversed) channels - 1 - c else c)
+        Platform.copyMemory(
+          null,
+          plane.dataAddr(),
+          chw,
+          Platform.FLOAT_ARRAY_OFFSET + c * planeSize * 4,
+          planeSize * 4
+        )
       }
       chw
-    } finally converted.mat.release()
+    } finally {
+      planes.forEach(_.release())
+      if (source ne image) source.mat.release()
+    }
   }
 
   private[opencv] def describe(e: Throwable): String =
