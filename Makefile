@@ -5,7 +5,6 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 VERSION := $(shell cat VERSION)
-JAR := mmlspark/jars/mmlspark_2.13-$(VERSION).jar
 ASSEMBLY := dist/mmlspark-assembly-$(VERSION).jar
 WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
 SBT := ./sbt
@@ -26,7 +25,7 @@ spark_jars = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.di
 
 jar: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) core/exportPackagedJar
-	@ls -l $(JAR) $(ASSEMBLY)
+	@ls -l mmlspark/jars/repo/mmlspark/mmlspark_2.13/*/*.jar $(ASSEMBLY)
 
 codegen: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) "codegen/run"

@@ -91,21 +91,42 @@ lazy val core = (project in file("scala"))
     },
     assemblyPackageScala / assembleArtifact := false,
     assembly / test := {},
+    // The Python package loads the jar the way Spark loads any package: from Maven
+    // coordinates (spark.jars.packages), here served by a small Maven repository inside the
+    // package whose POM lists the runtime dependencies, so Spark resolves those too and ships
+    // all of them to every executor. The version carries the jar's hash, so a rebuilt jar is
+    // never mistaken for one in Ivy's cache.
     exportPackagedJar := {
       val root = (ThisBuild / baseDirectory).value
       val jarsDir = root / "mmlspark" / "jars"
-      IO.delete((jarsDir * "mmlspark_*.jar").get())
-      IO.copyFile((Compile / packageBin).value, jarsDir / s"mmlspark_2.13-${version.value}.jar")
-      // JVM dependencies Spark resolves from Maven coordinates when the session starts.
+      val jar = (Compile / packageBin).value
+      val coordinate = s"${version.value}-${Hash.toHex(Hash(jar)).take(8)}"
+      val artifactDir = jarsDir / "repo" / "mmlspark" / "mmlspark_2.13" / coordinate
+      IO.delete(jarsDir)
+      IO.copyFile(jar, artifactDir / s"mmlspark_2.13-$coordinate.jar")
       // Scala and Spark come with the cluster, so only the library's own dependencies count.
       val runtimeDeps = libraryDependencies.value.filter { m =>
-        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark")
-          .contains(m.organization)
+        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark").contains(m.organization)
       }
-      IO.writeLines(
-        jarsDir / "packages.txt",
-        runtimeDeps.map(m => s"${m.organization}:${m.name}:${m.revision}")
+      val dependencies = runtimeDeps.map { m =>
+        s"    <dependency><groupId>${m.organization}</groupId><artifactId>${m.name}</artifactId>" +
+          s"<version>${m.revision}</version></dependency>"
+      }
+      IO.write(
+        artifactDir / s"mmlspark_2.13-$coordinate.pom",
+        s"""<?xml version="1.0" encoding="UTF-8"?>
+           |<project xmlns="http://maven.apache.org/POM/4.0.0">
+           |  <modelVersion>4.0.0</modelVersion>
+           |  <groupId>mmlspark</groupId>
+           |  <artifactId>mmlspark_2.13</artifactId>
+           |  <version>$coordinate</version>
+           |  <dependencies>
+           |${dependencies.mkString("\n")}
+           |  </dependencies>
+           |</project>
+           |""".stripMargin
       )
+      IO.writeLines(jarsDir / "packages.txt", Seq(s"mmlspark:mmlspark_2.13:$coordinate"))
       IO.copyFile(assembly.value, root / "dist" / s"mmlspark-assembly-${version.value}.jar")
     },
     assembly / assemblyMergeStrategy := {

@@ -11,9 +11,9 @@ from setuptools import find_packages, setup
 here = Path(__file__).resolve().parent
 version = re.search(r'__version__ = "([^"]+)"', (here / "mmlspark" / "_version.py").read_text())[1]
 spark = re.search(r'spark_version = "([^"]+)"', (here / "mmlspark" / "_version.py").read_text())[1]
-jar = here / "mmlspark" / "jars" / f"mmlspark_2.13-{version}.jar"
-if not jar.is_file():
-    raise SystemExit(f"setup.py: {jar.relative_to(here)} is missing; build it with 'make jar'")
+jars = list((here / "mmlspark" / "jars" / "repo").glob(f"mmlspark/mmlspark_2.13/{version}-*/*.jar"))
+if len(jars) != 1:
+    raise SystemExit(f"setup.py: expected one mmlspark {version} jar, found {jars}; run 'make jar'")
 
 setup(
     name="mmlspark",
@@ -24,7 +24,7 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["mmlspark", "mmlspark.*"]),
-    package_data={"mmlspark": ["py.typed", "jars/*.jar", "jars/packages.txt"]},
+    package_data={"mmlspark": ["py.typed", "jars/packages.txt", "jars/repo/*/*/*/*"]},
     install_requires=[f"pyspark=={spark}", "numpy>=1.22"],
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import zipfile
+from pathlib import Path
 
 import pytest
 from pyspark.errors import IllegalArgumentException
@@ -52,8 +53,14 @@ def _fake_jar(path, version):
         zf.writestr("mmlspark/build.properties", f"version={version}\n")
 
 
+def _fake_repo_jar(root, version):
+    folder = root / "repo" / "mmlspark" / "mmlspark_2.13" / f"{version}-0badc0de"
+    folder.mkdir(parents=True)
+    _fake_jar(folder / f"mmlspark_2.13-{version}-0badc0de.jar", version)
+
+
 def test_bundled_jar_of_another_version_is_named_at_import(tmp_path, monkeypatch):
-    _fake_jar(tmp_path / "mmlspark_2.13-9.9.9.jar", "9.9.9")
+    _fake_repo_jar(tmp_path, "9.9.9")
     monkeypatch.setattr(session_module, "_JARS_DIR", tmp_path)
     with pytest.raises(mmlspark.VersionMismatchError) as error:
         session_module.check_bundled_jar()
@@ -68,22 +75,46 @@ def test_jvm_jar_of_another_version_is_named(spark, monkeypatch):
     assert "0.0.0-other" in str(error.value) and mmlspark.__version__ in str(error.value)
 
 
-def test_spark_conf_names_the_bundled_jar():
+def test_spark_conf_loads_the_bundled_jar_as_a_package():
     conf = mmlspark.spark_conf()
-    assert conf["spark.jars"].endswith(f"mmlspark_2.13-{mmlspark.__version__}.jar")
-    with zipfile.ZipFile(conf["spark.jars"]) as zf:
+    packages = conf["spark.jars.packages"].split(",")
+    assert len(packages) == 1 and packages[0].startswith(
+        f"mmlspark:mmlspark_2.13:{mmlspark.__version__}-"
+    )
+    repo = Path(conf["spark.jars.repositories"].removeprefix("file://"))
+    version = packages[0].split(":")[2]
+    artifact = repo / "mmlspark" / "mmlspark_2.13" / version / f"mmlspark_2.13-{version}"
+    assert mmlspark.jar_path() == f"{artifact}.jar"
+    with zipfile.ZipFile(mmlspark.jar_path()) as zf:
         assert f"version={mmlspark.__version__}" in zf.read("mmlspark/build.properties").decode()
         services = zf.read("META-INF/services/org.apache.spark.ml.Transformer").decode()
     assert "mmlspark.stages.SelectColumns" in services
-    packages = conf.get("spark.jars.packages", "")
-    assert "org.scala-lang" not in packages and "org.apache.spark" not in packages
+    pom = Path(f"{artifact}.pom").read_text()
+    assert "<artifactId>opencv</artifactId>" in pom
+    assert "scala-library" not in pom and "org.apache.spark" not in pom
 
 
-def test_spark_conf_adds_listed_maven_packages(tmp_path, monkeypatch):
-    _fake_jar(tmp_path / f"mmlspark_2.13-{mmlspark.__version__}.jar", mmlspark.__version__)
-    (tmp_path / "packages.txt").write_text("org.example:lib_2.13:1.0\n\norg.example:other:2.0\n")
-    monkeypatch.setattr(session_module, "_JARS_DIR", tmp_path)
-    conf = mmlspark.spark_conf()
-    assert conf["spark.jars.packages"] == "org.example:lib_2.13:1.0,org.example:other:2.0"
-    (tmp_path / "packages.txt").write_text("")
-    assert "spark.jars.packages" not in mmlspark.spark_conf()
+def test_session_joins_user_packages_with_ours(monkeypatch):
+    captured = {}
+
+    class Builder:
+        def master(self, value):
+            return self
+
+        def appName(self, value):
+            return self
+
+        def config(self, key, value):
+            captured[key] = value
+            return self
+
+        def getOrCreate(self):
+            raise RuntimeError("stop here")
+
+    import pyspark.sql
+
+    monkeypatch.setattr(pyspark.sql.SparkSession, "builder", Builder())
+    with pytest.raises(RuntimeError, match="stop here"):
+        mmlspark.session(conf={"spark.jars.packages": "org.example:lib:1.0"})
+    ours = mmlspark.spark_conf()["spark.jars.packages"]
+    assert captured["spark.jars.packages"] == f"{ours},org.example:lib:1.0"

@@ -20,7 +20,7 @@ class VersionMismatchError(ImportError):
 
 
 def _bundled_jars() -> list[Path]:
-    return sorted(_JARS_DIR.glob("mmlspark_*.jar"))
+    return sorted(_JARS_DIR.glob("repo/mmlspark/mmlspark_2.13/*/mmlspark_2.13-*.jar"))
 
 
 def _jar_version(jar: Path) -> str:
@@ -65,18 +65,26 @@ def _packages() -> list[str]:
     return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
 
 
-def spark_conf() -> dict[str, str]:
-    """Spark settings that load mmlspark: the bundled jar and its JVM dependencies.
+_LIST_SETTINGS = ("spark.jars.packages", "spark.jars.repositories")
 
-    Pass them to ``SparkSession.builder.config(map=...)``, to ``spark-submit --conf``, or to a
-    cluster's Spark config. On a cluster without network access use the self-contained jar
-    (``make jar`` writes it to ``dist/``) with ``--jars`` instead.
+
+def spark_conf() -> dict[str, str]:
+    """Spark settings that load mmlspark: its jar and JVM dependencies, as Maven packages.
+
+    The jar is served from a small Maven repository inside this package
+    (``spark.jars.repositories``); Spark resolves it and its dependencies (OpenCV) from
+    ``spark.jars.packages`` when the session starts, downloading the dependencies from Maven
+    Central once and caching them, and ships every jar to the executors. Pass the settings
+    to ``SparkSession.builder.config(map=...)`` or ``spark-submit --conf``; if you set
+    ``spark.jars.packages`` or ``spark.jars.repositories`` yourself, join the lists with
+    commas. On a cluster without network access use the self-contained jar (``make jar``
+    writes it to ``dist/``) with ``--jars`` instead.
     """
-    conf = {"spark.jars": jar_path()}
-    packages = _packages()
-    if packages:
-        conf["spark.jars.packages"] = ",".join(packages)
-    return conf
+    jar_path()  # fails clearly when the jar is missing
+    return {
+        "spark.jars.packages": ",".join(_packages()),
+        "spark.jars.repositories": (_JARS_DIR / "repo").as_uri(),
+    }
 
 
 def session(
@@ -108,8 +116,15 @@ def session(
     """
     from pyspark.sql import SparkSession
 
+    settings = {**dict(conf or {}), **settings}
+    merged: dict[str, Any] = {**spark_conf()}
+    for key, value in settings.items():
+        if key in _LIST_SETTINGS and value:
+            merged[key] = f"{merged[key]},{value}"
+        else:
+            merged[key] = value
     builder = SparkSession.builder.master(master).appName(app_name)
-    for key, value in {**spark_conf(), **dict(conf or {}), **settings}.items():
+    for key, value in merged.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     require_jvm_library(spark.sparkContext)
@@ -132,7 +147,7 @@ def require_jvm_library(sc: Any) -> None:
         raise RuntimeError(
             "the mmlspark jar is not on this Spark session's classpath; create the session with "
             "mmlspark.session(), or add the settings of mmlspark.spark_conf() "
-            "(spark.jars) before the session starts"
+            "(spark.jars.packages, spark.jars.repositories) before the session starts"
         ) from None
     if jvm_version != __version__:
         raise VersionMismatchError(
