@@ -106,7 +106,8 @@ lazy val core = (project in file("scala"))
       IO.copyFile(jar, artifactDir / s"mmlspark_2.13-$coordinate.jar")
       // Scala and Spark come with the cluster, so only the library's own dependencies count.
       val runtimeDeps = libraryDependencies.value.filter { m =>
-        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark").contains(m.organization)
+        m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark")
+          .contains(m.organization)
       }
       val dependencies = runtimeDeps.map { m =>
         s"    <dependency><groupId>${m.organization}</groupId><artifactId>${m.name}</artifactId>" +
