@@ -6,6 +6,7 @@ import mmlspark.contracts.{
   HasErrorCol,
   HasInputCol,
   HasOutputCol,
+  RowResults,
   SchemaUtils,
   StageReadable,
   StageWritable
@@ -135,12 +136,14 @@ final class ImageDecoder(override val uid: String)
     val origin =
       if ($(originCol).isEmpty) lit(null).cast(StringType)
       else col(SchemaUtils.quoted($(originCol)))
-    val result = s"__decoded_$uid"
-    val decoded = dataset
-      .withColumn(result, decodeColumn(col(SchemaUtils.quoted($(inputCol))), origin))
-      .withColumn($(outputCol), col(s"$result.image"))
-      .withColumn($(errorCol), col(s"$result.error"))
-      .drop(result)
+    val decoded = RowResults.expand(
+      dataset,
+      this,
+      decodeColumn(col(SchemaUtils.quoted($(inputCol))), origin),
+      "image",
+      $(outputCol),
+      $(errorCol)
+    )
     if ($(dropInvalid)) decoded.filter(col(SchemaUtils.quoted($(outputCol))).isNotNull) else decoded
   }
 

@@ -6,6 +6,7 @@ import mmlspark.contracts.{
   HasErrorCol,
   HasInputCol,
   HasOutputCol,
+  RowResults,
   SchemaUtils,
   StageReadable,
   StageWritable
@@ -100,12 +101,14 @@ final class UnrollBinaryImage(override val uid: String)
         case NonFatal(e) => UnrolledImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}")
       }
     }.asNondeterministic()
-    val result = s"__unrolled_$uid"
-    dataset
-      .withColumn(result, unroll(col(SchemaUtils.quoted($(inputCol)))))
-      .withColumn($(outputCol), col(s"$result.vector"))
-      .withColumn($(errorCol), col(s"$result.error"))
-      .drop(result)
+    RowResults.expand(
+      dataset,
+      this,
+      unroll(col(SchemaUtils.quoted($(inputCol)))),
+      "vector",
+      $(outputCol),
+      $(errorCol)
+    )
   }
 
   override def copy(extra: ParamMap): UnrollBinaryImage = defaultCopy(extra)

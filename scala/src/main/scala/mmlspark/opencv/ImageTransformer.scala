@@ -6,6 +6,7 @@ import mmlspark.contracts.{
   HasErrorCol,
   HasInputCol,
   HasOutputCol,
+  RowResults,
   SchemaUtils,
   StageReadable,
   StageWritable
@@ -195,14 +196,15 @@ final class ImageTransformer(override val uid: String)
           catch { case NonFatal(e) => TransformedImage(null, ImageTransformer.describe(e)) }
         }
       }
-    val result = s"__transformed_$uid"
-    val field = if ($(toTensor)) "tensor" else "image"
-    val metadata = if ($(toTensor)) tensorMetadata else Metadata.empty
-    dataset
-      .withColumn(result, transform.asNondeterministic()(col(SchemaUtils.quoted($(inputCol)))))
-      .withColumn($(outputCol), col(s"$result.$field").as($(outputCol), metadata))
-      .withColumn($(errorCol), col(s"$result.error"))
-      .drop(result)
+    RowResults.expand(
+      dataset,
+      this,
+      transform.asNondeterministic()(col(SchemaUtils.quoted($(inputCol)))),
+      if ($(toTensor)) "tensor" else "image",
+      $(outputCol),
+      $(errorCol),
+      if ($(toTensor)) tensorMetadata else Metadata.empty
+    )
   }
 
   override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)

@@ -1,0 +1,31 @@
+package mmlspark.contracts
+
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{Column, DataFrame, Dataset}
+import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.types.Metadata
+
+/** Per-row results that are a value or an error message, never a failed job (contract 3). */
+object RowResults {
+
+  /** Adds `outputCol` and `errorCol` from `result`, a struct column with fields `valueField` and
+    * `error`. `result` must be computed once per row however many fields are read from it: stages
+    * build it from a UDF marked nondeterministic, which Spark never duplicates.
+    */
+  def expand(
+      dataset: Dataset[_],
+      stage: Identifiable,
+      result: Column,
+      valueField: String,
+      outputCol: String,
+      errorCol: String,
+      metadata: Metadata = Metadata.empty
+  ): DataFrame = {
+    val tmp = s"__result_${stage.uid}"
+    dataset
+      .withColumn(tmp, result)
+      .withColumn(outputCol, col(s"$tmp.$valueField").as(outputCol, metadata))
+      .withColumn(errorCol, col(s"$tmp.error"))
+      .drop(tmp)
+  }
+}
