@@ -53,8 +53,8 @@ object ImageReader {
       spark.sparkContext.defaultParallelism * 4L,
       listing.map(_.getLen).sum / targetPartitionBytes + 1
     )
-    val grouped =
-      if (sampled.rdd.getNumPartitions > partitions) sampled.coalesce(partitions.toInt) else sampled
+    // (Coalescing to more partitions than the scan has leaves it as it is.)
+    val grouped = sampled.coalesce(Math.toIntExact(partitions))
     new ImageDecoder()
       .setInputCol("content")
       .setOriginCol("path")
