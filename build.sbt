@@ -116,7 +116,7 @@ lazy val core = (project in file("scala"))
       IO.write(
         artifactDir / s"mmlspark_2.13-$coordinate.pom",
         s"""<?xml version="1.0" encoding="UTF-8"?>
-           |<project xmlns="http://maven.apache.org/POM/4.0.0">
+           |<project>
            |  <modelVersion>4.0.0</modelVersion>
            |  <groupId>mmlspark</groupId>
            |  <artifactId>mmlspark_2.13</artifactId>

@@ -3,10 +3,27 @@ package mmlspark.contracts
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.Metadata
+import org.apache.spark.sql.types.{DataType, Metadata, StringType, StructType}
 
 /** Per-row results that are a value or an error message, never a failed job (contract 3). */
 object RowResults {
+
+  /** The schema with `outputCol` (of `dataType`) and `errorCol` (string) appended; both must be new
+    * and different from each other.
+    */
+  def schema(
+      stage: Identifiable with org.apache.spark.ml.param.Params,
+      schema: StructType,
+      outputCol: String,
+      dataType: DataType,
+      errorCol: String,
+      metadata: Metadata = Metadata.empty
+  ): StructType = {
+    SchemaUtils.requireAbsent(stage, schema, outputCol)
+    SchemaUtils.requireAbsent(stage, schema, errorCol)
+    SchemaUtils.requireDistinct(stage, "outputCol and errorCol", Seq(outputCol, errorCol))
+    schema.add(outputCol, dataType, nullable = true, metadata).add(errorCol, StringType)
+  }
 
   /** Adds `outputCol` and `errorCol` from `result`, a struct column with fields `valueField` and
     * `error`. `result` must be computed once per row however many fields are read from it: stages

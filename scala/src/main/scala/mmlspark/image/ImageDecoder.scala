@@ -125,10 +125,7 @@ final class ImageDecoder(override val uid: String)
     if ($(originCol).nonEmpty) {
       SchemaUtils.requireColumnType(this, schema, $(originCol), "string")(_ == StringType)
     }
-    SchemaUtils.requireAbsent(this, schema, $(outputCol))
-    SchemaUtils.requireAbsent(this, schema, $(errorCol))
-    SchemaUtils.requireDistinct(this, "outputCol and errorCol", Seq($(outputCol), $(errorCol)))
-    schema.add($(outputCol), ImageSchemaUtils.imageType).add($(errorCol), StringType)
+    RowResults.schema(this, schema, $(outputCol), ImageSchemaUtils.imageType, $(errorCol))
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {

@@ -17,7 +17,7 @@ import org.apache.spark.ml.param.{IntParam, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{BinaryType, StringType, StructType}
+import org.apache.spark.sql.types.{BinaryType, StructType}
 import org.opencv.core.{Mat, Size}
 import org.opencv.imgproc.Imgproc
 
@@ -74,9 +74,7 @@ final class UnrollBinaryImage(override val uid: String)
       ($(height) == 0) == ($(width) == 0),
       "height and width must both be 0 or both be positive"
     )
-    SchemaUtils.requireAbsent(this, schema, $(outputCol))
-    SchemaUtils.requireAbsent(this, schema, $(errorCol))
-    schema.add($(outputCol), SQLDataTypes.VectorType).add($(errorCol), StringType)
+    RowResults.schema(this, schema, $(outputCol), SQLDataTypes.VectorType, $(errorCol))
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {

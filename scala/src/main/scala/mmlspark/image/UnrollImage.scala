@@ -17,7 +17,7 @@ import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row}
 import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{StringType, StructType}
+import org.apache.spark.sql.types.StructType
 
 final case class UnrolledImage(vector: Vector, error: String)
 
@@ -40,9 +40,7 @@ final class UnrollImage(override val uid: String)
     SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(
       ImageSchemaUtils.isImage
     )
-    SchemaUtils.requireAbsent(this, schema, $(outputCol))
-    SchemaUtils.requireAbsent(this, schema, $(errorCol))
-    schema.add($(outputCol), SQLDataTypes.VectorType).add($(errorCol), StringType)
+    RowResults.schema(this, schema, $(outputCol), SQLDataTypes.VectorType, $(errorCol))
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {

@@ -19,14 +19,7 @@ import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row}
 import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{
-  ArrayType,
-  FloatType,
-  Metadata,
-  MetadataBuilder,
-  StringType,
-  StructType
-}
+import org.apache.spark.sql.types.{ArrayType, FloatType, Metadata, MetadataBuilder, StructType}
 
 final case class TransformedImage(image: ImageStruct, error: String)
 
@@ -156,19 +149,10 @@ final class ImageTransformer(override val uid: String)
     )(
       ImageSchemaUtils.isImage
     )
-    SchemaUtils.requireAbsent(this, schema, $(outputCol))
-    SchemaUtils.requireAbsent(this, schema, $(errorCol))
-    SchemaUtils.requireDistinct(this, "outputCol and errorCol", Seq($(outputCol), $(errorCol)))
     val output =
       if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
-    schema
-      .add(
-        $(outputCol),
-        output,
-        nullable = true,
-        if ($(toTensor)) tensorMetadata else Metadata.empty
-      )
-      .add($(errorCol), StringType)
+    val metadata = if ($(toTensor)) tensorMetadata else Metadata.empty
+    RowResults.schema(this, schema, $(outputCol), output, $(errorCol), metadata)
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {
