@@ -8,6 +8,14 @@ import org.apache.spark.sql.types.{DataType, Metadata, StringType, StructType}
 /** Per-row results that are a value or an error message, never a failed job (contract 3). */
 object RowResults {
 
+  /** The error message a failed row gets: the message of a rejected input (IllegalArgumentException
+    * and its subclasses) as is, others with their exception class.
+    */
+  def describe(e: Throwable): String = e match {
+    case rejected: IllegalArgumentException => rejected.getMessage
+    case other => s"${other.getClass.getSimpleName}: ${other.getMessage}"
+  }
+
   /** The schema with `outputCol` (of `dataType`) and `errorCol` (string) appended; both must be new
     * and different from each other.
     */

@@ -5,7 +5,7 @@ import org.opencv.core.{Core, Mat, MatOfByte}
 import org.opencv.imgcodecs.Imgcodecs
 
 /** Thrown for a file that cannot be turned into an image; the message says why. */
-final class UndecodableImageException(message: String) extends RuntimeException(message)
+final class UndecodableImageException(message: String) extends IllegalArgumentException(message)
 
 /** Decoding of encoded image bytes with OpenCV's `imdecode`, shared by the reader and the stages
   * that take binary input.

@@ -70,8 +70,7 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
         try DecodedImage(ImageSchemaUtils.toStruct(mat, originValue), null)
         finally mat.release()
       } catch {
-        case e: UndecodableImageException => DecodedImage(null, e.getMessage)
-        case NonFatal(e) => DecodedImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}")
+        case NonFatal(e) => DecodedImage(null, RowResults.describe(e))
       }
     }.asNondeterministic() // keeps Spark from running the decode once per output field
     decode(bytes, origin)

@@ -95,8 +95,7 @@ final class UnrollBinaryImage(override val uid: String)
         try UnrolledImage(Unrolling.toVector(sized), null)
         finally sized.release()
       } catch {
-        case e: UndecodableImageException => UnrolledImage(null, e.getMessage)
-        case NonFatal(e) => UnrolledImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}")
+        case NonFatal(e) => UnrolledImage(null, RowResults.describe(e))
       }
     }.asNondeterministic()
     RowResults.expand(

@@ -53,7 +53,7 @@ final class UnrollImage(override val uid: String)
           try UnrolledImage(Unrolling.toVector(mat), null)
           finally mat.release()
         } catch {
-          case NonFatal(e) => UnrolledImage(null, s"${e.getClass.getSimpleName}: ${e.getMessage}")
+          case NonFatal(e) => UnrolledImage(null, RowResults.describe(e))
         }
     }.asNondeterministic()
     RowResults.expand(

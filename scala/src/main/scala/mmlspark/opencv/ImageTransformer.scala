@@ -167,7 +167,7 @@ final class ImageTransformer(override val uid: String)
               ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder)),
               null
             )
-          catch { case NonFatal(e) => ImageTensor(null, ImageTransformer.describe(e)) }
+          catch { case NonFatal(e) => ImageTensor(null, RowResults.describe(e)) }
         }
       } else {
         udf { (row: Row) =>
@@ -177,7 +177,7 @@ final class ImageTransformer(override val uid: String)
                 .run(ops)(row, image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))),
               null
             )
-          catch { case NonFatal(e) => TransformedImage(null, ImageTransformer.describe(e)) }
+          catch { case NonFatal(e) => TransformedImage(null, RowResults.describe(e)) }
         }
       }
     RowResults.expand(
@@ -253,7 +253,4 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     }
   }
 
-  private[opencv] def describe(e: Throwable): String =
-    if (e.isInstanceOf[IllegalArgumentException]) e.getMessage
-    else s"${e.getClass.getSimpleName}: ${e.getMessage}"
 }
