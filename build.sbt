@@ -13,6 +13,7 @@ ThisBuild / scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-re
 ThisBuild / javacOptions ++= Seq("--release", "17")
 
 val sparkVersion = "4.3.0"
+val onnxRuntimeVersion = "1.24.2"
 val scalatest = "org.scalatest" %% "scalatest" % "3.2.19" % Test
 
 lazy val sparkJarsDir: File = {
@@ -72,7 +73,11 @@ lazy val core = (project in file("scala"))
   .settings(commonSettings)
   .settings(
     name := "mmlspark",
-    libraryDependencies += "org.openpnp" % "opencv" % "4.9.0-0",
+    libraryDependencies ++= Seq(
+      "org.openpnp" % "opencv" % "4.9.0-0",
+      // The CPU build; the GPU build is the drop-in artifact "onnxruntime_gpu" (see README).
+      "com.microsoft.onnxruntime" % "onnxruntime" % onnxRuntimeVersion
+    ),
     // Read by the Python package and the code generator to check that both sides match.
     Compile / resourceGenerators += Def.task {
       val out = (Compile / resourceManaged).value / "mmlspark" / "build.properties"

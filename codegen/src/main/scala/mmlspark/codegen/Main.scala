@@ -45,8 +45,10 @@ object Main {
     val perArea = byArea.map { case (area, inArea) =>
       val handWritten = (name: String) => {
         val file = new File(root, s"mmlspark/$area/${PyCodeGen.snakeCase(name)}.py")
-        file.isFile && new String(Files.readAllBytes(file.toPath), UTF_8)
-          .contains(s"class $name(_$name)")
+        // `class Name(_Name)`, possibly with mixins: `class Name(Mixin, _Name)`.
+        file.isFile && s"(?m)^class $name\\([^)]*\\b_$name\\)".r
+          .findFirstIn(new String(Files.readAllBytes(file.toPath), UTF_8))
+          .isDefined
       }
       val hasFunctions = new File(root, s"mmlspark/$area/functions.py").isFile
       s"mmlspark/$area/__init__.py" -> PyCodeGen.areaInit(area, inArea, handWritten, hasFunctions)

@@ -1,0 +1,45 @@
+"""The model bytes and introspection shared by the stages that run an ONNX model."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TypeVar
+
+_S = TypeVar("_S", bound="HasModelPayload")
+
+
+def _specs(text: str) -> dict[str, dict[str, Any]]:
+    return {spec.pop("name"): spec for spec in json.loads(text)}
+
+
+class HasModelPayload:
+    """Methods of a JVM stage that holds an ONNX model (``mmlspark.onnx.HasOnnxModel``)."""
+
+    _java_obj: Any
+
+    def _jvm_stage(self) -> Any:
+        if self._java_obj is None:
+            raise RuntimeError(
+                f"{type(self).__name__}: no JVM stage; start a session with mmlspark.session()"
+            )
+        return self._java_obj
+
+    def setModelPayload(self: _S, payload: bytes) -> _S:
+        """Sets the model from its bytes (an ONNX file's content); takes precedence over
+        ``modelLocation`` and is saved with the stage as ``model.onnx``."""
+        self._jvm_stage().setModelPayload(bytearray(payload))
+        return self
+
+    def getModelPayload(self) -> bytes | None:
+        """The model bytes set with :meth:`setModelPayload` or loaded with the stage."""
+        payload = self._jvm_stage().getModelPayload()
+        return None if payload is None else bytes(payload)
+
+    def getModelInputs(self) -> dict[str, dict[str, Any]]:
+        """The model's inputs, in order: name -> ``type``, ``shape`` (-1 where dynamic) and
+        ``dimNames`` (the names of dynamic dimensions). Read once on the driver."""
+        return _specs(self._jvm_stage().getModelInputsJson())
+
+    def getModelOutputs(self) -> dict[str, dict[str, Any]]:
+        """The model's outputs, like :meth:`getModelInputs`."""
+        return _specs(self._jvm_stage().getModelOutputsJson())

@@ -1,0 +1,203 @@
+package mmlspark.image
+
+import mmlspark.contracts._
+import mmlspark.onnx.{HasDeviceType, HasOnnxModel, ONNXModel, OnnxGraph}
+import mmlspark.opencv.ImageTransformer
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.param._
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset, SparkSession}
+import org.apache.spark.sql.functions.{coalesce, col}
+import org.apache.spark.sql.types.{StringType, StructType}
+
+/** Turns images into feature vectors with an image model cut at an intermediate node: the headless
+  * featurizer of transfer learning, in one stage.
+  *
+  * Each image is resized to `imageHeight` x `imageWidth`, scaled by `colorScaleFactor`, normalized
+  * with `channelMeans` and `channelStds` and laid out as a CHW tensor (`ImageTransformer`); the
+  * model, cut so that `featureTensorName` (a node or tensor of its graph) is its output, turns the
+  * tensor into the `outputCol` vector (`ONNXModel`). The cut is made by the library on the model's
+  * graph; the saved stage keeps the whole model. A row whose image is null or cannot be processed
+  * gets a null vector and a message in `errorCol`.
+  */
+final class ImageFeaturizer(override val uid: String)
+    extends Transformer
+    with HasInputCol
+    with HasOutputCol
+    with HasErrorCol
+    with HasMiniBatchSize
+    with HasDeviceType
+    with HasOnnxModel {
+
+  def this() = this(Identifiable.randomUID("ImageFeaturizer"))
+
+  final val featureTensorName: Param[String] = new Param[String](
+    this,
+    "featureTensorName",
+    "node or tensor of the model whose value is the feature vector; the model is cut there " +
+      "(default: none, the model's own output)",
+    (name: String) => name != null && name.nonEmpty
+  )
+
+  final val imageHeight: IntParam =
+    new IntParam(
+      this,
+      "imageHeight",
+      "height images are resized to (default: 224, at least 1)",
+      ParamValidators.gtEq(1)
+    )
+
+  final val imageWidth: IntParam =
+    new IntParam(
+      this,
+      "imageWidth",
+      "width images are resized to (default: 224, at least 1)",
+      ParamValidators.gtEq(1)
+    )
+
+  final val channelMeans: DoubleArrayParam = new DoubleArrayParam(
+    this,
+    "channelMeans",
+    "per-channel means subtracted after scaling, in tensorChannelOrder (default: ImageNet's " +
+      "[0.485, 0.456, 0.406])",
+    (a: Array[Double]) => a.length == 1 || a.length == 3
+  )
+
+  final val channelStds: DoubleArrayParam = new DoubleArrayParam(
+    this,
+    "channelStds",
+    "per-channel standard deviations divided by, in tensorChannelOrder (default: ImageNet's " +
+      "[0.229, 0.224, 0.225])",
+    (a: Array[Double]) => (a.length == 1 || a.length == 3) && a.forall(_ > 0)
+  )
+
+  final val colorScaleFactor: DoubleParam = new DoubleParam(
+    this,
+    "colorScaleFactor",
+    "factor pixel values are multiplied by before normalizing (default: 1/255, above 0)",
+    ParamValidators.gt(0)
+  )
+
+  final val tensorChannelOrder: Param[String] = new Param[String](
+    this,
+    "tensorChannelOrder",
+    "channel order the model expects: 'RGB' (default) or 'BGR'",
+    ParamValidators.inArray(Array("RGB", "BGR"))
+  )
+
+  setDefault(
+    inputCol -> "image",
+    outputCol -> "features",
+    errorCol -> "featurizeError",
+    imageHeight -> 224,
+    imageWidth -> 224,
+    channelMeans -> Array(0.485, 0.456, 0.406),
+    channelStds -> Array(0.229, 0.224, 0.225),
+    colorScaleFactor -> 1.0 / 255,
+    tensorChannelOrder -> "RGB",
+    miniBatchSize -> 64
+  )
+
+  def getFeatureTensorName: String = $(featureTensorName)
+  def setFeatureTensorName(value: String): this.type = set(featureTensorName, value)
+  def getImageHeight: Int = $(imageHeight)
+  def setImageHeight(value: Int): this.type = set(imageHeight, value)
+  def getImageWidth: Int = $(imageWidth)
+  def setImageWidth(value: Int): this.type = set(imageWidth, value)
+  def getChannelMeans: Array[Double] = $(channelMeans)
+  def setChannelMeans(value: Array[Double]): this.type = set(channelMeans, value)
+  def getChannelStds: Array[Double] = $(channelStds)
+  def setChannelStds(value: Array[Double]): this.type = set(channelStds, value)
+  def getColorScaleFactor: Double = $(colorScaleFactor)
+  def setColorScaleFactor(value: Double): this.type = set(colorScaleFactor, value)
+  def getTensorChannelOrder: String = $(tensorChannelOrder)
+  def setTensorChannelOrder(value: String): this.type = set(tensorChannelOrder, value)
+
+  private def tensorCol = s"__tensor_$uid"
+  private def imageErrorCol = s"__imageError_$uid"
+  private def modelErrorCol = s"__modelError_$uid"
+
+  // The cut model, by (model hash, feature tensor name): cutting reads and rewrites the whole model.
+  @transient private var cut: ((String, Option[String]), Array[Byte]) = _
+
+  private def cutModel(spark: SparkSession): Array[Byte] = synchronized {
+    val key = (modelInfo.source.hash, get(featureTensorName))
+    if (cut == null || cut._1 != key) {
+      val whole = modelBytes(spark)
+      val bytes =
+        try key._2.map(name => OnnxGraph.cut(whole, Seq(name))).getOrElse(whole)
+        catch {
+          case e: IllegalArgumentException =>
+            throw new IllegalArgumentException(
+              s"${SchemaUtils.stageName(this)}: ${e.getMessage}",
+              e
+            )
+        }
+      cut = (key, bytes)
+    }
+    cut._2
+  }
+
+  /** The two stages this one runs: preprocessing, then the cut model. */
+  private def stages(spark: SparkSession): (ImageTransformer, ONNXModel) = {
+    val preprocess = new ImageTransformer()
+      .setInputCol($(inputCol))
+      .setOutputCol(tensorCol)
+      .setErrorCol(imageErrorCol)
+      .setToTensor(true)
+      .setTensorChannelOrder($(tensorChannelOrder))
+      .resize($(imageHeight), $(imageWidth))
+      .normalize($(channelMeans), $(channelStds), $(colorScaleFactor))
+    val model = new ONNXModel().setModelPayload(cutModel(spark))
+    val inputs = model.getModelInputs
+    SchemaUtils.require(
+      this,
+      inputs.length == 1,
+      s"the featurizing model must have one input (the image tensor) but has ${inputs.map(_.describe).mkString(", ")}"
+    )
+    val outputs = model.getModelOutputs
+    model
+      .setFeedDict(Map(inputs.head.name -> tensorCol))
+      .setFetchDict(Map($(outputCol) -> outputs.head.name))
+      .setVectorOutputs(true)
+      .setErrorCol(modelErrorCol)
+      .setMiniBatchSize($(miniBatchSize))
+      .setDeviceType($(deviceType))
+    (preprocess, model)
+  }
+
+  override def transformSchema(schema: StructType): StructType = {
+    SchemaUtils.requireColumnType(
+      this,
+      schema,
+      $(inputCol),
+      "an image struct (origin, height, width, nChannels, mode, data)"
+    )(
+      ImageSchemaUtils.isImage
+    )
+    SchemaUtils.requireAbsent(this, schema, $(errorCol))
+    val (preprocess, model) = stages(SparkSession.active)
+    val full = model.transformSchema(preprocess.transformSchema(schema))
+    StructType(schema.fields :+ full($(outputCol))).add($(errorCol), StringType)
+  }
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema, logging = true)
+    val (preprocess, model) = stages(dataset.sparkSession)
+    model
+      .transform(preprocess.transform(dataset))
+      .withColumn($(errorCol), coalesce(col(imageErrorCol), col(modelErrorCol)))
+      .drop(tensorCol, imageErrorCol, modelErrorCol)
+  }
+
+  override def copy(extra: ParamMap): ImageFeaturizer = {
+    val copied = defaultCopy[ImageFeaturizer](extra)
+    copyModelTo(copied)
+    copied
+  }
+}
+
+object ImageFeaturizer extends StageReadable[ImageFeaturizer] {
+  override protected def create(uid: String, path: String, spark: SparkSession): ImageFeaturizer =
+    HasOnnxModel.loadModel(new ImageFeaturizer(uid), path, spark)
+}

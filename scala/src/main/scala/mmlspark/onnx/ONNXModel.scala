@@ -1,0 +1,336 @@
+package mmlspark.onnx
+
+import scala.util.Try
+
+import mmlspark.contracts._
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.param._
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset, Row, SparkSession}
+import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.types._
+import org.json4s.{JObject, JString}
+import org.json4s.jackson.JsonMethods.{compact, parse, render}
+
+/** Runs an ONNX model with ONNX Runtime over a DataFrame, a mini-batch of rows per run.
+  *
+  * The model comes from `modelLocation` (any Hadoop filesystem path, read once per executor) or
+  * from bytes (`setModelPayload`, shipped once per executor). `feedDict` maps each model input to
+  * the column it is read from and `fetchDict` each new column to the model output it receives; for
+  * a model with one input and one output `inputCol` and `outputCol` are enough. Inputs may be
+  * scalar, flat or nested array, ML vector or binary columns; a flat array is reshaped to the
+  * model's per-row shape (dynamic dimensions from the column's `tensorShape` metadata, as
+  * `ImageTransformer` writes it). Outputs become arrays of the matching type (vectors with
+  * `vectorOutputs`), or scalars when a row's output is one value.
+  *
+  * Every executor JVM creates one ONNX Runtime session per model content, device and settings,
+  * shared by its concurrent tasks, and fills each batch into direct buffers reused across the
+  * partition. A row whose input is null or has the wrong number of values gets null outputs and a
+  * message in `errorCol`; a model that cannot be loaded, or inputs, outputs and columns that do not
+  * match, fail in `transformSchema` before any job runs.
+  */
+final class ONNXModel(override val uid: String)
+    extends Transformer
+    with HasInputCol
+    with HasOutputCol
+    with HasErrorCol
+    with HasMiniBatchSize
+    with HasDeviceType
+    with HasOnnxModel {
+
+  def this() = this(Identifiable.randomUID("ONNXModel"))
+
+  final val feedDict: Param[String] = new Param[String](
+    this,
+    "feedDict",
+    "JSON object mapping each model input to the column it is read from, e.g. " +
+      "{\"input\": \"features\"} (default: {}, meaning the model's only input reads inputCol)",
+    ONNXModel.isStringMap _
+  )
+
+  final val fetchDict: Param[String] = new Param[String](
+    this,
+    "fetchDict",
+    "JSON object mapping each new column to the model output it receives, e.g. " +
+      "{\"scores\": \"output\"} (default: {}, meaning outputCol receives the model's only output)",
+    ONNXModel.isStringMap _
+  )
+
+  final val softMaxDict: Param[String] = new Param[String](
+    this,
+    "softMaxDict",
+    "JSON object mapping a fetched column to a new column that receives its softmax " +
+      "(default: {}, none)",
+    ONNXModel.isStringMap _
+  )
+
+  final val argMaxDict: Param[String] = new Param[String](
+    this,
+    "argMaxDict",
+    "JSON object mapping a fetched column to a new column that receives the index of its " +
+      "largest value, as a double (default: {}, none)",
+    ONNXModel.isStringMap _
+  )
+
+  final val intraOpThreads: IntParam = new IntParam(
+    this,
+    "intraOpThreads",
+    "threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus " +
+      "(default: 0, at least 0)",
+    ParamValidators.gtEq(0)
+  )
+
+  final val optimizationLevel: Param[String] = new Param[String](
+    this,
+    "optimizationLevel",
+    "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all' (default: all)",
+    ParamValidators.inArray(Array("none", "basic", "extended", "all"))
+  )
+
+  final val cudaMemoryLimit: LongParam = new LongParam(
+    this,
+    "cudaMemoryLimit",
+    "bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (default: 0, at least 0)",
+    ParamValidators.gtEq(0)
+  )
+
+  final val cudnnConvAlgoSearch: Param[String] = new Param[String](
+    this,
+    "cudnnConvAlgoSearch",
+    "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), " +
+      "'HEURISTIC' or 'DEFAULT' (default: EXHAUSTIVE)",
+    ParamValidators.inArray(Array("EXHAUSTIVE", "HEURISTIC", "DEFAULT"))
+  )
+
+  final val useTensorRT: BooleanParam = new BooleanParam(
+    this,
+    "useTensorRT",
+    "on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT " +
+      "and TensorRT installed; default: false)"
+  )
+
+  final val vectorOutputs: BooleanParam = new BooleanParam(
+    this,
+    "vectorOutputs",
+    "float and double outputs become ML vectors instead of arrays (default: false)"
+  )
+
+  setDefault(
+    feedDict -> "{}",
+    fetchDict -> "{}",
+    softMaxDict -> "{}",
+    argMaxDict -> "{}",
+    intraOpThreads -> 0,
+    optimizationLevel -> "all",
+    cudaMemoryLimit -> 0L,
+    cudnnConvAlgoSearch -> "EXHAUSTIVE",
+    useTensorRT -> false,
+    vectorOutputs -> false,
+    miniBatchSize -> 64,
+    errorCol -> "onnxError"
+  )
+
+  def getFeedDict: String = $(feedDict)
+  def setFeedDict(value: String): this.type = set(feedDict, value)
+  def setFeedDict(value: Map[String, String]): this.type = set(feedDict, ONNXModel.toJson(value))
+  def getFetchDict: String = $(fetchDict)
+  def setFetchDict(value: String): this.type = set(fetchDict, value)
+  def setFetchDict(value: Map[String, String]): this.type = set(fetchDict, ONNXModel.toJson(value))
+  def getSoftMaxDict: String = $(softMaxDict)
+  def setSoftMaxDict(value: String): this.type = set(softMaxDict, value)
+  def setSoftMaxDict(value: Map[String, String]): this.type =
+    set(softMaxDict, ONNXModel.toJson(value))
+  def getArgMaxDict: String = $(argMaxDict)
+  def setArgMaxDict(value: String): this.type = set(argMaxDict, value)
+  def setArgMaxDict(value: Map[String, String]): this.type =
+    set(argMaxDict, ONNXModel.toJson(value))
+  def getIntraOpThreads: Int = $(intraOpThreads)
+  def setIntraOpThreads(value: Int): this.type = set(intraOpThreads, value)
+  def getOptimizationLevel: String = $(optimizationLevel)
+  def setOptimizationLevel(value: String): this.type = set(optimizationLevel, value)
+  def getCudaMemoryLimit: Long = $(cudaMemoryLimit)
+  def setCudaMemoryLimit(value: Long): this.type = set(cudaMemoryLimit, value)
+  def getCudnnConvAlgoSearch: String = $(cudnnConvAlgoSearch)
+  def setCudnnConvAlgoSearch(value: String): this.type = set(cudnnConvAlgoSearch, value)
+  def getUseTensorRT: Boolean = $(useTensorRT)
+  def setUseTensorRT(value: Boolean): this.type = set(useTensorRT, value)
+  def getVectorOutputs: Boolean = $(vectorOutputs)
+  def setVectorOutputs(value: Boolean): this.type = set(vectorOutputs, value)
+
+  private def fail(message: String): Nothing =
+    throw new IllegalArgumentException(s"${SchemaUtils.stageName(this)}: $message")
+
+  private def names(specs: Seq[TensorSpec]): String = specs.map(_.describe).mkString(", ")
+
+  /** Which column feeds which model input, checked against the model and the schema. */
+  private def feeds(schema: StructType, info: ModelInfo): Seq[Feed] = {
+    val mapping = ONNXModel.parseMap($(feedDict))
+    val pairs =
+      if (mapping.nonEmpty) mapping.toSeq.map { case (input, column) =>
+        info.inputs.find(_.name == input).getOrElse {
+          fail(
+            s"feedDict names model input '$input', but the model's inputs are ${names(info.inputs)}"
+          )
+        } -> column
+      }
+      else if (!isDefined(inputCol)) fail("set inputCol (a model with one input) or feedDict")
+      else if (info.inputs.length != 1)
+        fail(
+          s"the model has ${info.inputs.length} inputs (${names(info.inputs)}); map each to a column with feedDict"
+        )
+      else Seq(info.inputs.head -> $(inputCol))
+    val unfed = info.inputs.filterNot(i => pairs.exists(_._1.name == i.name))
+    if (unfed.nonEmpty) fail(s"model inputs ${names(unfed)} are not fed; add them to feedDict")
+    pairs.map { case (spec, column) =>
+      val element = spec.elementType.getOrElse {
+        fail(s"model input ${spec.describe} is not a tensor ONNXModel can feed")
+      }
+      val field = SchemaUtils.requireColumnType(
+        this,
+        schema,
+        column,
+        s"${Feed.expected(element)} (for model input ${spec.describe})"
+      )(
+        Feed.accepts(element, _)
+      )
+      val fromMetadata =
+        if (field.metadata.contains("tensorShape")) field.metadata.getLongArray("tensorShape").toSeq
+        else Nil
+      val template =
+        if (fromMetadata.length == spec.rowShape.length)
+          spec.rowShape.zip(fromMetadata).map { case (m, c) => if (m >= 0) m else c }
+        else spec.rowShape
+      Feed(spec, element, column, schema.fieldIndex(column), field.dataType, template)
+    }
+  }
+
+  /** Which new column receives which model output. */
+  private def fetches(info: ModelInfo): Seq[(String, TensorSpec, ElementType)] = {
+    val mapping = ONNXModel.parseMap($(fetchDict))
+    val pairs =
+      if (mapping.nonEmpty) mapping.toSeq.map { case (column, output) =>
+        column -> info.outputs.find(_.name == output).getOrElse {
+          fail(
+            s"fetchDict names model output '$output', but the model's outputs are ${names(info.outputs)}"
+          )
+        }
+      }
+      else if (!isDefined(outputCol)) fail("set outputCol (a model with one output) or fetchDict")
+      else if (info.outputs.length != 1)
+        fail(
+          s"the model has ${info.outputs.length} outputs (${names(info.outputs)}); choose with fetchDict"
+        )
+      else Seq($(outputCol) -> info.outputs.head)
+    pairs.map { case (column, spec) =>
+      val element = spec.elementType.getOrElse {
+        fail(s"model output ${spec.describe} is not a tensor; ONNXModel fetches tensors only")
+      }
+      (column, spec, element)
+    }
+  }
+
+  private def plan(schema: StructType): RunPlan = {
+    val info = modelInfo
+    val inputs = feeds(schema, info)
+    val outputs = fetches(info)
+    def postProcessed(param: Param[String]): Seq[(Int, String)] =
+      ONNXModel.parseMap($(param)).toSeq.map { case (source, target) =>
+        val index = outputs.indexWhere(_._1 == source)
+        if (index < 0)
+          fail(
+            s"${param.name} reads column '$source', which is not fetched; fetched: ${outputs.map(_._1).mkString(", ")}"
+          )
+        val (_, spec, element) = outputs(index)
+        if (!element.isFloating || spec.rowShape.isEmpty)
+          fail(
+            s"${param.name} needs an array of floating-point values in '$source', but it holds ${spec.describe}"
+          )
+        index -> target
+      }
+    val batchable = inputs.forall(_.spec.batchDim.contains(-1L))
+    RunPlan(
+      info.source,
+      inputs,
+      outputs,
+      postProcessed(softMaxDict),
+      postProcessed(argMaxDict),
+      if (batchable) $(miniBatchSize) else 1,
+      $(deviceType),
+      SessionSettings(
+        $(intraOpThreads),
+        $(optimizationLevel),
+        $(cudaMemoryLimit),
+        $(cudnnConvAlgoSearch),
+        $(useTensorRT)
+      ),
+      $(vectorOutputs)
+    )
+  }
+
+  private def outputSchema(schema: StructType, p: RunPlan): StructType = {
+    val asVector = $(vectorOutputs)
+    val fetched = p.fetches.map { case (column, spec, element) =>
+      StructField(
+        column,
+        Outputs.columnType(spec, element, asVector),
+        nullable = true,
+        new MetadataBuilder().putLongArray("tensorShape", spec.rowShape.toArray).build()
+      )
+    }
+    val derived = p.softMax.map { case (i, c) => StructField(c, fetched(i).dataType) } ++
+      p.argMax.map { case (_, c) => StructField(c, DoubleType) }
+    val added = (fetched ++ derived).map(_.name) :+ $(errorCol)
+    added.foreach(SchemaUtils.requireAbsent(this, schema, _))
+    SchemaUtils.requireDistinct(this, "output columns", added)
+    StructType(schema.fields ++ fetched ++ derived :+ StructField($(errorCol), StringType))
+  }
+
+  override def transformSchema(schema: StructType): StructType = outputSchema(schema, plan(schema))
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema, logging = true)
+    val p = plan(dataset.schema)
+    val schema = outputSchema(dataset.schema, p)
+    modelInfo.ship(dataset.sparkSession)
+    val arrays = p.feeds.filter(_.columnType.isInstanceOf[ArrayType]).map(_.ordinal).toSet
+    val result = dataset
+      .toDF()
+      .as[Row](ArrayRowEncoder.decoder(dataset.schema, arrays))
+      .mapPartitions(p.run)(ArrayRowEncoder.encoder(schema, arrays))
+      .toDF()
+    // mapPartitions keeps types, not metadata: put back each column's (tensor shapes, ML attributes).
+    result.select(
+      schema.fields
+        .map(f => col(SchemaUtils.quoted(f.name)).as(f.name, f.metadata))
+        .toIndexedSeq: _*
+    )
+  }
+
+  override def copy(extra: ParamMap): ONNXModel = {
+    val copied = defaultCopy[ONNXModel](extra)
+    copyModelTo(copied)
+    copied
+  }
+}
+
+object ONNXModel extends StageReadable[ONNXModel] {
+
+  override protected def create(uid: String, path: String, spark: SparkSession): ONNXModel =
+    HasOnnxModel.loadModel(new ONNXModel(uid), path, spark)
+
+  def parseMap(json: String): Map[String, String] = parse(json) match {
+    case JObject(fields) =>
+      fields.map {
+        case (k, JString(v)) if k.nonEmpty && v.nonEmpty => k -> v
+        case (k, v) =>
+          throw new IllegalArgumentException(s"'$k' must map to a non-empty string, not $v")
+      }.toMap
+    case other =>
+      throw new IllegalArgumentException(s"expected a JSON object of strings, not $other")
+  }
+
+  def isStringMap(json: String): Boolean = json != null && Try(parseMap(json)).isSuccess
+
+  def toJson(map: Map[String, String]): String =
+    compact(render(JObject(map.toList.sortBy(_._1).map { case (k, v) => k -> JString(v) })))
+}

@@ -1,0 +1,200 @@
+package mmlspark.onnx
+
+import java.nio.file.{Files, Paths}
+
+import mmlspark.contracts.{SparkTestSession, TestObject, TransformerSuite}
+import org.apache.spark.ml.linalg.{Vector, Vectors}
+import org.apache.spark.scheduler.{SparkListener, SparkListenerJobStart}
+import org.apache.spark.sql.{DataFrame, Row}
+
+object OnnxFixtures {
+
+  /** A model written by tests/onnx_models.py (see SCALA_FIXTURES there). */
+  def path(name: String): String = Paths.get(getClass.getResource(s"/onnx/$name").toURI).toString
+
+  def bytes(name: String): Array[Byte] = Files.readAllBytes(Paths.get(path(name)))
+
+  lazy val pairs: DataFrame = {
+    val spark = SparkTestSession.spark
+    import spark.implicits._
+    Seq[(Long, Array[Float], Array[Float])](
+      (1L, Array(1f, 2f, 3f), Array(0.5f, 0.25f, 2f)),
+      (2L, Array(-1f, 0f, 4f), Array(2f, 2f, 2f)),
+      (3L, null, Array(1f, 1f, 1f)),
+      (4L, Array(1f, 2f), Array(1f, 1f, 1f)),
+      (5L, Array(0.1f, 0.2f, 0.3f), Array(3f, -3f, 0.7f))
+    ).toDF("id", "a", "b").repartition(2)
+  }
+
+  def byId(df: DataFrame): Map[Long, Row] = df.collect().map(r => r.getAs[Long]("id") -> r).toMap
+
+  def floats(row: Row, column: String): Seq[Float] = row.getSeq[Float](row.fieldIndex(column))
+}
+
+class ONNXModelSuite extends TransformerSuite[ONNXModel] {
+  import OnnxFixtures._
+
+  private def pairModel = new ONNXModel()
+    .setModelLocation(path("two_in_two_out.onnx"))
+    .setFeedDict(Map("a" -> "a", "b" -> "b"))
+    .setFetchDict(Map("sum" -> "sum", "product" -> "product", "total" -> "total"))
+    .setMiniBatchSize(2)
+
+  private def checkPairs(out: DataFrame): Unit = {
+    val rows = byId(out)
+    assert(rows.size == 5)
+    for (id <- Seq(1L, 2L, 5L)) {
+      val r = rows(id)
+      val (a, b) = (floats(r, "a"), floats(r, "b"))
+      assert(floats(r, "sum") == a.zip(b).map { case (x, y) => x + y })
+      assert(floats(r, "product") == a.zip(b).map { case (x, y) => x * y })
+      assert(math.abs(r.getAs[Float]("total") - a.sum) < 1e-6)
+      assert(r.isNullAt(r.fieldIndex("onnxError")))
+    }
+    assert(rows(3).getAs[String]("onnxError") == "input column 'a' is null")
+    assert(rows(4).getAs[String]("onnxError").contains("holds 2 values"))
+    for (id <- Seq(3L, 4L)) assert(rows(id).isNullAt(rows(id).fieldIndex("sum")))
+  }
+
+  override def testObjects: Seq[TestObject[ONNXModel]] = Seq(
+    TestObject(pairModel, pairs, checkPairs),
+    TestObject(
+      new ONNXModel()
+        .setModelPayload(bytes("fixed_batch.onnx"))
+        .setInputCol("x")
+        .setOutputCol("y"), {
+        val spark = SparkTestSession.spark
+        import spark.implicits._
+        Seq((1L, Array(1.0, 2.0, 3.0, 4.0)), (2L, Array(-0.5, 0.0, 0.25, 1e6))).toDF("id", "x")
+      },
+      out => {
+        val rows = byId(out)
+        for (r <- rows.values) {
+          val x = r.getSeq[Double](r.fieldIndex("x"))
+          assert(floats(r, "y") == x.map(v => 2 * v.toFloat + 1))
+        }
+      }
+    )
+  )
+
+  test("softmax and argmax of a fetched column, vectors in and out") {
+    val spark = SparkTestSession.spark
+    import spark.implicits._
+    val df = Seq(
+      (1L, Vectors.dense(1, 2, 3), Vectors.dense(0.5, -4, 1)),
+      (2L, Vectors.sparse(3, Array(1), Array(7.0)), Vectors.dense(0, 0, 0))
+    ).toDF("id", "a", "b")
+    val out = pairModel
+      .setFetchDict(Map("sum" -> "sum"))
+      .setVectorOutputs(true)
+      .setSoftMaxDict(Map("sum" -> "probability"))
+      .setArgMaxDict(Map("sum" -> "prediction"))
+      .transform(df)
+    for (r <- out.collect()) {
+      val a = r.getAs[Vector]("a").toArray
+      val b = r.getAs[Vector]("b").toArray
+      val sum = a.zip(b).map { case (x, y) => (x.toFloat + y.toFloat).toDouble }
+      assert(r.getAs[Vector]("sum").toArray.toSeq == sum.toSeq)
+      val e = sum.map(v => math.exp(v - sum.max))
+      val expected = e.map(_ / e.sum)
+      r.getAs[Vector]("probability").toArray.zip(expected).foreach { case (p, q) =>
+        assert(math.abs(p - q) < 1e-12)
+      }
+      assert(r.getAs[Double]("prediction") == sum.indexOf(sum.max).toDouble)
+    }
+  }
+
+  test("one session per model content, device and settings in a JVM; idle sessions close") {
+    OrtSessions.closeIdle(0)
+    val before = OrtSessions.created
+    val model = pairModel.setModelPayload(bytes("two_in_two_out.onnx"))
+    model.transform(pairs).collect()
+    model.transform(pairs).collect()
+    // The same bytes from a file: same content, same session.
+    pairModel.transform(pairs).collect()
+    assert(OrtSessions.created - before == 1)
+    assert(OrtSessions.openKeys.count(_.modelHash == model.modelInfo.source.hash) == 1)
+    assert(OrtSessions.closeIdle(0) >= 1)
+    assert(!OrtSessions.openKeys.exists(_.modelHash == model.modelInfo.source.hash))
+    pairModel.setIntraOpThreads(2).transform(pairs).collect()
+    assert(OrtSessions.created - before == 2)
+  }
+
+  test("inputs and outputs are read from the model, with dynamic dimensions") {
+    val model = new ONNXModel().setModelPayload(bytes("small_cnn.onnx"))
+    val input = model.getModelInputs.head
+    assert(input.name == "image" && input.typeName == "float")
+    assert(input.shape == Seq(-1L, 3L, -1L, -1L))
+    assert(input.dimNames == Seq("N", "", "H", "W"))
+    assert(model.getModelOutputs.map(o => (o.name, o.shape)) == Seq(("logits", Seq(-1L, 5L))))
+    assert(model.getModelInputsJson.contains("\"shape\":[-1,3,-1,-1]"))
+  }
+
+  test("misconfiguration fails in transformSchema, naming stage, column and model input") {
+    val jobs = new java.util.concurrent.atomic.AtomicInteger()
+    val listener = new SparkListener {
+      override def onJobStart(e: SparkListenerJobStart): Unit = jobs.incrementAndGet()
+    }
+    spark.sparkContext.addSparkListener(listener)
+    try {
+      val unknown = intercept[IllegalArgumentException](
+        pairModel.setFeedDict(Map("a" -> "a", "c" -> "b")).transform(pairs)
+      )
+      assert(unknown.getMessage.contains("model input 'c'"))
+      assert(unknown.getMessage.contains("'a' (float[?, 3])"))
+      val unfed =
+        intercept[IllegalArgumentException](pairModel.setFeedDict(Map("a" -> "a")).transform(pairs))
+      assert(unfed.getMessage.contains("'b' (float[?, 3]) are not fed"))
+      val stringColumn = intercept[IllegalArgumentException](
+        pairModel.transform(pairs.selectExpr("id", "a", "cast(id as string) as b"))
+      )
+      assert(stringColumn.getMessage.contains("input column 'b' must be a numeric column"))
+      assert(stringColumn.getMessage.contains("but was string"))
+      val corrupt = Files.createTempFile("corrupt", ".onnx")
+      Files.write(corrupt, Array[Byte](1, 2, 3, 4, 5))
+      val bad = intercept[IllegalArgumentException](
+        new ONNXModel()
+          .setModelLocation(corrupt.toString)
+          .setInputCol("a")
+          .setOutputCol("o")
+          .transform(pairs)
+      )
+      assert(bad.getMessage.contains("is not a model ONNX Runtime"))
+      val missing = intercept[IllegalArgumentException](
+        new ONNXModel()
+          .setModelLocation("/nonexistent/m.onnx")
+          .setInputCol("a")
+          .setOutputCol("o")
+          .transform(pairs)
+      )
+      assert(missing.getMessage.contains("cannot read the model at '/nonexistent/m.onnx'"))
+      val noMapping = intercept[IllegalArgumentException](
+        new ONNXModel()
+          .setModelLocation(path("two_in_two_out.onnx"))
+          .setInputCol("a")
+          .transform(pairs)
+      )
+      assert(noMapping.getMessage.contains("the model has 2 inputs"))
+      intercept[IllegalArgumentException](new ONNXModel().setFeedDict("[1, 2]"))
+      intercept[IllegalArgumentException](new ONNXModel().setDeviceType("gpu"))
+      // Listener events arrive in order: once this job's start is seen, any earlier job's was too.
+      spark.range(1).collect()
+      val deadline = System.currentTimeMillis() + 10000
+      while (jobs.get() == 0 && System.currentTimeMillis() < deadline) Thread.sleep(10)
+      assert(jobs.get() == 1, "a misconfigured stage started a Spark job")
+    } finally spark.sparkContext.removeSparkListener(listener)
+  }
+
+  test("deviceType cuda without the CUDA provider is a clear error; auto falls back to CPU") {
+    assert(Device.select("auto", Seq("3"), cudaAvailable = false) == Cpu)
+    assert(Device.select("cuda", Seq("3", "5"), cudaAvailable = true) == Cuda(3))
+    assert(Device.select("auto", Nil, cudaAvailable = true) == Cuda(0))
+    val error =
+      intercept[IllegalStateException](Device.select("cuda", Seq("0"), cudaAvailable = false))
+    assert(error.getMessage.contains("no CUDA provider"))
+    if (!Device.cudaAvailable) {
+      val job = intercept[Exception](pairModel.setDeviceType("cuda").transform(pairs).collect())
+      assert(job.getMessage.contains("no CUDA provider"))
+    }
+  }
+}

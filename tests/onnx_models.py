@@ -1,0 +1,141 @@
+"""Small ONNX models built in code with onnx.helper, for the tests (Python and Scala).
+
+Run as a script to (re)write the copies the Scala suites read:
+``python tests/onnx_models.py scala/src/test/resources/onnx``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+# Opset and IR version every ONNX Runtime from 1.16 on runs.
+OPSET = [helper.make_opsetid("", 17)]
+IR_VERSION = 8
+LABELS = ["cat", "deer", "empty"]
+
+
+def _model(nodes, inputs, outputs, initializers=(), name="test", opsets=None) -> bytes:
+    graph = helper.make_graph(nodes, name, inputs, outputs, initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=opsets or OPSET, ir_version=IR_VERSION)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()
+
+
+def _io(name: str, elem: int, shape: list) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def two_in_two_out() -> bytes:
+    """a, b: float [N, 3] -> sum = a + b, product = a * b (both [N, 3]), total = sum of a [N]."""
+    f = TensorProto.FLOAT
+    return _model(
+        [
+            helper.make_node("Add", ["a", "b"], ["sum"]),
+            helper.make_node("Mul", ["a", "b"], ["product"]),
+            helper.make_node("ReduceSum", ["a", "axes"], ["total"], keepdims=0),
+        ],
+        [_io("a", f, ["N", 3]), _io("b", f, ["N", 3])],
+        [_io("sum", f, ["N", 3]), _io("product", f, ["N", 3]), _io("total", f, ["N"])],
+        [numpy_helper.from_array(np.array([1], dtype=np.int64), "axes")],
+    )
+
+
+def fixed_batch() -> bytes:
+    """x: float [1, 4] (batch fixed at 1) -> y = 2x + 1."""
+    f = TensorProto.FLOAT
+    return _model(
+        [
+            helper.make_node("Mul", ["x", "two"], ["t"]),
+            helper.make_node("Add", ["t", "one"], ["y"]),
+        ],
+        [_io("x", f, [1, 4])],
+        [_io("y", f, [1, 4])],
+        [
+            numpy_helper.from_array(np.array(2, dtype=np.float32), "two"),
+            numpy_helper.from_array(np.array(1, dtype=np.float32), "one"),
+        ],
+    )
+
+
+def typed(elem: int, width: int = 3) -> bytes:
+    """x: [N, width] of `elem` -> same = x (identity), as_float = float(x) * 0.5; for strings
+    code = LABELS index of x (-1 for others, int64) instead of as_float."""
+    if elem == TensorProto.STRING:
+        nodes = [
+            helper.make_node("Identity", ["x"], ["same"]),
+            helper.make_node(
+                "LabelEncoder",
+                ["x"],
+                ["code"],
+                domain="ai.onnx.ml",
+                keys_strings=LABELS,
+                values_int64s=list(range(len(LABELS))),
+                default_int64=-1,
+            ),
+        ]
+        return _model(
+            nodes,
+            [_io("x", elem, ["N", width])],
+            [_io("same", elem, ["N", width]), _io("code", TensorProto.INT64, ["N", width])],
+            opsets=OPSET + [helper.make_opsetid("ai.onnx.ml", 2)],
+        )
+    nodes = [
+        helper.make_node("Identity", ["x"], ["same"]),
+        helper.make_node("Cast", ["x"], ["xf"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["xf", "half"], ["as_float"]),
+    ]
+    half = numpy_helper.from_array(np.array(0.5, dtype=np.float32), "half")
+    return _model(
+        nodes,
+        [_io("x", elem, ["N", width])],
+        [_io("same", elem, ["N", width]), _io("as_float", TensorProto.FLOAT, ["N", width])],
+        [half],
+    )
+
+
+def small_cnn(classes: int = 5, size: int | str = "H", seed: int = 7) -> bytes:
+    """image: float [N, 3, H, W] -> Conv 3x3 (4 filters) -> Relu -> GlobalAveragePool -> Flatten
+    ('features', [N, 4]) -> Gemm -> 'logits' [N, classes]. Random weights from `seed`."""
+    rng = np.random.default_rng(seed)
+    f = TensorProto.FLOAT
+    w = size if isinstance(size, int) else "W"
+    weights = [
+        numpy_helper.from_array(rng.normal(0, 0.5, (4, 3, 3, 3)).astype(np.float32), "conv_w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (4,)).astype(np.float32), "conv_b"),
+        numpy_helper.from_array(rng.normal(0, 0.5, (classes, 4)).astype(np.float32), "fc_w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (classes,)).astype(np.float32), "fc_b"),
+    ]
+    nodes = [
+        helper.make_node("Conv", ["image", "conv_w", "conv_b"], ["conv"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["conv"], ["relu"]),
+        helper.make_node("GlobalAveragePool", ["relu"], ["pool"]),
+        helper.make_node("Flatten", ["pool"], ["features"], name="features_node"),
+        helper.make_node("Gemm", ["features", "fc_w", "fc_b"], ["logits"], transB=1),
+    ]
+    return _model(
+        nodes,
+        [_io("image", f, ["N", 3, size, w])],
+        [_io("logits", f, ["N", classes])],
+        weights,
+        name="small_cnn",
+    )
+
+
+SCALA_FIXTURES = {
+    "two_in_two_out.onnx": two_in_two_out,
+    "fixed_batch.onnx": fixed_batch,
+    "small_cnn.onnx": small_cnn,
+}
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    for name, make in SCALA_FIXTURES.items():
+        (out / name).write_bytes(make())
+        print(out / name)

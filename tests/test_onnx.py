@@ -1,0 +1,297 @@
+"""ONNXModel against onnxruntime in Python (the reference) on models built with onnx.helper."""
+
+from __future__ import annotations
+
+import json
+
+import cv2
+import numpy as np
+import onnx_models
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto
+from pyspark.errors import IllegalArgumentException
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.sql import Row
+
+from mmlspark.image import read_images
+from mmlspark.onnx import ONNXModel, inspect_model
+from mmlspark.opencv import ImageTransformer
+
+RTOL = 1e-5
+
+
+def reference(model: bytes, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, feeds), strict=True))
+
+
+def by_id(df) -> dict[int, Row]:
+    return {r["id"]: r for r in df.collect()}
+
+
+def test_two_inputs_two_outputs_match_onnxruntime(spark):
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(37, 3)).astype(np.float32)
+    b = rng.normal(size=(37, 3)).astype(np.float32)
+    df = spark.createDataFrame(
+        [(i, a[i].tolist(), b[i].tolist()) for i in range(37)],
+        "id int, a array<float>, b array<float>",
+    ).repartition(3)
+    model = ONNXModel(
+        feedDict={"a": "a", "b": "b"},
+        fetchDict={"s": "sum", "p": "product", "t": "total"},
+        miniBatchSize=8,  # 37 rows in 3 partitions: full and partial batches
+    ).setModelPayload(onnx_models.two_in_two_out())
+    rows = by_id(model.transform(df))
+    expected = reference(onnx_models.two_in_two_out(), {"a": a, "b": b})
+    assert len(rows) == 37
+    for i in range(37):
+        np.testing.assert_allclose(rows[i]["s"], expected["sum"][i], rtol=RTOL)
+        np.testing.assert_allclose(rows[i]["p"], expected["product"][i], rtol=RTOL)
+        np.testing.assert_allclose(rows[i]["t"], expected["total"][i], rtol=RTOL)
+        assert rows[i]["onnxError"] is None
+
+
+def test_batch_fixed_at_one_runs_row_by_row(spark):
+    x = np.arange(20, dtype=np.float32).reshape(5, 4) / 3
+    df = spark.createDataFrame([(i, x[i].tolist()) for i in range(5)], "id int, x array<float>")
+    model = ONNXModel(inputCol="x", outputCol="y").setModelPayload(onnx_models.fixed_batch())
+    assert model.getModelInputs()["x"]["shape"] == [1, 4]
+    rows = by_id(model.transform(df))
+    for i in range(5):
+        expected = reference(onnx_models.fixed_batch(), {"x": x[i : i + 1]})["y"][0]
+        np.testing.assert_allclose(rows[i]["y"], expected, rtol=RTOL)
+
+
+TYPES = {
+    # ONNX type: (numpy type, Spark column type of the input, values)
+    TensorProto.UINT8: (np.uint8, "array<int>", [[0, 7, 255], [128, 1, 2]]),
+    TensorProto.INT8: (np.int8, "array<tinyint>", [[-128, 0, 127], [5, -5, 1]]),
+    TensorProto.INT16: (np.int16, "array<smallint>", [[-300, 0, 300], [1, 2, 3]]),
+    TensorProto.INT32: (np.int32, "array<int>", [[-(2**31), 0, 2**31 - 1], [4, 5, 6]]),
+    TensorProto.INT64: (np.int64, "array<bigint>", [[-(2**62), 0, 2**62 + 1], [7, 8, 9]]),
+    TensorProto.DOUBLE: (np.float64, "array<double>", [[0.1, -2.5, 1e300], [1.0, 2.0, 3.0]]),
+    TensorProto.FLOAT16: (np.float16, "array<float>", [[0.1, -2.5, 65504.0], [1e-3, 3.14159, 7.0]]),
+    TensorProto.BOOL: (np.bool_, "array<boolean>", [[True, False, True], [False, False, True]]),
+    TensorProto.STRING: (
+        np.object_,
+        "array<string>",
+        [["cat", "fox", "empty"], ["deer", "", "cat"]],
+    ),
+}
+
+
+@pytest.mark.parametrize("elem", list(TYPES), ids=lambda e: TensorProto.DataType.Name(e).lower())
+def test_every_element_type_matches_onnxruntime(spark, elem):
+    dtype, column, values = TYPES[elem]
+    model_bytes = onnx_models.typed(elem)
+    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], f"id int, x {column}")
+    second = "code" if elem == TensorProto.STRING else "as_float"
+    model = ONNXModel(feedDict={"x": "x"}, fetchDict={"same": "same", "second": second})
+    rows = by_id(model.setModelPayload(model_bytes).transform(df))
+    expected = reference(model_bytes, {"x": np.array(values, dtype=dtype)})
+    for i in range(len(values)):
+        assert rows[i]["onnxError"] is None
+        same = np.array(rows[i]["same"], dtype=dtype)
+        if elem == TensorProto.STRING:
+            assert list(rows[i]["same"]) == list(expected["same"][i])
+            assert list(rows[i]["second"]) == expected["code"][i].tolist()
+        else:
+            np.testing.assert_array_equal(same, expected["same"][i])
+            np.testing.assert_allclose(rows[i]["second"], expected["as_float"][i], rtol=RTOL)
+
+
+def test_uint8_from_binary_and_scalar_and_vector_columns(spark):
+    from pyspark.ml.linalg import Vectors
+
+    model_bytes = onnx_models.typed(TensorProto.UINT8)
+    df = spark.createDataFrame([(0, bytearray([0, 200, 255]))], "id int, x binary")
+    out = ONNXModel(inputCol="x", fetchDict={"same": "same"}).setModelPayload(model_bytes)
+    assert out.transform(df).first()["same"] == [0, 200, 255]
+    vectors = spark.createDataFrame([(0, Vectors.dense([1.0, 2.0, 3.0]))], ["id", "a"])
+    total = ONNXModel(feedDict={"a": "a", "b": "a"}, fetchDict={"t": "total", "s": "sum"})
+    row = total.setModelPayload(onnx_models.two_in_two_out()).transform(vectors).first()
+    assert row["t"] == 6.0 and row["s"] == [2.0, 4.0, 6.0]
+
+
+def _write_images(folder, count: int, seed: int = 3) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    folder.mkdir()
+    images = []
+    for i in range(count):
+        image = rng.integers(0, 256, size=(40 + i, 50, 3), dtype=np.uint8)
+        cv2.imwrite(str(folder / f"img{i:02d}.png"), image)
+        images.append(image)
+    return images
+
+
+MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def _reference_tensor(bgr: np.ndarray) -> np.ndarray:
+    rgb = cv2.resize(bgr, (32, 32), interpolation=cv2.INTER_LINEAR)[:, :, ::-1].astype(np.float32)
+    scaled = rgb * np.float32(1 / 255)
+    return ((scaled - np.float32(MEAN)) / np.float32(STD)).astype(np.float32).transpose(2, 0, 1)
+
+
+def _cnn_pipeline() -> Pipeline:
+    transformer = (
+        ImageTransformer(inputCol="image", outputCol="tensor", toTensor=True)
+        .resize(32, 32)
+        .normalize(mean=MEAN, std=STD, colorScaleFactor=1 / 255)
+    )
+    model = ONNXModel(
+        feedDict={"image": "tensor"},
+        fetchDict={"logits": "logits"},
+        softMaxDict={"logits": "probability"},
+        argMaxDict={"logits": "prediction"},
+    ).setModelPayload(onnx_models.small_cnn())
+    return Pipeline(stages=[transformer, model])
+
+
+def test_small_cnn_on_image_tensors_saved_and_reloaded(spark, tmp_path):
+    images = _write_images(tmp_path / "photos", 12)
+    (tmp_path / "photos" / "broken.png").write_bytes(b"not an image")
+    df = read_images(spark, str(tmp_path / "photos"))
+    fitted = _cnn_pipeline().fit(df)
+    fitted.write().overwrite().save(str(tmp_path / "pipeline"))
+    reloaded = PipelineModel.load(str(tmp_path / "pipeline"))
+    batch = np.stack([_reference_tensor(im) for im in images])
+    logits = reference(onnx_models.small_cnn(), {"image": batch})["logits"]
+    for pipeline in (fitted, reloaded):
+        rows = {r["path"].rsplit("/", 1)[-1]: r for r in pipeline.transform(df).collect()}
+        assert len(rows) == 13
+        assert rows["broken.png"]["logits"] is None
+        assert "null" in rows["broken.png"]["onnxError"]
+        for i in range(12):
+            row = rows[f"img{i:02d}.png"]
+            np.testing.assert_allclose(row["logits"], logits[i], rtol=RTOL, atol=1e-6)
+            softmax = (
+                np.exp(logits[i] - logits[i].max()) / np.exp(logits[i] - logits[i].max()).sum()
+            )
+            np.testing.assert_allclose(row["probability"], softmax, rtol=1e-5)
+            assert row["prediction"] == float(np.argmax(logits[i]))
+    # The model travels as a plain ONNX file inside the stage's directory.
+    saved = list((tmp_path / "pipeline" / "stages").glob("1_*/model.onnx"))
+    assert len(saved) == 1 and saved[0].read_bytes() == onnx_models.small_cnn()
+
+
+def test_bad_rows_keep_their_place_with_an_error(spark):
+    df = spark.createDataFrame(
+        [(0, [1.0, 2.0, 3.0]), (1, None), (2, [1.0, 2.0]), (3, [4.0, 5.0, 6.0])],
+        "id int, a array<float>",
+    )
+    model = ONNXModel(feedDict={"a": "a", "b": "a"}, fetchDict={"s": "sum"}, miniBatchSize=4)
+    rows = by_id(model.setModelPayload(onnx_models.two_in_two_out()).transform(df))
+    assert len(rows) == 4
+    assert rows[0]["s"] == [2.0, 4.0, 6.0] and rows[3]["s"] == [8.0, 10.0, 12.0]
+    assert rows[1]["s"] is None and rows[1]["onnxError"] == "input column 'a' is null"
+    assert rows[2]["s"] is None and "holds 2 values" in rows[2]["onnxError"]
+
+
+def test_misconfiguration_fails_before_any_job(spark):
+    df = spark.createDataFrame([(0, [1.0, 2.0, 3.0])], "id int, a array<float>")
+    model = ONNXModel(feedDict={"a": "a", "nope": "a"}, fetchDict={"s": "sum"})
+    model.setModelPayload(onnx_models.two_in_two_out())
+    with pytest.raises(IllegalArgumentException, match="model input 'nope'"):
+        model.transform(df)
+    with pytest.raises(IllegalArgumentException, match="not a model ONNX Runtime"):
+        ONNXModel(inputCol="a", outputCol="o").setModelPayload(b"garbage").transform(df)
+    with pytest.raises(ValueError, match="deviceType"):
+        ONNXModel(deviceType="tpu")
+    with pytest.raises(ValueError, match="feedDict"):
+        ONNXModel().setFeedDict("[1]")
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        onnx_models.two_in_two_out,
+        onnx_models.fixed_batch,
+        onnx_models.small_cnn,
+        lambda: onnx_models.typed(TensorProto.FLOAT16),
+        lambda: onnx_models.typed(TensorProto.STRING),
+    ],
+    ids=["pairs", "fixed", "cnn", "float16", "string"],
+)
+def test_model_introspection_agrees_with_the_onnx_file(spark, make, tmp_path):
+    path = tmp_path / "m.onnx"
+    path.write_bytes(make())
+    model = ONNXModel(modelLocation=str(path))
+    expected = inspect_model(path)
+    assert model.getModelInputs() == expected["inputs"]
+    assert model.getModelOutputs() == expected["outputs"]
+    assert inspect_model(make()) == expected  # bytes work too
+
+
+def test_python_built_equals_scala_built_after_save_and_load(spark, tmp_path):
+    path = tmp_path / "pairs.onnx"
+    path.write_bytes(onnx_models.two_in_two_out())
+    py = ONNXModel(
+        modelLocation=str(path),
+        feedDict={"a": "a", "b": "a"},
+        fetchDict={"s": "sum"},
+        miniBatchSize=3,
+        argMaxDict={"s": "best"},
+    )
+    jvm = spark._jvm.mmlspark.onnx.ONNXModel()
+    jvm.setModelLocation(str(path)).setFeedDict(json.dumps({"a": "a", "b": "a"}))
+    jvm.setFetchDict(json.dumps({"s": "sum"})).setMiniBatchSize(3)
+    jvm.setArgMaxDict(json.dumps({"s": "best"}))
+    py.save(str(tmp_path / "py"))
+    jvm.save(str(tmp_path / "jvm"))
+    from_py, from_jvm = ONNXModel.load(str(tmp_path / "py")), ONNXModel.load(str(tmp_path / "jvm"))
+    for param in py.params:
+        assert from_py.isDefined(param.name) == from_jvm.isDefined(param.name)
+        if py.isDefined(param):
+            assert from_py.getOrDefault(param.name) == from_jvm.getOrDefault(param.name)
+    df = spark.createDataFrame(
+        [(i, [float(i), 2.0 * i, -1.0]) for i in range(7)], "id int, a array<float>"
+    )
+    out_py = sorted(map(str, from_py.transform(df).collect()))
+    out_jvm = sorted(map(str, from_jvm.transform(df).collect()))
+    assert out_py == out_jvm
+    assert from_py.getModelPayload() == onnx_models.two_in_two_out()
+
+
+def test_image_featurizer_then_logistic_regression_saved_and_reloaded(spark, tmp_path):
+    import onnx
+    from onnx.utils import extract_model
+    from pyspark.ml.classification import LogisticRegression
+
+    from mmlspark.image import ImageFeaturizer
+
+    images = _write_images(tmp_path / "photos", 10, seed=11)
+    df = read_images(spark, str(tmp_path / "photos")).selectExpr(
+        "*", "cast(substring(path, -5, 1) as int) % 2 as label"
+    )
+    featurizer = ImageFeaturizer(
+        featureTensorName="features", imageHeight=32, imageWidth=32
+    ).setModelPayload(onnx_models.small_cnn())
+    pipeline = Pipeline(stages=[featurizer, LogisticRegression(maxIter=5)])
+    fitted = pipeline.fit(df)
+    fitted.write().overwrite().save(str(tmp_path / "pipeline"))
+    reloaded = PipelineModel.load(str(tmp_path / "pipeline"))
+
+    # Reference: onnx's own extractor cuts the model; onnxruntime runs it on numpy tensors.
+    (tmp_path / "full.onnx").write_bytes(onnx_models.small_cnn())
+    extract_model(str(tmp_path / "full.onnx"), str(tmp_path / "cut.onnx"), ["image"], ["features"])
+    cut = onnx.load(str(tmp_path / "cut.onnx")).SerializeToString()
+    batch = np.stack([_reference_tensor(im) for im in images])
+    expected = reference(cut, {"image": batch})["features"]
+
+    outputs = [
+        {r["path"].rsplit("/", 1)[-1]: r for r in p.transform(df).collect()}
+        for p in (fitted, reloaded)
+    ]
+    for name, row in outputs[0].items():
+        i = int(name[3:5])
+        np.testing.assert_allclose(row["features"].toArray(), expected[i], rtol=RTOL, atol=1e-6)
+        assert row["featurizeError"] is None
+        assert outputs[1][name]["features"] == row["features"]
+        assert outputs[1][name]["prediction"] == row["prediction"]
+        assert outputs[1][name]["probability"] == row["probability"]
+    assert isinstance(reloaded.stages[0], ImageFeaturizer)
+    assert reloaded.stages[0].getModelPayload() == onnx_models.small_cnn()
