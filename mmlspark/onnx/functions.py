@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
-__all__ = ["inspect_model"]
+__all__ = ["inspect_model", "gpu_assignments"]
 
 # ONNX element type names as ONNXModel reports them.
 _NAMES = {"FLOAT": "float", "DOUBLE": "double", "STRING": "string", "BOOL": "bool"}
@@ -57,3 +58,19 @@ def inspect_model(model: str | os.PathLike[str] | bytes) -> dict[str, dict[str, 
         "inputs": {v.name: _spec(v) for v in graph.input if v.name not in initialized},
         "outputs": {v.name: _spec(v) for v in graph.output},
     }
+
+
+def gpu_assignments(spark: Any, tasks: int = 8, hold_millis: int = 500) -> list[dict[str, Any]]:
+    """Runs a job of ``tasks`` tasks and reports what ONNXModel sees in each: a check of a
+    cluster's GPU scheduling before running models on it.
+
+    Each entry has ``partition``, ``executor``, ``gpus`` (the addresses Spark assigned to the
+    task, from ``spark.task.resource.gpu.amount``), ``device`` (the CUDA device ``deviceType``
+    ``"cuda"`` binds the task to: its first GPU; ``"none"`` without GPU scheduling),
+    ``cudaAvailable`` (whether that executor's ONNX Runtime has the CUDA provider) and the
+    task's ``start`` and ``end`` (epoch milliseconds). Tasks are held ``hold_millis`` so that
+    concurrent ones overlap.
+    """
+    jvm = spark.sparkContext._jvm
+    rows = jvm.mmlspark.onnx.Device.taskAssignments(spark._jsparkSession, tasks, hold_millis)
+    return [json.loads(row) for row in rows]

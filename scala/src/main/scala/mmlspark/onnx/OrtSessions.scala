@@ -15,6 +15,9 @@ import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.apache.spark.{SparkEnv, SparkFiles, TaskContext}
 import org.apache.spark.internal.Logging
+import org.apache.spark.sql.SparkSession
+import org.json4s.{JArray, JBool, JInt, JObject, JString}
+import org.json4s.jackson.JsonMethods.{compact, render}
 
 /** Where an executor finds the model: always a file on local disk in the end, so that ONNX Runtime
   * reads it natively and the JVM heap of an executor never holds the model bytes.
@@ -119,6 +122,38 @@ object Device {
       case "auto" => Cpu
       case other => throw new IllegalArgumentException(s"unknown deviceType '$other'")
     }
+
+  /** Runs a job of `tasks` tasks and reports, for each, what ONNXModel sees there: a JSON object
+    * with the partition, the executor, the GPU addresses Spark assigned to the task, the CUDA
+    * device `deviceType` 'cuda' binds it to, whether this executor's ONNX Runtime has the CUDA
+    * provider, and when the task ran (epoch milliseconds). A check of a cluster's GPU scheduling.
+    */
+  def taskAssignments(spark: SparkSession, tasks: Int, holdMillis: Int): Array[String] =
+    spark.sparkContext
+      .parallelize(0 until tasks, tasks)
+      .mapPartitions { _ =>
+        val start = System.currentTimeMillis()
+        val gpus = taskGpus
+        val device = if (gpus.isEmpty) "none" else select("cuda", gpus, cudaAvailable = true).toString
+        Thread.sleep(holdMillis) // so that tasks overlap and concurrent assignments show
+        val task = TaskContext.get()
+        Iterator(
+          compact(
+            render(
+              JObject(
+                "partition" -> JInt(task.partitionId()),
+                "executor" -> JString(SparkEnv.get.executorId),
+                "gpus" -> JArray(gpus.map(JString(_)).toList),
+                "device" -> JString(device),
+                "cudaAvailable" -> JBool(cudaAvailable),
+                "start" -> JInt(start),
+                "end" -> JInt(System.currentTimeMillis())
+              )
+            )
+          )
+        )
+      }
+      .collect()
 }
 
 /** How a session is built, besides its model and device. */

@@ -1,0 +1,95 @@
+import ai.onnxruntime.OnnxTensor;
+import ai.onnxruntime.OrtEnvironment;
+import ai.onnxruntime.OrtSession;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.nio.FloatBuffer;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Raw ONNX Runtime Java, the practical limit ONNXModel is measured against: one session shared by
+ * `threads` threads (one intra-op thread each, like one Spark task per core), each copying its
+ * batches of images from memory into a direct buffer, running them and reading the outputs back.
+ *
+ * <p>Usage: RawOrt model.onnx tensors.f32 rows channels height width batch threads repeats
+ * (tensors.f32: rows x channels x height x width little-endian floats). Prints one JSON line.
+ */
+public final class RawOrt {
+  public static void main(String[] args) throws Exception {
+    String model = args[0];
+    byte[] raw = Files.readAllBytes(Paths.get(args[1]));
+    int rows = Integer.parseInt(args[2]);
+    long[] image = {Long.parseLong(args[3]), Long.parseLong(args[4]), Long.parseLong(args[5])};
+    int batch = Integer.parseInt(args[6]);
+    int threads = Integer.parseInt(args[7]);
+    int repeats = Integer.parseInt(args[8]);
+    int perImage = (int) (image[0] * image[1] * image[2]);
+    FloatBuffer all = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
+    float[] data = new float[rows * perImage];
+    all.get(data);
+
+    OrtEnvironment env = OrtEnvironment.getEnvironment();
+    OrtSession.SessionOptions options = new OrtSession.SessionOptions();
+    options.setIntraOpNumThreads(1);
+    options.setInterOpNumThreads(1);
+    options.setExecutionMode(OrtSession.SessionOptions.ExecutionMode.SEQUENTIAL);
+    options.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
+    OrtSession session = env.createSession(model, options);
+    String input = session.getInputNames().iterator().next();
+
+    runAll(env, session, input, data, rows, image, perImage, batch, threads); // warm-up
+    long start = System.nanoTime();
+    for (int r = 0; r < repeats; r++) {
+      runAll(env, session, input, data, rows, image, perImage, batch, threads);
+    }
+    double seconds = (System.nanoTime() - start) / 1e9;
+    System.out.printf(
+        "{\"images\": %d, \"seconds\": %.4f, \"images_per_s\": %.2f}%n",
+        (long) rows * repeats, seconds, rows * repeats / seconds);
+    session.close();
+  }
+
+  /** Thread t runs the rows of partition t (contiguous, like a Spark partition), batch by batch. */
+  private static void runAll(
+      OrtEnvironment env, OrtSession session, String input, float[] data, int rows, long[] image,
+      int perImage, int batch, int threads) throws Exception {
+    List<Thread> workers = new ArrayList<>();
+    List<Exception> failures = new ArrayList<>();
+    int share = (rows + threads - 1) / threads;
+    for (int t = 0; t < threads; t++) {
+      int from = t * share;
+      int to = Math.min(rows, from + share);
+      Thread worker = new Thread(() -> {
+        try {
+          ByteBuffer buffer =
+              ByteBuffer.allocateDirect(batch * perImage * 4).order(ByteOrder.nativeOrder());
+          for (int first = from; first < to; first += batch) {
+            int n = Math.min(batch, to - first);
+            FloatBuffer floats = buffer.asFloatBuffer();
+            floats.put(data, first * perImage, n * perImage);
+            floats.flip();
+            long[] shape = {n, image[0], image[1], image[2]};
+            try (OnnxTensor tensor = OnnxTensor.createTensor(env, floats, shape);
+                OrtSession.Result result = session.run(Map.of(input, tensor))) {
+              FloatBuffer out = ((OnnxTensor) result.get(0)).getFloatBuffer();
+              float[] perRow = new float[out.remaining() / n];
+              for (int i = 0; i < n; i++) out.get(perRow);
+            }
+          }
+        } catch (Exception e) {
+          synchronized (failures) {
+            failures.add(e);
+          }
+        }
+      });
+      workers.add(worker);
+      worker.start();
+    }
+    for (Thread w : workers) w.join();
+    if (!failures.isEmpty()) throw failures.get(0);
+  }
+}

@@ -1,0 +1,109 @@
+"""Benchmark models built in code with random weights: the ResNet-50 architecture (the same
+graph and cost as the real one; batch norms folded into the convolutions, as ONNX Runtime does
+at load time anyway) and a tiny CNN whose per-image cost is small enough that everything around
+the model shows."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+
+class _Graph:
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.weights: list[onnx.TensorProto] = []
+        self.count = 0
+
+    def _name(self, kind: str) -> str:
+        self.count += 1
+        return f"{kind}{self.count}"
+
+    def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> str:
+        w, b, y = self._name("w"), self._name("b"), self._name("conv")
+        scale = np.sqrt(2.0 / (cin * k * k))
+        self.weights.append(
+            numpy_helper.from_array(
+                (self.rng.standard_normal((cout, cin, k, k), dtype=np.float32) * scale), w
+            )
+        )
+        self.weights.append(numpy_helper.from_array(np.zeros(cout, dtype=np.float32), b))
+        pad = k // 2
+        self.nodes.append(
+            helper.make_node(
+                "Conv",
+                [x, w, b],
+                [y],
+                kernel_shape=[k, k],
+                strides=[stride, stride],
+                pads=[pad] * 4,
+            )
+        )
+        return self.relu(y) if relu else y
+
+    def relu(self, x: str) -> str:
+        y = self._name("relu")
+        self.nodes.append(helper.make_node("Relu", [x], [y]))
+        return y
+
+    def op(self, kind: str, inputs: list[str], **attrs) -> str:
+        y = self._name(kind.lower())
+        self.nodes.append(helper.make_node(kind, inputs, [y], **attrs))
+        return y
+
+    def gemm(self, x: str, cin: int, cout: int, out: str) -> str:
+        w, b = self._name("fc_w"), self._name("fc_b")
+        self.weights.append(
+            numpy_helper.from_array(
+                self.rng.standard_normal((cout, cin), dtype=np.float32) * np.float32(0.01), w
+            )
+        )
+        self.weights.append(numpy_helper.from_array(np.zeros(cout, dtype=np.float32), b))
+        self.nodes.append(helper.make_node("Gemm", [x, w, b], [out], transB=1))
+        return out
+
+    def model(self, size: int, classes: int, name: str) -> bytes:
+        graph = helper.make_graph(
+            self.nodes,
+            name,
+            [helper.make_tensor_value_info("image", TensorProto.FLOAT, ["N", 3, size, size])],
+            [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", classes])],
+            initializer=self.weights,
+        )
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+        return model.SerializeToString()
+
+
+def resnet50(seed: int = 0) -> bytes:
+    """ResNet-50 v1.5 (stride on the 3x3 convolution), 224x224 RGB in, 1000 logits out."""
+    g = _Graph(seed)
+    x = g.conv("image", 3, 64, 7, stride=2)
+    x = g.op("MaxPool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    cin = 64
+    for mid, blocks, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        cout = mid * 4
+        for i in range(blocks):
+            s = stride if i == 0 else 1
+            y = g.conv(x, cin, mid, 1)
+            y = g.conv(y, mid, mid, 3, stride=s)
+            y = g.conv(y, mid, cout, 1, relu=False)
+            shortcut = g.conv(x, cin, cout, 1, stride=s, relu=False) if i == 0 else x
+            x = g.relu(g.op("Add", [y, shortcut]))
+            cin = cout
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+    g.gemm(x, 2048, 1000, "logits")
+    return g.model(224, 1000, "resnet50")
+
+
+def tiny_cnn(seed: int = 0) -> bytes:
+    """32x32 RGB in: two 3x3 convolutions (16, 32 filters) with max pooling, 10 logits out."""
+    g = _Graph(seed)
+    x = g.conv("image", 3, 16, 3)
+    x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.conv(x, 16, 32, 3)
+    x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
+    g.gemm(x, 32, 10, "logits")
+    return g.model(32, 10, "tiny_cnn")

@@ -1,0 +1,311 @@
+"""Benchmark: ONNX inference on two cores, ONNXModel against its peers, side by side in one run.
+
+For each model (ResNet-50 architecture and a tiny CNN, built in code with random weights), the
+same float32 image tensors go through
+  - ONNXModel on local[2] (tensors in a cached DataFrame column, as ImageTransformer writes them),
+  - raw ONNX Runtime Java in one JVM with the same threads and batch size (bench/RawOrt.java:
+    the practical limit),
+  - pyspark.ml.functions.predict_batch_udf + onnxruntime in Python on local[2] (if pandas and
+    pyarrow are installed: `make bench` installs them).
+Each is run once to warm up, then timed over --repeats runs (best kept). Reports images/s,
+ratios, ONNX Runtime sessions created and peak resident memory; writes bench/results/onnx.md.
+Not a test: numbers vary with the machine and its load.
+
+Usage: python bench/onnx_inference.py [--models resnet50,tiny] [--repeats R] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import models  # noqa: E402
+
+# model: (builder, image size, images)
+MODELS = {"resnet50": (models.resnet50, 224, 256), "tiny": (models.tiny_cnn, 32, 8192)}
+
+
+class PeakRss:
+    """Samples the summed resident memory of the processes `select` picks, keeping the peak."""
+
+    def __init__(self, select) -> None:
+        self.select, self.peak, self._stop = select, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _rss(self) -> int:
+        total = 0
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if not self.select(int(pid)):
+                    continue
+                with open(f"/proc/{pid}/status") as f:
+                    for line in f:
+                        if line.startswith("VmRSS:"):
+                            total += int(line.split()[1]) * 1024
+            except OSError:
+                continue
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._rss())
+            time.sleep(0.1)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace")
+
+
+def best_of(repeats: int, run) -> float:
+    run()  # warm-up: sessions, JIT, caches
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def run_raw(
+    work: Path,
+    ort_jar: str,
+    model: Path,
+    tensors: Path,
+    n: int,
+    size: int,
+    batch: int,
+    repeats: int,
+) -> tuple[float, int]:
+    classes = work / "classes"
+    if not (classes / "RawOrt.class").exists():
+        subprocess.run(
+            ["javac", "-d", str(classes), "-cp", ort_jar, str(ROOT / "bench" / "RawOrt.java")],
+            check=True,
+        )
+    cmd = [
+        "java",
+        "-Xmx4g",
+        "-cp",
+        f"{ort_jar}:{classes}",
+        "RawOrt",
+        str(model),
+        str(tensors),
+        str(n),
+        "3",
+        str(size),
+        str(size),
+        str(batch),
+        "2",
+        str(repeats),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+    with PeakRss(lambda pid: pid == proc.pid) as rss:
+        out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise RuntimeError(f"RawOrt failed: {out}")
+    result = json.loads(out.strip().splitlines()[-1])
+    return result["images"] / result["seconds"] * 1.0, rss.peak
+
+
+def tensor_frame(spark, tensors: np.ndarray):
+    flat = tensors.reshape(len(tensors), -1)
+    try:
+        import pandas as pd
+        import pyarrow  # noqa: F401
+
+        spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+        frame = pd.DataFrame({"id": np.arange(len(flat)), "tensor": list(flat)})
+        df = spark.createDataFrame(frame, "id long, tensor array<float>")
+    except ImportError:
+        df = spark.createDataFrame(
+            [(i, row.tolist()) for i, row in enumerate(flat)], "id long, tensor array<float>"
+        )
+    df = df.repartition(2).cache()
+    df.count()
+    return df
+
+
+def run_peers(name: str, args, work: Path, spark) -> dict:
+    from mmlspark.onnx import ONNXModel
+
+    build, size, n = MODELS[name]
+    if args.quick:
+        n = min(n, 256)
+    model_bytes = build()
+    model_path = work / f"{name}.onnx"
+    model_path.write_bytes(model_bytes)
+    tensors = np.random.default_rng(1).standard_normal((n, 3, size, size), dtype=np.float32)
+    tensor_path = work / f"{name}.f32"
+    tensors.astype("<f4").tofile(tensor_path)
+    df = tensor_frame(spark, tensors)
+    jvm = spark.sparkContext._jvm
+    jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
+    figures: dict = {
+        "model": name,
+        "images": n,
+        "batch": args.batch,
+        "model_mb": round(len(model_bytes) / 2**20, 1),
+    }
+
+    onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
+    onnx.setModelPayload(model_bytes)
+    sessions_before = jvm.mmlspark.onnx.OrtSessions.created()
+
+    def onnx_run() -> None:
+        onnx.transform(df).write.format("noop").mode("overwrite").save()
+
+    with PeakRss(lambda pid: pid == jvm_pid) as rss:
+        seconds = best_of(args.repeats, onnx_run)
+    figures["mmlspark_images_per_s"] = n / seconds
+    figures["mmlspark_sessions_created"] = jvm.mmlspark.onnx.OrtSessions.created() - sessions_before
+    figures["mmlspark_jvm_peak_rss_mb"] = rss.peak / 2**20
+
+    ort_jar = next(
+        j for j in spark.sparkContext.getConf().get("spark.jars").split(",") if "onnxruntime" in j
+    ).replace("file://", "")
+    raw_per_s, raw_rss = run_raw(
+        work, ort_jar, model_path, tensor_path, n, size, args.batch, args.repeats
+    )
+    figures["raw_ort_java_images_per_s"] = raw_per_s
+    figures["raw_ort_java_peak_rss_mb"] = raw_rss / 2**20
+    figures["ratio_vs_raw"] = figures["mmlspark_images_per_s"] / raw_per_s
+
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError:
+        figures["predict_batch_udf_images_per_s"] = None
+    else:
+        from pyspark.ml.functions import predict_batch_udf
+        from pyspark.sql.types import ArrayType, FloatType
+
+        path, batch = str(model_path), args.batch
+
+        def make_predict_fn():
+            import onnxruntime as ort
+
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+            input_name = session.get_inputs()[0].name
+
+            def predict(x: np.ndarray) -> np.ndarray:
+                return session.run(None, {input_name: x})[0]
+
+            return predict
+
+        udf = predict_batch_udf(
+            make_predict_fn,
+            return_type=ArrayType(FloatType()),
+            batch_size=batch,
+            input_tensor_shapes=[[3, size, size]],
+        )
+
+        def udf_run() -> None:
+            df.select(udf("tensor").alias("logits")).write.format("noop").mode("overwrite").save()
+
+        workers = lambda pid: pid == jvm_pid or "pyspark" in _cmdline(pid)  # noqa: E731
+        with PeakRss(workers) as rss:
+            seconds = best_of(args.repeats, udf_run)
+        figures["predict_batch_udf_images_per_s"] = n / seconds
+        figures["predict_batch_udf_peak_rss_mb"] = rss.peak / 2**20
+        figures["ratio_vs_predict_batch_udf"] = figures["mmlspark_images_per_s"] * seconds / n
+    df.unpersist()
+    return figures
+
+
+def table(results: list[dict], args) -> str:
+    def f(v, spec=".1f"):
+        return "n/a" if v is None else format(v, spec)
+
+    lines = [
+        "# ONNX inference benchmark",
+        "",
+        f"`python bench/onnx_inference.py --models {args.models} --repeats {args.repeats}"
+        f"{' --quick' if args.quick else ''}` on {platform.machine()}, {os.cpu_count()} cores,"
+        f" {time.strftime('%Y-%m-%d')}. Random float32 tensors, batch {args.batch}, two threads"
+        " (local[2]: two tasks, one intra-op thread each); best of the timed runs.",
+        "",
+        "| model | images | ONNXModel img/s | raw ORT Java img/s | predict_batch_udf img/s |"
+        " ONNXModel / raw | ONNXModel / predict_batch_udf | sessions created |"
+        " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python) |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {f(r['mmlspark_images_per_s'])}"
+            f" | {f(r['raw_ort_java_images_per_s'])} | {f(r['predict_batch_udf_images_per_s'])}"
+            f" | {f(r['ratio_vs_raw'], '.3f')} | {f(r.get('ratio_vs_predict_batch_udf'), '.2f')}"
+            f" | {r['mmlspark_sessions_created']} | {f(r['mmlspark_jvm_peak_rss_mb'], '.0f')} /"
+            f" {f(r['raw_ort_java_peak_rss_mb'], '.0f')} /"
+            f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} |"
+        )
+    lines += [
+        "",
+        "Targets: ONNXModel >= 0.95 of raw ONNX Runtime on ResNet-50, >= 0.85 on the tiny CNN,"
+        " >= 1.5x predict_batch_udf on the tiny CNN. The JVM's peak RSS includes Spark and the"
+        " cached tensors.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="resnet50,tiny")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.models, args.repeats = "tiny", 1
+
+    import mmlspark
+
+    spark = mmlspark.session(
+        "local[2]",
+        {
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "6g",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in args.models.split(","):
+            results.append(run_peers(name, args, Path(tmp), spark))
+            print(json.dumps(results[-1]), file=sys.stderr)
+    spark.stop()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(table(results, args))
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()
