@@ -31,9 +31,10 @@ SCRIPT = textwrap.dedent(
         "spark.task.resource.gpu.amount": "1",
     })
     print("ASSIGNMENTS " + json.dumps(gpu_assignments(spark, tasks=8, hold_millis=1500)))
-    df = spark.createDataFrame([(i, [float(i), 1.0, 2.0]) for i in range(20)], "id int, a array<float>")
+    rows = [(i, [float(i), 1.0, 2.0]) for i in range(20)]
+    df = spark.createDataFrame(rows, "id int, a array<float>").repartition(4)
     model = ONNXModel(feedDict={"a": "a", "b": "a"}, fetchDict={"s": "sum"}, deviceType="auto")
-    rows = model.setModelPayload(onnx_models.two_in_two_out()).transform(df.repartition(4)).collect()
+    rows = model.setModelPayload(onnx_models.two_in_two_out()).transform(df).collect()
     assert sorted(r.id for r in rows) == list(range(20))
     assert all(r.s == [2.0 * r.id, 2.0, 4.0] and r.onnxError is None for r in rows), rows
     print("onnx-ok")

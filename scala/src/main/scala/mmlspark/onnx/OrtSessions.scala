@@ -134,7 +134,8 @@ object Device {
       .mapPartitions { _ =>
         val start = System.currentTimeMillis()
         val gpus = taskGpus
-        val device = if (gpus.isEmpty) "none" else select("cuda", gpus, cudaAvailable = true).toString
+        val device =
+          if (gpus.isEmpty) "none" else select("cuda", gpus, cudaAvailable = true).toString
         Thread.sleep(holdMillis) // so that tasks overlap and concurrent assignments show
         val task = TaskContext.get()
         Iterator(
