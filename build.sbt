@@ -14,6 +14,13 @@ ThisBuild / javacOptions ++= Seq("--release", "17")
 
 val sparkVersion = "4.3.0"
 val onnxRuntimeVersion = "1.24.2"
+// The ONNX Runtime build the jar depends on: the CPU build, or with MMLSPARK_ONNXRUNTIME=gpu the
+// GPU build (CUDA 12, cuDNN 9; 370 MB) for a self-contained jar that runs on GPU clusters.
+val onnxRuntimeArtifact = sys.env.get("MMLSPARK_ONNXRUNTIME") match {
+  case None | Some("cpu") => "onnxruntime"
+  case Some("gpu") => "onnxruntime_gpu"
+  case Some(other) => sys.error(s"MMLSPARK_ONNXRUNTIME must be cpu or gpu, not '$other'")
+}
 val scalatest = "org.scalatest" %% "scalatest" % "3.2.19" % Test
 
 lazy val sparkJarsDir: File = {
@@ -75,15 +82,15 @@ lazy val core = (project in file("scala"))
     name := "mmlspark",
     libraryDependencies ++= Seq(
       "org.openpnp" % "opencv" % "4.9.0-0",
-      // The CPU build; the GPU build is the drop-in artifact "onnxruntime_gpu" (see README).
-      "com.microsoft.onnxruntime" % "onnxruntime" % onnxRuntimeVersion
+      "com.microsoft.onnxruntime" % onnxRuntimeArtifact % onnxRuntimeVersion
     ),
     // Read by the Python package and the code generator to check that both sides match.
     Compile / resourceGenerators += Def.task {
       val out = (Compile / resourceManaged).value / "mmlspark" / "build.properties"
       IO.write(
         out,
-        s"version=${version.value}\nscalaVersion=${scalaVersion.value}\nsparkVersion=$sparkVersion\n"
+        s"version=${version.value}\nscalaVersion=${scalaVersion.value}\nsparkVersion=$sparkVersion\n" +
+          s"onnxRuntimeVersion=$onnxRuntimeVersion\n"
       )
       Seq(out)
     }.taskValue,

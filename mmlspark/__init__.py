@@ -5,7 +5,7 @@
 >>> conf = mmlspark.spark_conf()             # the settings that load mmlspark anywhere
 """
 
-from mmlspark._version import __version__, scala_version, spark_version
+from mmlspark._version import __version__, onnxruntime_version, scala_version, spark_version
 from mmlspark.core.session import (
     VersionMismatchError,
     check_bundled_jar,
@@ -20,6 +20,7 @@ __all__ = [
     "__version__",
     "scala_version",
     "spark_version",
+    "onnxruntime_version",
     "session",
     "spark_conf",
     "jar_path",

@@ -4,3 +4,4 @@
 __version__ = "0.1.0"
 scala_version = "2.13.18"
 spark_version = "4.3.0"
+onnxruntime_version = "1.24.2"

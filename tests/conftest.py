@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import importlib
+import os
 import pkgutil
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,3 +42,21 @@ def generated_classes() -> list[type[MMLParams]]:
             if isinstance(cls, type) and issubclass(cls, MMLParams):
                 found[cls._java_class_name] = cls
     return [found[k] for k in sorted(found)]
+
+
+def run_job(tmp_path: Path, script: str, argument: str) -> subprocess.CompletedProcess[str]:
+    """Runs `script` in a Python process of its own (a session with its own settings, such as a
+    local cluster) as `job.py ARGUMENT TESTS_DIR`, and checks that it succeeds."""
+    path = tmp_path / "job.py"
+    path.write_text(script)
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, str(path), argument, str(root / "tests")],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result

@@ -24,3 +24,19 @@ def test_image_benchmark_quick_run_writes_its_table(tmp_path):
     assert figures["mmlspark_images_per_s"] > 0 and figures["opencv_python_images_per_s"] > 0
     table = out.read_text()
     assert "| mmlspark (read_images + ImageTransformer, local[2]) |" in table
+
+
+def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
+    out = tmp_path / "onnx.md"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "onnx_inference.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    (figures,) = json.loads(result.stdout.strip().splitlines()[-1])
+    assert figures["model"] == "tiny" and figures["images"] == 256
+    assert figures["mmlspark_images_per_s"] > 0 and figures["raw_ort_java_images_per_s"] > 0
+    assert figures["mmlspark_sessions_created"] == 1
+    assert "| tiny (" in out.read_text()

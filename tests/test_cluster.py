@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import run_job
 
 SCRIPT = textwrap.dedent(
     """
@@ -35,16 +31,5 @@ SCRIPT = textwrap.dedent(
 
 
 def test_read_images_on_executors_in_separate_jvms(tmp_path):
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, str(script), str(tmp_path / "photos"), str(ROOT / "tests")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
+    result = run_job(tmp_path, SCRIPT, str(tmp_path / "photos"))
     assert "cluster-ok 14 2" in result.stdout

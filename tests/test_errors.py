@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import zipfile
 from pathlib import Path
 
@@ -91,6 +92,7 @@ def test_spark_conf_loads_the_bundled_jar_as_a_package():
     assert "mmlspark.stages.SelectColumns" in services
     pom = Path(f"{artifact}.pom").read_text()
     assert "<artifactId>opencv</artifactId>" in pom
+    assert f"<artifactId>onnxruntime</artifactId><version>{mmlspark.onnxruntime_version}" in pom
     assert "scala-library" not in pom and "org.apache.spark" not in pom
 
 
@@ -118,3 +120,13 @@ def test_session_joins_user_packages_with_ours(monkeypatch):
         mmlspark.session(conf={"spark.jars.packages": "org.example:lib:1.0"})
     ours = mmlspark.spark_conf()["spark.jars.packages"]
     assert captured["spark.jars.packages"] == f"{ours},org.example:lib:1.0"
+    assert os.environ["PYSPARK_PYTHON"]  # workers run a known interpreter
+
+
+def test_gpu_conf_swaps_onnxruntime_for_its_gpu_build(monkeypatch):
+    conf = mmlspark.spark_conf(gpu=True)
+    packages = conf["spark.jars.packages"].split(",")
+    gpu = f"com.microsoft.onnxruntime:onnxruntime_gpu:{mmlspark.onnxruntime_version}"
+    assert packages == mmlspark.spark_conf()["spark.jars.packages"].split(",") + [gpu]
+    assert conf["spark.jars.excludes"] == "com.microsoft.onnxruntime:onnxruntime"
+    assert "spark.jars.excludes" not in mmlspark.spark_conf()

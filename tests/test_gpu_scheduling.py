@@ -5,13 +5,9 @@ ONNXModel with deviceType 'auto' must still run, on the CPU, where CUDA is missi
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from conftest import run_job
 
 SCRIPT = textwrap.dedent(
     """
@@ -47,18 +43,7 @@ def test_each_task_binds_to_its_own_gpu_address(tmp_path):
     discovery = tmp_path / "gpus.sh"
     discovery.write_text('#!/usr/bin/env bash\necho \'{"name": "gpu", "addresses": ["3", "7"]}\'\n')
     discovery.chmod(0o755)
-    script = tmp_path / "job.py"
-    script.write_text(SCRIPT)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    result = subprocess.run(
-        [sys.executable, str(script), str(discovery), str(ROOT / "tests")],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr[-4000:]
+    result = run_job(tmp_path, SCRIPT, str(discovery))
     line = next(x for x in result.stdout.splitlines() if x.startswith("ASSIGNMENTS "))
     tasks = json.loads(line[len("ASSIGNMENTS ") :])
     assert len(tasks) == 8

@@ -295,3 +295,18 @@ def test_image_featurizer_then_logistic_regression_saved_and_reloaded(spark, tmp
         assert outputs[1][name]["probability"] == row["probability"]
     assert isinstance(reloaded.stages[0], ImageFeaturizer)
     assert reloaded.stages[0].getModelPayload() == onnx_models.small_cnn()
+
+
+def test_nested_array_column_feeds_an_image_model(spark):
+    rng = np.random.default_rng(5)
+    images = rng.normal(size=(6, 3, 8, 10)).astype(np.float32)
+    df = spark.createDataFrame(
+        [(i, images[i].tolist()) for i in range(6)], "id int, image array<array<array<float>>>"
+    )
+    model = ONNXModel(inputCol="image", outputCol="logits", miniBatchSize=4)
+    rows = by_id(model.setModelPayload(onnx_models.small_cnn()).transform(df))
+    expected = reference(onnx_models.small_cnn(), {"image": images})["logits"]
+    for i in range(6):
+        np.testing.assert_allclose(rows[i]["logits"], expected[i], rtol=RTOL, atol=1e-6)
+    ragged = spark.createDataFrame([(0, [[[1.0, 2.0]], [[1.0]], [[3.0, 4.0]]])], df.schema)
+    assert "ragged" in model.transform(ragged).first()["onnxError"]

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mmlspark._version import __version__, scala_version, spark_version
+from mmlspark._version import __version__, onnxruntime_version, scala_version, spark_version
 
 __all__ = ["jar_path", "spark_conf", "session", "require_jvm_library", "VersionMismatchError"]
 
@@ -65,10 +67,14 @@ def _packages() -> list[str]:
     return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
 
 
-_LIST_SETTINGS = ("spark.jars.packages", "spark.jars.repositories")
+_LIST_SETTINGS = ("spark.jars.packages", "spark.jars.repositories", "spark.jars.excludes")
+
+# ONNX Runtime's CPU and GPU builds: same API, same version, one or the other on a classpath.
+_ORT_CPU = "com.microsoft.onnxruntime:onnxruntime"
+_ORT_GPU = "com.microsoft.onnxruntime:onnxruntime_gpu"
 
 
-def spark_conf() -> dict[str, str]:
+def spark_conf(*, gpu: bool = False) -> dict[str, str]:
     """Spark settings that load mmlspark: its jar and JVM dependencies, as Maven packages.
 
     The jar is served from a small Maven repository inside this package
@@ -77,14 +83,20 @@ def spark_conf() -> dict[str, str]:
     Central once and caching them, and ships every jar to the executors. Pass the settings
     to ``SparkSession.builder.config(map=...)`` or ``spark-submit --conf``; if you set
     ``spark.jars.packages`` or ``spark.jars.repositories`` yourself, join the lists with
-    commas. On a cluster without network access use the self-contained jar (``make jar``
+    commas. With ``gpu=True`` ONNX Runtime's GPU build (``onnxruntime_gpu``, CUDA 12 and cuDNN 9
+    on the executors) replaces the CPU build. On a cluster without network access use the
+    self-contained jar (``make jar``
     writes it to ``dist/``) with ``--jars`` instead.
     """
     jar_path()  # fails clearly when the jar is missing
-    return {
+    conf = {
         "spark.jars.packages": ",".join(_packages()),
         "spark.jars.repositories": (_JARS_DIR / "repo").as_uri(),
     }
+    if gpu:
+        conf["spark.jars.packages"] += f",{_ORT_GPU}:{onnxruntime_version}"
+        conf["spark.jars.excludes"] = _ORT_CPU
+    return conf
 
 
 def session(
@@ -92,6 +104,7 @@ def session(
     conf: Mapping[str, Any] | None = None,
     *,
     app_name: str = "mmlspark",
+    gpu: bool = False,
     **settings: Any,
 ) -> Any:
     """Starts (or returns) a local SparkSession with mmlspark loaded.
@@ -104,6 +117,10 @@ def session(
         Extra Spark settings, e.g. ``{"spark.sql.shuffle.partitions": "4"}``.
     app_name : str
         The application name shown by Spark.
+    gpu : bool
+        Load ONNX Runtime's GPU build instead of the CPU build (see :func:`spark_conf`).
+
+    Python workers run the interpreter that calls this unless ``PYSPARK_PYTHON`` is set.
     **settings
         More Spark settings, for names that are valid Python identifiers.
 
@@ -117,12 +134,15 @@ def session(
     from pyspark.sql import SparkSession
 
     settings = {**dict(conf or {}), **settings}
-    merged: dict[str, Any] = {**spark_conf()}
+    merged: dict[str, Any] = {**spark_conf(gpu=gpu)}
     for key, value in settings.items():
-        if key in _LIST_SETTINGS and value:
+        if key in _LIST_SETTINGS and value and key in merged:
             merged[key] = f"{merged[key]},{value}"
         else:
             merged[key] = value
+    # Python workers (UDFs) run this interpreter and its packages unless PYSPARK_PYTHON says
+    # otherwise (pyspark itself would start whatever `python3` is first on the PATH).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in merged.items():
         builder = builder.config(key, str(value))

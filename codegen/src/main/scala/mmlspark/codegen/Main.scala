@@ -40,6 +40,7 @@ object Main {
          |__version__ = "${props.getProperty("version")}"
          |scala_version = "${props.getProperty("scalaVersion")}"
          |spark_version = "${props.getProperty("sparkVersion")}"
+         |onnxruntime_version = "${props.getProperty("onnxRuntimeVersion")}"
          |""".stripMargin
     val perStage = stages.map(s => s"mmlspark/${s.area}/_${s.name}.py" -> PyCodeGen.stageModule(s))
     val perArea = byArea.map { case (area, inArea) =>

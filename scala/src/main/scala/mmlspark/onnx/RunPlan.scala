@@ -7,6 +7,7 @@ import ai.onnxruntime.{OnnxTensor, OrtSession}
 import mmlspark.contracts.RowResults
 import org.apache.spark.TaskContext
 import org.apache.spark.sql.Row
+import org.apache.spark.sql.catalyst.expressions.GenericRow
 
 /** Everything an executor needs to run an [[ONNXModel]] over a partition: resolved on the driver by
   * `transformSchema`'s checks, shipped with the task.
@@ -127,15 +128,19 @@ final case class RunPlan(
     } finally tensors.values().forEach(_.close())
   }
 
-  private def outputRow(input: Row, result: Either[String, Array[Any]]): Row = result match {
-    case Right(values) =>
-      Row.fromSeq(
-        input.toSeq ++ values ++ softMax.map { case (i, _) => Outputs.softMax(values(i)) } ++
-          argMax.map { case (i, _) => Outputs.argMax(values(i)) } :+ null
-      )
-    case Left(error) =>
-      Row.fromSeq(
-        input.toSeq ++ Seq.fill(fetches.length + softMax.length + argMax.length)(null) :+ error
-      )
+  private def outputRow(input: Row, result: Either[String, Array[Any]]): Row = {
+    val width = input.length
+    val out = new Array[Any](width + fetches.length + softMax.length + argMax.length + 1)
+    var i = 0
+    while (i < width) { out(i) = input.get(i); i += 1 }
+    result match {
+      case Right(values) =>
+        System.arraycopy(values, 0, out, width, values.length)
+        var at = width + values.length
+        softMax.foreach { case (k, _) => out(at) = Outputs.softMax(values(k)); at += 1 }
+        argMax.foreach { case (k, _) => out(at) = Outputs.argMax(values(k)); at += 1 }
+      case Left(error) => out(out.length - 1) = error
+    }
+    new GenericRow(out)
   }
 }

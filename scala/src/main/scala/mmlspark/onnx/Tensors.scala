@@ -11,6 +11,7 @@ import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData
 import org.apache.spark.sql.catalyst.util.ArrayData
 import org.apache.spark.sql.types._
 import org.apache.spark.unsafe.Platform
+import org.apache.spark.unsafe.bitset.BitSetMethods
 
 /** How one model input is read from one column: which kinds of column fit which element types, and
   * the shape of one row's value (the model's per-row shape, with dynamic dimensions filled in from
@@ -244,13 +245,7 @@ object TensorBatch {
         written
       case (a: ArrayData, ArrayType(elementType, containsNull)) =>
         val n = a.numElements()
-        if (containsNull) {
-          var i = 0
-          while (i < n) {
-            if (a.isNullAt(i)) throw new IllegalArgumentException(s"array element $i is null")
-            i += 1
-          }
-        }
+        if (containsNull) requireNoNulls(a)
         a match {
           case u: UnsafeArrayData if sameBytes(e) == elementType && e != Bool =>
             val header = UnsafeArrayData.calculateHeaderPortionInBytes(n)
@@ -312,6 +307,25 @@ object TensorBatch {
         }
         1
     }
+
+  /** Fails for an array with a null element; an UnsafeArrayData's null bits are checked a word (64
+    * elements) at a time.
+    */
+  private def requireNoNulls(a: ArrayData): Unit = {
+    val n = a.numElements()
+    val anyNull = a match {
+      case u: UnsafeArrayData =>
+        BitSetMethods.anySet(u.getBaseObject, u.getBaseOffset + 8, (n + 63) / 64)
+      case _ => true
+    }
+    if (anyNull) {
+      var i = 0
+      while (i < n) {
+        if (a.isNullAt(i)) throw new IllegalArgumentException(s"array element $i is null")
+        i += 1
+      }
+    }
+  }
 
   /** Element-wise conversion of `n` values of Spark type `from` to `e`. */
   private def convert(
