@@ -180,13 +180,21 @@ def test_small_cnn_on_image_tensors_saved_and_reloaded(spark, tmp_path):
 
 def test_bad_rows_keep_their_place_with_an_error(spark):
     df = spark.createDataFrame(
-        [(0, [1.0, 2.0, 3.0]), (1, None), (2, [1.0, 2.0]), (3, [4.0, 5.0, 6.0])],
+        [
+            (0, [1.0, 2.0, 3.0]),
+            (1, None),
+            (2, [1.0, 2.0]),
+            (3, [4.0, 5.0, 6.0]),
+            (4, [1.0, None, 3.0]),
+        ],
         "id int, a array<float>",
     )
     model = ONNXModel(feedDict={"a": "a", "b": "a"}, fetchDict={"s": "sum"}, miniBatchSize=4)
     rows = by_id(model.setModelPayload(onnx_models.two_in_two_out()).transform(df))
-    assert len(rows) == 4
+    assert len(rows) == 5
     assert rows[0]["s"] == [2.0, 4.0, 6.0] and rows[3]["s"] == [8.0, 10.0, 12.0]
+    assert rows[4]["s"] is None and rows[4]["onnxError"] == "array element 1 is null"
+    assert rows[4]["a"] == [1.0, None, 3.0]
     assert rows[1]["s"] is None and rows[1]["onnxError"] == "input column 'a' is null"
     assert rows[2]["s"] is None and "holds 2 values" in rows[2]["onnxError"]
 
@@ -308,5 +316,6 @@ def test_nested_array_column_feeds_an_image_model(spark):
     expected = reference(onnx_models.small_cnn(), {"image": images})["logits"]
     for i in range(6):
         np.testing.assert_allclose(rows[i]["logits"], expected[i], rtol=RTOL, atol=1e-6)
+        assert rows[i]["image"] == images[i].tolist()  # passed through unchanged
     ragged = spark.createDataFrame([(0, [[[1.0, 2.0]], [[1.0]], [[3.0, 4.0]]])], df.schema)
     assert "ragged" in model.transform(ragged).first()["onnxError"]
