@@ -22,13 +22,22 @@ __all__ = ["MMLParams", "MMLTransformer", "MMLEstimator", "MMLModel", "MMLEvalua
 
 
 def to_stage(value: Any) -> JavaParams:
-    """Type converter for params that hold a pipeline stage (a meta-estimator's inner stage)."""
-    if isinstance(value, JavaParams):
+    """Type converter for params that hold a pipeline stage (a meta-estimator's inner stage):
+    a JVM-backed stage, or a Pipeline/PipelineModel of them."""
+    if isinstance(value, JavaParams) or _is_jvm_convertible(value):
         return value
     if isinstance(value, JavaObject):
         return JavaParams._from_java(value)
     raise TypeError(
         f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}"
+    )
+
+
+def _is_jvm_convertible(value: Any) -> bool:
+    """A Python stage that builds its JVM twin itself (pyspark's Pipeline and PipelineModel)."""
+    # py4j's JavaObject answers every attribute, so it is ruled out first.
+    return (
+        not isinstance(value, JavaObject) and hasattr(value, "_to_java") and hasattr(value, "uid")
     )
 
 
@@ -63,7 +72,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return _Reader(cls)
 
     def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
-        if isinstance(value, JavaParams) and self._java_obj is not None:
+        if (isinstance(value, JavaParams) or _is_jvm_convertible(value)) and self._java_obj:
             java_param = self._java_obj.getParam(self._resolveParam(param).name)
             return java_param.w(value._to_java())
         return super()._make_java_param_pair(param, value)

@@ -1,0 +1,63 @@
+package mmlspark.train
+
+import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import org.apache.spark.ml.{Estimator, Model}
+import org.apache.spark.ml.param.ParamMap
+import org.apache.spark.ml.regression.Regressor
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.Dataset
+import org.apache.spark.sql.functions.col
+import org.apache.spark.sql.types.{DoubleType, NumericType, StructType}
+
+/** Trains any Spark ML regressor on a DataFrame of mixed columns, featurizing them like
+  * [[TrainClassifier]]. The label must be numeric; rows whose label is null are dropped (their
+  * count is logged).
+  */
+final class TrainRegressor(override val uid: String)
+    extends Estimator[TrainedRegressorModel]
+    with TrainParams
+    with StageWritable {
+
+  def this() = this(Identifiable.randomUID("TrainRegressor"))
+
+  override def transformSchema(schema: StructType): StructType = {
+    SchemaUtils.require(this, isDefined(model), "param 'model' must be set to a Spark ML regressor")
+    SchemaUtils.require(
+      this,
+      $(model).isInstanceOf[Regressor[_, _, _]],
+      s"param 'model' must be a Spark ML regressor but is ${$(model).getClass.getName}"
+    )
+    SchemaUtils.requireColumnType(this, schema, $(labelCol), "a numeric label")(
+      _.isInstanceOf[NumericType]
+    )
+    Featurization.check(this, schema, featureColumns(schema))
+    TrainedRegressorModel.outputSchema(this, schema)
+  }
+
+  override def fit(dataset: Dataset[_]): TrainedRegressorModel = {
+    transformSchema(dataset.schema, logging = true)
+    val data = Training.labelled(this, dataset, $(labelCol))
+    val columns = featureColumns(dataset.schema)
+    val features = helperPrefix + "features"
+    val label = helperPrefix + "label"
+    val featurization = Featurization.fit(this, data, columns, features, helperPrefix)
+    val prepared = Featurization(featurization, data, helperPrefix, features)
+      .withColumn(label, col(SchemaUtils.quoted($(labelCol))).cast(DoubleType))
+    val learner = Training.configure(this, $(model), features, label, helperPrefix + "prediction")
+    val fitted = learner.asInstanceOf[Estimator[_]].fit(prepared)
+    copyValues(new TrainedRegressorModel(uid))
+      .setInputCols(columns.toArray)
+      .setLabelType("double")
+      .setFeaturization(featurization)
+      .setModel(fitted.asInstanceOf[Model[_]])
+      .setParent(this)
+  }
+
+  override def copy(extra: ParamMap): TrainRegressor = {
+    val copied = defaultCopy[TrainRegressor](extra)
+    get(model).foreach(m => copied.setModel(m.copy(extra)))
+    copied
+  }
+}
+
+object TrainRegressor extends StageReadable[TrainRegressor]

@@ -1,0 +1,219 @@
+"""Training and evaluation tools against scikit-learn's metrics on the same predictions."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from pyspark.errors import IllegalArgumentException
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml.classification import LogisticRegression
+from pyspark.ml.feature import Imputer, OneHotEncoder, StringIndexer, VectorAssembler
+from pyspark.ml.regression import LinearRegression
+from sklearn import metrics
+
+from mmlspark.train import (
+    ComputeModelStatistics,
+    ComputePerInstanceStatistics,
+    TrainClassifier,
+    TrainedClassifierModel,
+    TrainRegressor,
+)
+
+SCHEMA = "id int, age double, plan string, member boolean, visits array<double>, label string"
+
+
+def _rows(n: int, seed: int, plans: list[str]) -> list[tuple]:
+    """Customers: churn ('yes'/'no') depends on age, plan and membership, with noise and nulls."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for i in range(n):
+        age = float(rng.integers(18, 80))
+        plan = plans[int(rng.integers(0, len(plans)))]
+        member = bool(rng.integers(0, 2))
+        visits = [float(rng.poisson(3)), float(rng.poisson(1))]
+        score = 0.08 * (age - 45) + (1.5 if plan == "basic" else 0) - (1.2 if member else 0)
+        label = "yes" if score + rng.normal(0, 0.7) > 0 else "no"
+        rows.append(
+            (
+                i,
+                None if i % 23 == 0 else age,
+                None if i % 31 == 0 else plan,
+                member,
+                visits,
+                label,
+            )
+        )
+    return rows
+
+
+@pytest.fixture(scope="module")
+def churn(spark):
+    train = spark.createDataFrame(_rows(400, 1, ["basic", "pro", "team"]), SCHEMA)
+    # The test set has a plan never seen in training.
+    test = spark.createDataFrame(_rows(200, 2, ["basic", "pro", "team", "enterprise"]), SCHEMA)
+    return train, test
+
+
+def test_train_classifier_metrics_match_scikit_learn(churn):
+    train, test = churn
+    model = TrainClassifier(model=LogisticRegression(), labelCol="label").fit(train)
+    scored = model.transform(test)
+    stats = ComputeModelStatistics().transform(scored).first()
+    rows = scored.select("label", "prediction", "probability").collect()
+    y_true = [r.label for r in rows]
+    y_pred = [r.prediction for r in rows]
+    assert set(y_pred) <= {"yes", "no"}
+    labels = ["no", "yes"]
+    assert stats.labels == labels
+    assert stats.accuracy == pytest.approx(metrics.accuracy_score(y_true, y_pred), abs=1e-12)
+    p, r, f, _ = metrics.precision_recall_fscore_support(
+        y_true, y_pred, labels=labels, zero_division=0
+    )
+    np.testing.assert_allclose(stats.precision_per_class, p, atol=1e-12)
+    np.testing.assert_allclose(stats.recall_per_class, r, atol=1e-12)
+    np.testing.assert_allclose(stats.f1_per_class, f, atol=1e-12)
+    assert stats.precision == pytest.approx(p.mean(), abs=1e-12)
+    assert stats.f1 == pytest.approx(f.mean(), abs=1e-12)
+    scores = [r.probability[1] for r in rows]
+    assert stats.AUC == pytest.approx(metrics.roc_auc_score(y_true, scores), abs=1e-12)
+    expected_cm = metrics.confusion_matrix(y_true, y_pred, labels=labels)
+    assert stats.confusion_matrix == expected_cm.tolist()
+    assert stats.accuracy > 0.7  # the signal is learnable
+
+
+def test_accuracy_equals_the_hand_built_pipeline(churn):
+    train, test = churn
+    ours = TrainClassifier(model=LogisticRegression(), labelCol="label").fit(train)
+    accuracy = ComputeModelStatistics().transform(ours.transform(test)).first().accuracy
+
+    def prepare(df):
+        return df.selectExpr(
+            "*",
+            "CAST(member AS DOUBLE) AS member_d",
+            "visits[0] AS v0",
+            "visits[1] AS v1",
+            "CASE WHEN label = 'yes' THEN 1.0 ELSE 0.0 END AS y",
+        )
+
+    hand = Pipeline(
+        stages=[
+            Imputer(inputCols=["age", "member_d", "v0", "v1"], outputCols=["a", "m", "w0", "w1"]),
+            StringIndexer(inputCol="plan", outputCol="plan_i", handleInvalid="keep"),
+            OneHotEncoder(inputCol="plan_i", outputCol="plan_v", handleInvalid="keep"),
+            VectorAssembler(inputCols=["a", "m", "w0", "w1", "plan_v"], outputCol="features"),
+            LogisticRegression(labelCol="y"),
+        ]
+    ).fit(prepare(train))
+    rows = hand.transform(prepare(test)).select("y", "prediction").collect()
+    hand_accuracy = sum(r.y == r.prediction for r in rows) / len(rows)
+    assert accuracy == pytest.approx(hand_accuracy, abs=0.01)
+
+
+def test_multiclass_and_per_instance_log_loss_match_scikit_learn(spark):
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(300, 2))
+    kinds = np.array(["cat", "deer", "empty"])[np.argmax(x @ [[1, -1, 0], [0, 1, -1]], axis=1)]
+    df = spark.createDataFrame(
+        [
+            (i, float(a), float(b), str(k))
+            for i, ((a, b), k) in enumerate(zip(x, kinds, strict=True))
+        ],
+        "id int, a double, b double, species string",
+    )
+    model = TrainClassifier(model=LogisticRegression(), labelCol="species").fit(df)
+    scored = ComputePerInstanceStatistics(labelCol="species").transform(model.transform(df))
+    rows = scored.orderBy("id").collect()
+    labels = ["cat", "deer", "empty"]
+    probabilities = np.array([r.probability.toArray() for r in rows])
+    truth = [r.species for r in rows]
+    for r, p in zip(rows, probabilities, strict=True):
+        assert r.log_loss == pytest.approx(metrics.log_loss([r.species], [p], labels=labels))
+    mean = np.mean([r.log_loss for r in rows])
+    assert mean == pytest.approx(metrics.log_loss(truth, probabilities, labels=labels), rel=1e-9)
+    stats = ComputeModelStatistics(labelCol="species").transform(scored).first()
+    predicted = [r.prediction for r in rows]
+    assert stats.AUC is None
+    assert stats.recall == pytest.approx(
+        metrics.recall_score(truth, predicted, average="macro", zero_division=0), abs=1e-12
+    )
+    assert stats.confusion_matrix == metrics.confusion_matrix(truth, predicted).tolist()
+
+
+def test_regression_metrics_match_scikit_learn(spark):
+    rng = np.random.default_rng(9)
+    n = 200
+    x = rng.normal(size=n)
+    city = rng.choice(["a", "b", "c"], size=n)
+    y = 3 * x + (city == "b") * 2 + rng.normal(0, 0.5, size=n)
+    df = spark.createDataFrame(
+        [(i, float(x[i]), str(city[i]), float(y[i])) for i in range(n)],
+        "id int, x double, city string, label double",
+    )
+    model = TrainRegressor(model=LinearRegression(), labelCol="label").fit(df)
+    scored = ComputePerInstanceStatistics().transform(model.transform(df)).orderBy("id")
+    stats = ComputeModelStatistics().transform(scored).first()
+    rows = scored.collect()
+    truth = np.array([r.label for r in rows])
+    predicted = np.array([r.prediction for r in rows])
+    assert stats.mean_squared_error == pytest.approx(metrics.mean_squared_error(truth, predicted))
+    assert stats.root_mean_squared_error == pytest.approx(
+        np.sqrt(metrics.mean_squared_error(truth, predicted))
+    )
+    assert stats.r2 == pytest.approx(metrics.r2_score(truth, predicted))
+    assert stats.mean_absolute_error == pytest.approx(metrics.mean_absolute_error(truth, predicted))
+    np.testing.assert_allclose([r.L1_loss for r in rows], np.abs(truth - predicted))
+    np.testing.assert_allclose([r.L2_loss for r in rows], (truth - predicted) ** 2)
+    assert stats.r2 > 0.9
+
+
+def test_plain_spark_model_output_is_scored_too(spark):
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(150, 2))
+    y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(0, 0.5, 150) > 0).astype(float)
+    df = spark.createDataFrame(
+        [(float(a), float(b), float(c)) for (a, b), c in zip(x, y, strict=True)],
+        "a double, b double, label double",
+    )
+    assembled = VectorAssembler(inputCols=["a", "b"], outputCol="features").transform(df)
+    scored = LogisticRegression().fit(assembled).transform(assembled)
+    stats = ComputeModelStatistics().transform(scored).first()
+    rows = scored.select("label", "prediction", "probability").collect()
+    assert stats.labels == ["0.0", "1.0"]
+    assert stats.AUC == pytest.approx(
+        metrics.roc_auc_score([r.label for r in rows], [r.probability[1] for r in rows])
+    )
+    assert stats.accuracy == pytest.approx(
+        metrics.accuracy_score([r.label for r in rows], [r.prediction for r in rows])
+    )
+
+
+def test_fitted_models_save_and_load_in_pipelines(churn, tmp_path):
+    train, test = churn
+    pipeline = Pipeline(stages=[TrainClassifier(model=LogisticRegression(maxIter=20))])
+    fitted = pipeline.fit(train)
+    fitted.write().overwrite().save(str(tmp_path / "p"))
+    reloaded = PipelineModel.load(str(tmp_path / "p"))
+    assert isinstance(reloaded.stages[0], TrainedClassifierModel)
+    assert reloaded.stages[0].getLevels() == ["no", "yes"]
+    before = sorted(map(str, fitted.transform(test).select("id", "prediction").collect()))
+    after = sorted(map(str, reloaded.transform(test).select("id", "prediction").collect()))
+    assert before == after
+
+
+def test_bad_input_fails_clearly(spark, churn):
+    train, _ = churn
+    with pytest.raises(IllegalArgumentException, match="'model' must be set"):
+        TrainClassifier().fit(train)
+    with pytest.raises(IllegalArgumentException, match="input column 'nope' does not exist"):
+        TrainClassifier(model=LogisticRegression(), labelCol="nope").fit(train)
+    odd = train.selectExpr("map('a', age) AS m", "label")
+    with pytest.raises(IllegalArgumentException, match="'m' must be numeric, boolean, string"):
+        TrainClassifier(model=LogisticRegression()).fit(odd)
+    with pytest.raises(IllegalArgumentException, match="no row has a label"):
+        TrainClassifier(model=LogisticRegression()).fit(train.limit(0))
+    with pytest.raises(IllegalArgumentException, match="numeric for a regression metric"):
+        ComputeModelStatistics(evaluationMetric="regression").transform(
+            train.selectExpr("label", "label AS prediction")
+        )
+    with pytest.raises(ValueError, match="evaluationMetric"):
+        ComputeModelStatistics(evaluationMetric="f1")
