@@ -217,3 +217,31 @@ def test_bad_input_fails_clearly(spark, churn):
         )
     with pytest.raises(ValueError, match="evaluationMetric"):
         ComputeModelStatistics(evaluationMetric="f1")
+
+
+def test_find_best_model_picks_the_best_and_keeps_the_roc(churn, tmp_path):
+    from mmlspark.automl import BestModel, FindBestModel
+
+    train, test = churn
+    weak = TrainClassifier(model=LogisticRegression(regParam=10.0), inputCols=["visits"]).fit(train)
+    strong = TrainClassifier(model=LogisticRegression()).fit(train)
+    best = FindBestModel(models=[weak, strong], evaluationMetric="AUC").fit(test)
+    scored = strong.transform(test).select("label", "probability").collect()
+    truth = [r.label for r in scored]
+    scores = [r.probability[1] for r in scored]
+    assert best.getBestModel().uid == strong.uid
+    table = {r.model_uid: r for r in best.getAllModelMetrics().collect()}
+    assert set(table) == {weak.uid, strong.uid}
+    assert table[strong.uid].AUC == pytest.approx(metrics.roc_auc_score(truth, scores))
+    assert table[strong.uid].AUC > table[weak.uid].AUC
+    fpr, tpr, _ = metrics.roc_curve(truth, scores, pos_label="yes", drop_intermediate=False)
+    expected = sorted(set(zip(fpr.round(12), tpr.round(12), strict=True)))
+    ours = sorted({(round(r[0], 12), round(r[1], 12)) for r in best.getRocCurve().collect()})
+    assert ours == expected
+    best.write().overwrite().save(str(tmp_path / "best"))
+    loaded = BestModel.load(str(tmp_path / "best"))
+    assert loaded.getAllModelMetrics().count() == 2
+    assert loaded.getBestModelMetrics().first().model_uid == strong.uid
+    assert sorted(map(str, loaded.transform(test).select("id", "prediction").collect())) == sorted(
+        map(str, best.transform(test).select("id", "prediction").collect())
+    )

@@ -18,7 +18,15 @@ from pyspark.ml.param import Param
 from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable, try_remote_read
 from pyspark.ml.wrapper import JavaEstimator, JavaModel, JavaParams, JavaTransformer
 
-__all__ = ["MMLParams", "MMLTransformer", "MMLEstimator", "MMLModel", "MMLEvaluator", "to_stage"]
+__all__ = [
+    "MMLParams",
+    "MMLTransformer",
+    "MMLEstimator",
+    "MMLModel",
+    "MMLEvaluator",
+    "to_stage",
+    "to_stages",
+]
 
 
 def to_stage(value: Any) -> JavaParams:
@@ -31,6 +39,18 @@ def to_stage(value: Any) -> JavaParams:
     raise TypeError(
         f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}"
     )
+
+
+def to_stages(value: Any) -> list[JavaParams]:
+    """Type converter for params that hold several stages (a model selector's candidates): a
+    list of stages, or the JVM array of them that py4j hands back."""
+    if isinstance(value, (JavaParams, JavaObject)) and not hasattr(value, "__len__"):
+        raise TypeError("expected a list of pipeline stages, got a single stage")
+    try:
+        stages = list(value)
+    except TypeError:
+        raise TypeError(f"expected a list of pipeline stages, got {type(value).__name__}") from None
+    return [to_stage(v) for v in stages]
 
 
 def _is_jvm_convertible(value: Any) -> bool:
@@ -72,6 +92,17 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return _Reader(cls)
 
     def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
+        if isinstance(value, list) and value and self._java_obj:
+            if all(isinstance(v, JavaParams) or _is_jvm_convertible(v) for v in value):
+                java_param = self._java_obj.getParam(self._resolveParam(param).name)
+                gateway = SparkContext._gateway
+                assert gateway is not None
+                stages = gateway.new_array(
+                    gateway.jvm.org.apache.spark.ml.PipelineStage, len(value)
+                )
+                for i, v in enumerate(value):
+                    stages[i] = v._to_java()
+                return java_param.w(stages)
         if (isinstance(value, JavaParams) or _is_jvm_convertible(value)) and self._java_obj:
             java_param = self._java_obj.getParam(self._resolveParam(param).name)
             return java_param.w(value._to_java())

@@ -24,7 +24,13 @@ object ParamTypes {
     ParamType("Array[String]", "StringArrayParam", "list[str]", "TypeConverters.toListString"),
     ParamType("Array[Int]", "IntArrayParam", "list[int]", "TypeConverters.toListInt"),
     ParamType("Array[Double]", "DoubleArrayParam", "list[float]", "TypeConverters.toListFloat"),
-    ParamType("PipelineStage", "Param[PipelineStage]", "JavaParams", "to_stage")
+    ParamType("PipelineStage", "Param[PipelineStage]", "JavaParams", "to_stage"),
+    ParamType(
+      "Array[PipelineStage]",
+      "Param[Array[PipelineStage]]",
+      "list[JavaParams]",
+      "to_stages"
+    )
   )
 
   private val byJvmClass: Map[Class[_], ParamType] = Map(
@@ -37,7 +43,8 @@ object ParamTypes {
     classOf[Array[String]] -> all(6),
     classOf[Array[Int]] -> all(7),
     classOf[Array[Double]] -> all(8),
-    classOf[org.apache.spark.ml.PipelineStage] -> all(9)
+    classOf[org.apache.spark.ml.PipelineStage] -> all(9),
+    classOf[Array[org.apache.spark.ml.PipelineStage]] -> all(10)
   )
 
   def of(scalaType: String): ParamType =

@@ -85,8 +85,10 @@ object PyCodeGen {
   private def docText(doc: String): String = doc.replace("\\", "\\\\").replace("\"\"\"", "'''")
 
   def stageModule(s: StageInfo): String = {
-    val needsStage = s.params.exists(_.paramType.pythonConverter == "to_stage")
-    val wrapperNames = Seq(s.baseClass) ++ (if (needsStage) Seq("to_stage") else Nil)
+    val converters =
+      Seq("to_stage", "to_stages").filter(c => s.params.exists(_.paramType.pythonConverter == c))
+    val needsStage = converters.nonEmpty
+    val wrapperNames = Seq(s.baseClass) ++ converters
     val imports = Seq(
       "from pyspark import keyword_only",
       "from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401"

@@ -29,6 +29,28 @@ class StageParam(parent: Params, name: String, doc: String)
     )
 }
 
+/** A param whose value is several pipeline stages (a model selector's candidates): saved as stages
+  * of their own under `params/<name>/<index>`, never as JSON, and not settable over Spark Connect.
+  */
+class StageArrayParam(parent: Params, name: String, doc: String)
+    extends Param[Array[PipelineStage]](
+      parent,
+      name,
+      doc,
+      (s: Array[PipelineStage]) => s != null && s.nonEmpty && s.forall(_ != null)
+    ) {
+
+  override def jsonEncode(value: Array[PipelineStage]): String =
+    throw new UnsupportedOperationException(
+      s"param '$name' holds stages and is saved as directories, not as JSON"
+    )
+
+  override def jsonDecode(json: String): Array[PipelineStage] =
+    throw new UnsupportedOperationException(
+      s"param '$name' holds stages and is loaded from directories, not from JSON"
+    )
+}
+
 /** Save for mmlspark stages: Spark's metadata layout (so `Pipeline` save/load and Spark's readers
   * see nothing unusual), stage-valued params in sub-directories, and whatever data a stage holds
   * beyond its params written by `saveData` as plain files next to the metadata.
@@ -52,20 +74,28 @@ final class StageWriter(instance: Params with StageWritable) extends MLWriter {
     val set = instance.params.flatMap(p =>
       instance.get(p).map(v => ParamPair(p.asInstanceOf[Param[Any]], v))
     )
-    val (stages, plain) = set.partition(_.param.isInstanceOf[StageParam])
+    val (stages, plain) =
+      set.partition(p => p.param.isInstanceOf[StageParam] || p.param.isInstanceOf[StageArrayParam])
     val json = JObject(
       plain.map(pair => JField(pair.param.name, parse(pair.param.jsonEncode(pair.value)))).toList
     )
     ParamsIO.saveMetadata(instance, path, sparkSession, json)
+    def save(value: Any, dir: String, name: String): Unit = value match {
+      case writable: MLWritable => writable.write.save(dir)
+      case other =>
+        throw new UnsupportedOperationException(
+          s"${SchemaUtils.stageName(instance)}: param '$name' holds " +
+            s"${other.getClass.getName}, which cannot be saved (it is not MLWritable)"
+        )
+    }
     stages.foreach { pair =>
       val dir = StagePersistence.stageParamDir(path, pair.param)
       pair.value match {
-        case writable: MLWritable => writable.write.save(dir)
-        case other =>
-          throw new UnsupportedOperationException(
-            s"${SchemaUtils.stageName(instance)}: param '${pair.param.name}' holds " +
-              s"${other.getClass.getName}, which cannot be saved (it is not MLWritable)"
-          )
+        case many: Array[_] =>
+          many.zipWithIndex.foreach { case (v, i) =>
+            save(v, new Path(dir, i.toString).toString, pair.param.name)
+          }
+        case one => save(one, dir, pair.param.name)
       }
     }
     instance.saveData(path, sparkSession)
@@ -94,6 +124,17 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
           val dir = StagePersistence.stageParamDir(path, p)
           if (fs.exists(new Path(dir)))
             instance.set(p, ParamsIO.loadStage[PipelineStage](dir, sparkSession))
+        case p: StageArrayParam =>
+          val dir = new Path(StagePersistence.stageParamDir(path, p))
+          if (fs.exists(dir)) {
+            val count = fs.listStatus(dir).count(_.isDirectory)
+            instance.set(
+              p,
+              Array.tabulate(count)(i =>
+                ParamsIO.loadStage[PipelineStage](new Path(dir, i.toString).toString, sparkSession)
+              )
+            )
+          }
         case _ =>
       }
       instance

@@ -118,6 +118,14 @@ final class ComputeModelStatistics(override val uid: String)
       new BinaryClassificationMetrics(points)
     }
 
+  /** The ROC curve (false positive rate, true positive rate) points of a two-class scored
+    * DataFrame, from (0, 0) to (1, 1); empty for other tasks or without class scores.
+    */
+  def rocCurve(df: DataFrame): Seq[(Double, Double)] = {
+    val (levels, _) = confusion(df)
+    if (levels.length != 2) Nil else roc(df, levels(1)).map(_.roc().collect().toSeq).getOrElse(Nil)
+  }
+
   override def copy(extra: ParamMap): ComputeModelStatistics = defaultCopy(extra)
 }
 

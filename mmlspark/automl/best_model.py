@@ -1,0 +1,39 @@
+"""BestModel with the metrics of every candidate and the ROC curve as DataFrames."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+from mmlspark.automl._BestModel import _BestModel
+
+
+class BestModel(_BestModel):
+    """The model :class:`FindBestModel` chose; transforms like it.
+
+    Examples
+    --------
+    >>> best = FindBestModel(models=[m1, m2], evaluationMetric="AUC").fit(validation)  # doctest: +SKIP
+    >>> best.getAllModelMetrics().select("model_uid", "AUC").show()  # doctest: +SKIP
+    >>> best.getRocCurve().toPandas().plot(x="false_positive_rate")  # doctest: +SKIP
+    """
+
+    __doc__ = __doc__ + "\n" + (_BestModel.__doc__ or "")
+
+    def _frame(self, method: str) -> DataFrame:
+        if self._java_obj is None:
+            raise RuntimeError(f"{self.uid} has no JVM model (it was not fitted or loaded)")
+        return DataFrame(getattr(self._java_obj, method)(), SparkSession.active())
+
+    def getAllModelMetrics(self) -> DataFrame:
+        """One row per candidate: ``model_uid``, ``model_class``, the value it was ranked by, and
+        every metric ComputeModelStatistics gives for the task."""
+        return self._frame("getAllModelMetrics")
+
+    def getBestModelMetrics(self) -> DataFrame:
+        """The row of :meth:`getAllModelMetrics` of the chosen model."""
+        return self._frame("getBestModelMetrics")
+
+    def getRocCurve(self) -> DataFrame:
+        """The chosen model's ROC curve (``false_positive_rate``, ``true_positive_rate``) on the
+        data it was chosen on; empty unless the task has two classes and class scores."""
+        return self._frame("getRocCurve")

@@ -1,0 +1,145 @@
+package mmlspark.automl
+
+import mmlspark.contracts.{HasLabelCol, SchemaUtils, StageArrayParam, StageReadable, StageWritable}
+import mmlspark.train.ComputeModelStatistics
+import org.apache.spark.internal.Logging
+import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
+import org.apache.spark.ml.param.{Param, ParamMap, ParamValidators, Params}
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{Dataset, Row}
+import org.apache.spark.sql.types._
+
+/** Params of [[FindBestModel]] and [[BestModel]]. */
+private[automl] trait FindBestModelParams extends Params with HasLabelCol {
+
+  final val evaluationMetric: Param[String] = new Param[String](
+    this,
+    "evaluationMetric",
+    "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', " +
+      "'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', " +
+      "'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy)",
+    ParamValidators.inArray(FindBestModel.metrics.keys.toArray)
+  )
+
+  final val predictionCol: Param[String] = new Param[String](
+    this,
+    "predictionCol",
+    "name of the column the models write their prediction to (default: prediction)",
+    (name: String) => name != null && name.nonEmpty
+  )
+
+  setDefault(labelCol -> "label", evaluationMetric -> "accuracy", predictionCol -> "prediction")
+
+  def getEvaluationMetric: String = $(evaluationMetric)
+  def setEvaluationMetric(value: String): this.type = set(evaluationMetric, value)
+  def getPredictionCol: String = $(predictionCol)
+  def setPredictionCol(value: String): this.type = set(predictionCol, value)
+
+  protected def statistics: ComputeModelStatistics =
+    new ComputeModelStatistics()
+      .setLabelCol($(labelCol))
+      .setPredictionCol($(predictionCol))
+      .setEvaluationMetric(FindBestModel.metrics($(evaluationMetric))._1)
+}
+
+/** Scores each of several fitted models on a dataset with [[ComputeModelStatistics]] and keeps the
+  * best by `evaluationMetric`; the [[BestModel]] transforms like it and holds every model's metrics
+  * (and, for two classes, the best model's ROC curve).
+  */
+final class FindBestModel(override val uid: String)
+    extends Estimator[BestModel]
+    with FindBestModelParams
+    with StageWritable
+    with Logging {
+
+  def this() = this(Identifiable.randomUID("FindBestModel"))
+
+  final val models: StageArrayParam = new StageArrayParam(
+    this,
+    "models",
+    "the fitted models to compare (Transformers, e.g. the models of TrainClassifier); holds " +
+      "stages: not settable over Spark Connect"
+  )
+
+  def getModels: Array[PipelineStage] = $(models)
+  def setModels(value: Array[PipelineStage]): this.type = set(models, value)
+
+  private def candidates: Seq[Transformer] = {
+    SchemaUtils.require(
+      this,
+      isDefined(models),
+      "param 'models' must be set to the fitted models to compare"
+    )
+    $(models).toSeq.map {
+      case t: Transformer => t
+      case other =>
+        throw new IllegalArgumentException(
+          s"${SchemaUtils.stageName(this)}: param 'models' must hold fitted models (Transformers) " +
+            s"but holds ${other.getClass.getName}; fit it first"
+        )
+    }
+  }
+
+  override def transformSchema(schema: StructType): StructType = {
+    val outputs = candidates.map(_.transformSchema(schema))
+    outputs.foreach(statistics.transformSchema)
+    outputs.head
+  }
+
+  override def fit(dataset: Dataset[_]): BestModel = {
+    transformSchema(dataset.schema, logging = true)
+    val (task, higherIsBetter) = FindBestModel.metrics($(evaluationMetric))
+    val scored = candidates.map { model =>
+      val row = statistics.transform(model.transform(dataset)).head()
+      val value = row.get(row.fieldIndex($(evaluationMetric)))
+      SchemaUtils.require(
+        this,
+        value != null,
+        s"metric '${$(evaluationMetric)}' is not defined for ${model.uid} (AUC needs two classes and class scores)"
+      )
+      (model, row, value.asInstanceOf[Double])
+    }
+    val best = if (higherIsBetter) scored.maxBy(_._3) else scored.minBy(_._3)
+    logInfo(
+      s"${SchemaUtils.stageName(this)}: best by ${$(evaluationMetric)} is ${best._1.uid} (${best._3})"
+    )
+    val all = scored.map { case (model, row, value) =>
+      Row.fromSeq(Seq(model.uid, model.getClass.getName, value) ++ row.toSeq)
+    }
+    val schema = StructType(
+      Seq(
+        StructField("model_uid", StringType),
+        StructField("model_class", StringType),
+        StructField($(evaluationMetric) + "_rank_value", DoubleType)
+      ) ++ (if (task == "classification") ComputeModelStatistics.classificationSchema
+            else ComputeModelStatistics.regressionSchema).fields
+    )
+    val roc = if (task == "classification") statistics.rocCurve(best._1.transform(dataset)) else Nil
+    copyValues(new BestModel(uid))
+      .setBestModel(best._1)
+      .setMetrics(all, schema, roc)
+      .setParent(this)
+  }
+
+  override def copy(extra: ParamMap): FindBestModel = {
+    val copied = defaultCopy[FindBestModel](extra)
+    get(models).foreach(m => copied.setModels(m.map(_.copy(extra))))
+    copied
+  }
+}
+
+object FindBestModel extends StageReadable[FindBestModel] {
+
+  /** Each metric: the task it belongs to, and whether higher is better. */
+  val metrics: Map[String, (String, Boolean)] = Map(
+    "accuracy" -> ("classification", true),
+    "precision" -> ("classification", true),
+    "recall" -> ("classification", true),
+    "f1" -> ("classification", true),
+    "AUC" -> ("classification", true),
+    "mean_squared_error" -> ("regression", false),
+    "root_mean_squared_error" -> ("regression", false),
+    "r2" -> ("regression", true),
+    "mean_absolute_error" -> ("regression", false)
+  )
+}

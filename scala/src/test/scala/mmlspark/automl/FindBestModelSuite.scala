@@ -1,0 +1,65 @@
+package mmlspark.automl
+
+import mmlspark.contracts.{EstimatorSuite, TestObject}
+import mmlspark.train.{ComputeModelStatistics, TrainClassifier, TrainFixtures}
+import org.apache.spark.ml.PipelineStage
+import org.apache.spark.ml.classification.LogisticRegression
+
+class FindBestModelSuite extends EstimatorSuite[FindBestModel, BestModel] {
+  import TrainFixtures.people
+
+  private lazy val candidates: Array[PipelineStage] = Array(
+    new TrainClassifier()
+      .setModel(new LogisticRegression().setRegParam(5.0))
+      .setInputCols(Array("color"))
+      .fit(people),
+    new TrainClassifier()
+      .setModel(new LogisticRegression())
+      .setInputCols(Array("age", "member"))
+      .fit(people)
+  )
+
+  private def accuracy(stage: PipelineStage): Double =
+    new ComputeModelStatistics()
+      .transform(stage.asInstanceOf[org.apache.spark.ml.Transformer].transform(people))
+      .head()
+      .getAs[Double]("accuracy")
+
+  override def testObjects: Seq[TestObject[FindBestModel]] = Seq(
+    TestObject(
+      new FindBestModel().setModels(candidates),
+      people,
+      out => assert(out.columns.contains("prediction") && out.count() == 80)
+    )
+  )
+
+  test("the most accurate candidate wins; every candidate's metrics and the ROC are kept") {
+    val best = new FindBestModel().setModels(candidates).fit(people)
+    val expected = candidates.maxBy(accuracy)
+    assert(best.getBestModel.uid == expected.uid)
+    val all = best.getAllModelMetrics.collect()
+    assert(all.map(_.getAs[String]("model_uid")).toSet == candidates.map(_.uid).toSet)
+    assert(best.getBestModelMetrics.head().getAs[Double]("accuracy") == accuracy(expected))
+    val roc = best.getRocCurve.collect().map(r => (r.getDouble(0), r.getDouble(1)))
+    assert(roc.head == ((0.0, 0.0)) && roc.last == ((1.0, 1.0)))
+    val byError = new FindBestModel().setModels(candidates).setEvaluationMetric("AUC").fit(people)
+    assert(byError.getAllModelMetrics.count() == 2)
+  }
+
+  test(
+    "unfitted candidates, a regression metric for classifiers, or no models fail before any job"
+  ) {
+    val unfitted = intercept[IllegalArgumentException](
+      new FindBestModel()
+        .setModels(Array(new TrainClassifier().setModel(new LogisticRegression())))
+        .fit(people)
+    )
+    assert(unfitted.getMessage.contains("fit it first"))
+    val wrong = intercept[IllegalArgumentException](
+      new FindBestModel().setModels(candidates).setEvaluationMetric("r2").fit(people)
+    )
+    assert(wrong.getMessage.contains("must be numeric for a regression metric"))
+    intercept[IllegalArgumentException](new FindBestModel().fit(people))
+    intercept[IllegalArgumentException](new FindBestModel().setEvaluationMetric("bleu"))
+  }
+}
