@@ -12,7 +12,8 @@ class BestModel(_BestModel):
 
     Examples
     --------
-    >>> best = FindBestModel(models=[m1, m2], evaluationMetric="AUC").fit(validation)  # doctest: +SKIP
+    >>> finder = FindBestModel(models=[m1, m2], evaluationMetric="AUC")  # doctest: +SKIP
+    >>> best = finder.fit(validation)  # doctest: +SKIP
     >>> best.getAllModelMetrics().select("model_uid", "AUC").show()  # doctest: +SKIP
     >>> best.getRocCurve().toPandas().plot(x="false_positive_rate")  # doctest: +SKIP
     """
