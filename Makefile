@@ -56,7 +56,7 @@ package-wheel: venv
 	@ls -l $(WHEEL)
 
 demo: jar
-	$(PY) -m mmlspark.apps.pipeline_demo
+	$(PY) -m mmlspark.apps.camera_trap demo --out camera-trap-demo
 
 $(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.installed
 	$(PY) -m pip install -q -r requirements-bench.txt

@@ -24,7 +24,14 @@ setup(
     license="MIT",
     python_requires=">=3.10",
     packages=find_packages(include=["mmlspark", "mmlspark.*"]),
-    package_data={"mmlspark": ["py.typed", "jars/packages.txt", "jars/repo/*/*/*/*"]},
+    package_data={
+        "mmlspark": ["py.typed", "jars/packages.txt", "jars/repo/*/*/*/*"],
+        # The camera-trap demo's embedded photos and featurizer (see make_demo.py there).
+        "mmlspark.apps.camera_trap": ["demo_data/featurizer.onnx", "demo_data/images/*/*.jpg"],
+    },
+    entry_points={
+        "console_scripts": ["mmlspark-camera-trap = mmlspark.apps.camera_trap.__main__:main"]
+    },
     install_requires=[f"pyspark=={spark}", "numpy>=1.22"],
     classifiers=[
         "Programming Language :: Python :: 3",

@@ -48,6 +48,9 @@ def test_wheel_contains_the_matching_jar():
         assert "mmlspark/jars/packages.txt" in names
         assert "mmlspark/py.typed" in names
         assert "mmlspark/stages/_SelectColumns.py" in names
+        demo = "mmlspark/apps/camera_trap/demo_data/"
+        assert f"{demo}featurizer.onnx" in names
+        assert sum(n.startswith(f"{demo}images/") and n.endswith(".jpg") for n in names) == 120
 
 
 def test_wheel_installs_in_a_clean_virtualenv_and_runs_a_pipeline(tmp_path):
@@ -64,6 +67,10 @@ def test_wheel_installs_in_a_clean_virtualenv_and_runs_a_pipeline(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert f"wheel-ok {mmlspark.__version__}" in result.stdout
+    usage = subprocess.run(
+        [str(venv / "bin" / "mmlspark-camera-trap"), "--help"], capture_output=True, text=True
+    )
+    assert usage.returncode == 0 and "classify" in usage.stdout
 
 
 SUBMITTED = textwrap.dedent(

@@ -1,0 +1,95 @@
+"""Command line of the camera-trap job (also installed as ``mmlspark-camera-trap``).
+
+    python -m mmlspark.apps.camera_trap demo --out demo-output
+    python -m mmlspark.apps.camera_trap train --images photos/ --featurizer resnet50.onnx \\
+        --feature-node pool --model-out model/
+    python -m mmlspark.apps.camera_trap classify --images new-photos/ --model model/ --out run1/
+    python -m mmlspark.apps.camera_trap evaluate --predictions run1/ --out run1/evaluation
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from mmlspark.apps.camera_trap import job
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="mmlspark-camera-trap",
+        description="Sort camera-trap photos by species or empty with transfer learning on Spark.",
+    )
+    p.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    t = sub.add_parser("train", help="train a classifier on labelled photos")
+    t.add_argument("--images", required=True, help="photos: any Spark-readable path")
+    t.add_argument("--labels", help="COCO Camera Traps JSON (default: the photo's folder name)")
+    t.add_argument("--featurizer", required=True, help="ONNX image model (local file)")
+    t.add_argument("--feature-node", default="pool", help="node or tensor to cut the model at")
+    t.add_argument("--image-size", type=int, default=96, help="side photos are resized to")
+    t.add_argument("--model-out", required=True, help="directory to save the trained pipeline in")
+
+    c = sub.add_parser("classify", help="score photos with a trained model")
+    c.add_argument("--images", required=True)
+    c.add_argument("--model", required=True, help="directory written by train")
+    c.add_argument("--out", required=True, help="results directory (an interrupted run resumes)")
+    c.add_argument("--overwrite", action="store_true", help="start over in --out")
+    c.add_argument(
+        "--bursts",
+        choices=["off", "cct", "time"],
+        default="off",
+        help="average each burst's probabilities: sequences from --cct (seq_id), or photos of "
+        "one folder at most --burst-gap seconds apart (file time)",
+    )
+    c.add_argument("--cct", help="COCO Camera Traps JSON with the photos' seq_id")
+    c.add_argument("--burst-gap", type=float, default=3.0, help="seconds between bursts")
+
+    e = sub.add_parser("evaluate", help="metrics of classify results against ground truth")
+    e.add_argument("--predictions", required=True, help="directory written by classify")
+    e.add_argument("--labels", help="COCO Camera Traps JSON (default: the photo's folder name)")
+    e.add_argument("--out", required=True)
+
+    d = sub.add_parser("demo", help="train, classify and evaluate on the embedded demo data")
+    d.add_argument("--out", default="camera-trap-demo", help="directory for everything it writes")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        spark = job.spark_session(args.master)
+        if args.command == "train":
+            job.train(
+                spark,
+                args.images,
+                args.featurizer,
+                args.model_out,
+                labels=args.labels,
+                feature_node=args.feature_node,
+                image_size=args.image_size,
+            )
+        elif args.command == "classify":
+            job.classify(
+                spark,
+                args.images,
+                args.model,
+                args.out,
+                overwrite=args.overwrite,
+                bursts=args.bursts,
+                cct=args.cct,
+                burst_gap=args.burst_gap,
+            )
+        elif args.command == "evaluate":
+            job.evaluate(spark, args.predictions, args.out, labels=args.labels)
+        else:
+            job.demo(spark, args.out)
+    except job.JobError as e:
+        print(f"mmlspark-camera-trap {args.command}: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,187 @@
+"""The camera-trap job end to end on the embedded demo photos (small copies of them)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from sklearn import metrics
+
+from mmlspark.apps.camera_trap import __main__ as cli
+from mmlspark.apps.camera_trap import job
+
+DEMO = job.DEMO_DATA
+
+
+def _copy(target: Path, names: list[str], every: int = 1, offset: int = 0) -> list[Path]:
+    copied = []
+    for label in names:
+        for photo in sorted((DEMO / "images" / label).glob("*.jpg"))[offset::every]:
+            destination = target / label / photo.name
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(photo, destination)
+            copied.append(destination)
+    return copied
+
+
+def check_megadetector_format(results: dict, files: set[str]) -> None:
+    """The fields of the MegaDetector batch output format that review tools read."""
+    assert set(results) >= {"images", "detection_categories", "info"}
+    assert results["info"]["format_version"] == "1.4"
+    detection_categories = results["detection_categories"]
+    classification_categories = results["classification_categories"]
+    assert {e["file"] for e in results["images"]} == files
+    for entry in results["images"]:
+        assert not entry["file"].startswith("/") and ":" not in entry["file"]  # relative
+        if "failure" in entry:
+            assert isinstance(entry["failure"], str) and entry["failure"]
+            continue
+        assert 0.0 <= entry["max_detection_conf"] <= 1.0
+        for d in entry["detections"]:
+            assert d["category"] in detection_categories
+            assert 0.0 <= d["conf"] <= 1.0
+            assert len(d["bbox"]) == 4 and all(0.0 <= v <= 1.0 for v in d["bbox"])
+            for category, p in d["classifications"]:
+                assert category in classification_categories and 0.0 <= p <= 1.0
+
+
+def test_demo_trains_classifies_and_evaluates_well_above_chance(spark, tmp_path):
+    lines: list[str] = []
+    summary = job.demo(spark, str(tmp_path / "demo"), log=lines.append)
+    assert summary["accuracy"] > 0.8, lines  # chance is 1/3
+    out = tmp_path / "demo" / "predictions"
+    rows = list(csv.DictReader((out / "predictions.csv").open()))
+    assert len(rows) == 30 and all(r["predicted_label"] in {"deer", "fox", "empty"} for r in rows)
+    results = json.loads((out / "results.json").read_text())
+    check_megadetector_format(results, {r["path"] for r in rows})
+    evaluation = json.loads((tmp_path / "demo" / "evaluation" / "metrics.json").read_text())
+    truth = [r["path"].split("/")[0] for r in rows]
+    assert evaluation["accuracy"] == pytest.approx(
+        metrics.accuracy_score(truth, [r["predicted_label"] for r in rows])
+    )
+    assert any("synthetic photos" in line for line in lines)  # provenance is stated
+
+
+def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_path):
+    images = tmp_path / "survey"
+    _copy(images, ["deer", "fox", "empty"], every=2)
+    (images / "deer" / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
+    model = tmp_path / "model"
+    featurizer = str(DEMO / "featurizer.onnx")
+    assert cli.main(["train", "--images", str(images), "--featurizer", featurizer,
+                     "--model-out", str(model)]) == 0  # fmt: skip
+
+    # COCO Camera Traps labels for new photos (category 0 is empty), scored in two sittings.
+    new = tmp_path / "new"
+    first = _copy(new, ["deer", "fox", "empty"], every=4, offset=1)
+    categories = [{"id": 0, "name": "empty"}, {"id": 1, "name": "deer"}, {"id": 2, "name": "fox"}]
+    ids = {c["name"]: c["id"] for c in categories}
+    out = tmp_path / "run"
+    assert (
+        cli.main(["classify", "--images", str(new), "--model", str(model), "--out", str(out)]) == 0
+    )
+    before = {r["path"]: r for r in csv.DictReader((out / "predictions.csv").open())}
+    assert len(before) == len(first)
+    later = _copy(new, ["deer", "fox", "empty"], every=4, offset=3)
+    (new / "notes.txt").write_text("not a photo")
+    assert (
+        cli.main(["classify", "--images", str(new), "--model", str(model), "--out", str(out)]) == 0
+    )
+    after = {r["path"]: r for r in csv.DictReader((out / "predictions.csv").open())}
+    assert len(after) == len(first) + len(later) + 1  # nothing scored twice
+    assert all(after[p] == before[p] for p in before)  # earlier results kept as they were
+    assert after["notes.txt"]["failure"] and not after["notes.txt"]["predicted_label"]
+    results = json.loads((out / "results.json").read_text())
+    check_megadetector_format(results, set(after))
+    assert next(e for e in results["images"] if e["file"] == "notes.txt")["failure"]
+
+    photos = [p for p in new.rglob("*.jpg")]
+    cct = {
+        "images": [{"id": i, "file_name": str(p.relative_to(new)), "seq_id": f"s{i // 3}",
+                    "frame_num": i % 3, "location": "L1", "datetime": "2024-05-01 10:00:00"}
+                   for i, p in enumerate(photos)],
+        "annotations": [{"id": i, "image_id": i, "category_id": ids[p.parent.name]}
+                        for i, p in enumerate(photos)],
+        "categories": categories,
+    }  # fmt: skip
+    labels = tmp_path / "labels.json"
+    labels.write_text(json.dumps(cct))
+    assert cli.main(["evaluate", "--predictions", str(out), "--labels", str(labels),
+                     "--out", str(tmp_path / "eval")]) == 0  # fmt: skip
+    scored = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    pairs = [(p.split("/")[0], r["predicted_label"]) for p, r in after.items() if "/" in p]
+    truth, predicted = zip(*pairs, strict=True)
+    assert scored["accuracy"] == pytest.approx(metrics.accuracy_score(truth, predicted))
+    assert scored["photos"] == len(pairs) and scored["failures"] == 1
+    precision = metrics.precision_score(truth, predicted, labels=scored["labels"], average=None)
+    assert list(scored["precision_per_class"].values()) == pytest.approx(list(precision))
+
+    # Training from the CCT file instead of folder names gives the same classes.
+    assert cli.main(["train", "--images", str(new), "--labels", str(labels), "--featurizer",
+                     featurizer, "--model-out", str(tmp_path / "model2")]) == 0  # fmt: skip
+    # Another model into the same results is refused; --overwrite starts over.
+    again = [
+        "classify",
+        "--images",
+        str(new),
+        "--model",
+        str(tmp_path / "model2"),
+        "--out",
+        str(out),
+    ]
+    assert cli.main(again) == 2
+    assert cli.main(again + ["--overwrite"]) == 0
+
+
+def test_unreadable_inputs_fail_before_spark_work(spark, tmp_path, capsys):
+    code = cli.main(["train", "--images", str(tmp_path), "--featurizer", str(tmp_path / "no.onnx"),
+                     "--model-out", str(tmp_path / "m")])  # fmt: skip
+    assert code == 2 and "cannot read the featurizer model" in capsys.readouterr().err
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(job.JobError, match="cannot read COCO Camera Traps labels"):
+        job.CctLabels.read(str(tmp_path / "bad.json"))
+    code = cli.main(["classify", "--images", str(tmp_path), "--model", str(tmp_path / "none"),
+                     "--out", str(tmp_path / "o")])  # fmt: skip
+    assert code == 2 and "cannot load a camera-trap model" in capsys.readouterr().err
+
+
+def test_burst_ensembling_by_sequence_and_by_time(spark, tmp_path):
+    import os
+
+    model = tmp_path / "model"
+    job.train(spark, str(DEMO / "images"), str(DEMO / "featurizer.onnx"), str(model), log=print)
+    new = tmp_path / "new"
+    photos = _copy(new, ["deer", "fox"], every=8, offset=2)  # 5 + 5 photos
+    # Sequences of the CCT file: the photos of each folder in threes (and a single).
+    cct = {"images": [], "annotations": [], "categories": [{"id": 0, "name": "empty"}]}
+    for i, p in enumerate(sorted(photos)):
+        rank = sorted(q for q in photos if q.parent == p.parent).index(p)
+        seq = f"{p.parent.name}-{rank // 3}"
+        cct["images"].append({"id": i, "file_name": str(p.relative_to(new)), "seq_id": seq})
+        # File times for the time rule: bursts of three, 100 s apart.
+        os.utime(p, (1_700_000_000 + 100 * (rank // 3) + rank % 3,) * 2)
+    (tmp_path / "cct.json").write_text(json.dumps(cct))
+
+    def run(name: str, *extra: str) -> dict[str, dict]:
+        out = tmp_path / name
+        args = ["classify", "--images", str(new), "--model", str(model), "--out", str(out)]
+        assert cli.main(args + list(extra)) == 0
+        table = spark.read.parquet(str(out / "predictions.parquet")).collect()
+        return {Path(r.path).name: r for r in table}
+
+    by_sequence = run("cct", "--bursts", "cct", "--cct", str(tmp_path / "cct.json"))
+    for rows in (by_sequence, run("time", "--bursts", "time")):
+        groups: dict[str, set] = {}
+        for r in rows.values():
+            groups.setdefault(r.burst, set()).add(r.predicted_label)
+        assert len(groups) == 4  # deer 3 + 2, fox 3 + 2
+        assert all(len(labels) == 1 for labels in groups.values())  # one class per burst
+    alone = run("off")
+    assert all(r.burst is None and r.predicted_label == r.image_label for r in alone.values())
+    assert cli.main(["evaluate", "--predictions", str(tmp_path / "time"),
+                     "--out", str(tmp_path / "eval")]) == 0  # fmt: skip
+    scored = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert scored["bursts"] == "time:3.0" and 0 <= scored["accuracy_per_photo"] <= 1
