@@ -63,6 +63,16 @@ def test_demo_trains_classifies_and_evaluates_well_above_chance(spark, tmp_path)
         metrics.accuracy_score(truth, [r["predicted_label"] for r in rows])
     )
     assert any("synthetic photos" in line for line in lines)  # provenance is stated
+    import cv2
+
+    matrix = cv2.imread(str(tmp_path / "demo" / "evaluation" / "confusion_matrix.png"))
+    grid = cv2.imread(str(tmp_path / "demo" / "evaluation" / "samples.png"))
+    assert matrix is not None and grid is not None
+    assert grid.shape[1] == 4 * 128 and grid.shape[0] == 4 * (128 + 22)  # 16 photos, 4 a row
+    # Perfect predictions: the diagonal cells are dark, the others white (cells 70 px from 110, 40).
+    cells = [[matrix[40 + 70 * i + 10, 110 + 70 * j + 60] for j in range(3)] for i in range(3)]
+    # (BGR: a full row share is dark blue, no red; an empty cell is white.)
+    assert all(cells[i][i][2] < 60 and cells[i][(i + 1) % 3].sum() == 765 for i in range(3))
 
 
 def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_path):

@@ -414,6 +414,7 @@ def evaluate(
         metrics["accuracy_per_photo"] = own.accuracy
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    draw_plots(spark, judged, metrics, Path(out))
     log(f"[evaluate] {metrics['photos']} photos: accuracy {metrics['accuracy']:.3f}")
     if "accuracy_per_photo" in metrics:
         log(
@@ -426,6 +427,27 @@ def evaluate(
             f"recall {metrics['recall_per_class'][name]:.3f}"
         )
     return metrics
+
+
+def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], out: Path) -> None:
+    """`confusion_matrix.png`, and `samples.png`: up to 16 photos, mistakes first, captioned
+    "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is needed."""
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    charts = jvm.mmlspark.opencv.Charts
+    matrix = {"labels": metrics["labels"], "matrix": metrics["confusion_matrix"]}
+    charts.confusionMatrix(json.dumps(matrix), str(out / "confusion_matrix.png"))
+    wrong = judged.filter("prediction != label").orderBy("path").limit(16).collect()
+    right = judged.filter("prediction = label").orderBy("path").limit(16 - len(wrong)).collect()
+    samples = [
+        {
+            "path": r.path,
+            "caption": r.prediction + ("" if r.prediction == r.label else f" (true {r.label})"),
+        }
+        for r in wrong + right
+    ]
+    if samples:
+        charts.imageGrid(json.dumps(samples), 4, 128, str(out / "samples.png"))
 
 
 DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
