@@ -228,8 +228,10 @@ def classify(
 
     start = time.perf_counter()
     photos = list_photos(spark, images)
+    scored_before = 0
     if predictions.exists():
         done = spark.read.parquet(str(predictions)).select("path", "modificationTime")
+        scored_before = done.count()
         photos = photos.join(done, ["path", "modificationTime"], "left_anti")
     scored = model.transform(decode(photos))
     failure = F.coalesce("error", "featurizeError")
@@ -280,9 +282,10 @@ def classify(
     seconds = time.perf_counter() - start
     summary = write_outputs(everything, out_dir, levels, manifest["images"])
     summary["seconds"] = round(seconds, 2)
+    new = summary["photos"] - scored_before
     log(
         f"[classify] {summary['photos']} photos ({summary['failures']} failures) in {out}; "
-        f"this run {seconds:.1f} s"
+        f"this run {new} photos in {seconds:.1f} s ({new / max(seconds, 1e-9):.1f} photos/s)"
     )
     everything.unpersist()
     return summary
