@@ -117,10 +117,12 @@ final class ImageFeaturizer(override val uid: String)
   private def imageErrorCol = s"__imageError_$uid"
   private def modelErrorCol = s"__modelError_$uid"
 
-  // The cut model, by (model hash, feature tensor name): cutting reads and rewrites the whole model.
-  @transient private var cut: ((String, Option[String]), Array[Byte]) = _
+  // The cut model, by (model hash, feature tensor name), as an ONNXModel that has read its inputs
+  // and outputs: cutting rewrites the whole model, and inspecting it opens an ONNX Runtime
+  // session, so neither is repeated for every transformSchema and transform.
+  @transient private var cut: ((String, Option[String]), ONNXModel) = _
 
-  private def cutModel(spark: SparkSession): Array[Byte] = synchronized {
+  private def cutModel(spark: SparkSession): ONNXModel = synchronized {
     val key = (modelInfo.source.hash, get(featureTensorName))
     if (cut == null || cut._1 != key) {
       val whole = modelBytes(spark)
@@ -133,9 +135,11 @@ final class ImageFeaturizer(override val uid: String)
               e
             )
         }
-      cut = (key, bytes)
+      val model = new ONNXModel().setModelPayload(bytes)
+      model.modelInfo
+      cut = (key, model)
     }
-    cut._2
+    cut._2.copy(ParamMap.empty)
   }
 
   /** The two stages this one runs: preprocessing, then the cut model. */
@@ -148,7 +152,7 @@ final class ImageFeaturizer(override val uid: String)
       .setTensorChannelOrder($(tensorChannelOrder))
       .resize($(imageHeight), $(imageWidth))
       .normalize($(channelMeans), $(channelStds), $(colorScaleFactor))
-    val model = new ONNXModel().setModelPayload(cutModel(spark))
+    val model = cutModel(spark)
     val inputs = model.getModelInputs
     SchemaUtils.require(
       this,

@@ -288,7 +288,7 @@ final class ONNXModel(override val uid: String)
   override def transformSchema(schema: StructType): StructType = outputSchema(schema, plan(schema))
 
   override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
+    // transformSchema's gate, keeping the plan it resolves instead of resolving it twice.
     val p = plan(dataset.schema)
     val schema = outputSchema(dataset.schema, p)
     modelInfo.ship(dataset.sparkSession)

@@ -80,13 +80,13 @@ private[train] trait MetricParams extends Params with HasLabelCol {
   /** Label and prediction as comparable strings: numbers as doubles, so 1 and 1.0 are one class. */
   protected def asClasses(df: DataFrame): (Column, Column) = {
     val (l, p) = (df.schema($(labelCol)).dataType, df.schema($(predictionCol)).dataType)
-    def key(c: String, t: DataType): Column = {
+    def key(c: String): Column = {
       val column = col(SchemaUtils.quoted(c))
       (if (l.isInstanceOf[NumericType] && p.isInstanceOf[NumericType]) column.cast(DoubleType)
        else column)
         .cast(StringType)
     }
-    (key($(labelCol), l), key($(predictionCol), p))
+    (key($(labelCol)), key($(predictionCol)))
   }
 }
 
