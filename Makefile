@@ -31,11 +31,11 @@ codegen: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) "codegen/run"
 
 lint: venv
-	$(PY) -m ruff check mmlspark tests bench setup.py
-	$(PY) -m ruff format --check mmlspark tests bench setup.py
+	$(PY) -m ruff check mmlspark tests bench scripts setup.py
+	$(PY) -m ruff format --check mmlspark tests bench scripts setup.py
 
 format: venv
-	$(PY) -m ruff format mmlspark tests bench setup.py
+	$(PY) -m ruff format mmlspark tests bench scripts setup.py
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
 
 # Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
@@ -58,11 +58,7 @@ package-wheel: venv
 demo: jar
 	$(PY) -m mmlspark.apps.camera_trap demo --out camera-trap-demo
 
-$(VENV)/.bench-installed: requirements-bench.txt $(VENV)/.installed
-	$(PY) -m pip install -q -r requirements-bench.txt
-	touch $@
-
-bench: jar $(VENV)/.bench-installed
+bench: jar
 	$(PY) bench/image_pipeline.py
 	$(PY) bench/onnx_inference.py
 

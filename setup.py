@@ -25,7 +25,7 @@ setup(
     python_requires=">=3.10",
     packages=find_packages(include=["mmlspark", "mmlspark.*"]),
     package_data={
-        "mmlspark": ["py.typed", "jars/packages.txt", "jars/repo/*/*/*/*"],
+        "mmlspark": ["py.typed", "jars/packages.txt", "jars/repo/*/*/*/*", "resources/*.sh"],
         # The camera-trap demo's embedded photos and featurizer (see make_demo.py there).
         "mmlspark.apps.camera_trap": ["demo_data/featurizer.onnx", "demo_data/images/*/*.jpg"],
     },

@@ -44,7 +44,9 @@ def generated_classes() -> list[type[MMLParams]]:
     return [found[k] for k in sorted(found)]
 
 
-def run_job(tmp_path: Path, script: str, argument: str) -> subprocess.CompletedProcess[str]:
+def run_job(
+    tmp_path: Path, script: str, argument: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Runs `script` in a Python process of its own (a session with its own settings, such as a
     local cluster) as `job.py ARGUMENT TESTS_DIR`, and checks that it succeeds."""
     path = tmp_path / "job.py"
@@ -53,7 +55,7 @@ def run_job(tmp_path: Path, script: str, argument: str) -> subprocess.CompletedP
     result = subprocess.run(
         [sys.executable, str(path), argument, str(root / "tests")],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(root)},
+        env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,

@@ -1,10 +1,14 @@
-"""Spark's GPU scheduling on this CPU machine: a local cluster whose workers report fake GPU
-addresses. Each task must be bound to the GPU Spark assigned to it (never a hard-coded 0), and
-ONNXModel with deviceType 'auto' must still run, on the CPU, where CUDA is missing."""
+"""Spark's GPU scheduling on this CPU machine: a local cluster whose workers find GPUs with the
+discovery script mmlspark ships, reading a fake ``nvidia-smi`` that lists GPUs 3 and 7. Each
+task must be bound to the GPU Spark assigned to it (never a hard-coded 0), tasks given a share of
+one GPU must bind to that same GPU (and so to one session, whose key is model, device and
+settings), and ONNXModel with deviceType 'auto' must still run, on the CPU, where CUDA is
+missing."""
 
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 
 from conftest import run_job
@@ -14,17 +18,19 @@ SCRIPT = textwrap.dedent(
     import json, sys
     sys.path.insert(0, sys.argv[2])
     import mmlspark
+    import mmlspark.onnx
     import onnx_models
     from mmlspark.onnx import ONNXModel, gpu_assignments
 
-    discovery = sys.argv[1]
+    executor_gpus, task_share = sys.argv[1].split(",")
+    discovery = mmlspark.onnx.gpu_discovery_script()
     spark = mmlspark.session("local-cluster[2,2,1024]", {
         "spark.ui.enabled": "false",
         "spark.worker.resource.gpu.amount": "2",
         "spark.worker.resource.gpu.discoveryScript": discovery,
-        "spark.executor.resource.gpu.amount": "2",
+        "spark.executor.resource.gpu.amount": executor_gpus,
         "spark.executor.resource.gpu.discoveryScript": discovery,
-        "spark.task.resource.gpu.amount": "1",
+        "spark.task.resource.gpu.amount": task_share,
     })
     print("ASSIGNMENTS " + json.dumps(gpu_assignments(spark, tasks=8, hold_millis=1500)))
     rows = [(i, [float(i), 1.0, 2.0]) for i in range(20)]
@@ -39,25 +45,52 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_each_task_binds_to_its_own_gpu_address(tmp_path):
-    discovery = tmp_path / "gpus.sh"
-    discovery.write_text('#!/usr/bin/env bash\necho \'{"name": "gpu", "addresses": ["3", "7"]}\'\n')
-    discovery.chmod(0o755)
-    result = run_job(tmp_path, SCRIPT, str(discovery))
+def assignments(tmp_path, executor_gpus: int, task_share: str) -> tuple[list[dict], str]:
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "nvidia-smi").write_text('#!/bin/sh\nprintf "3\\n7\\n"\n')
+    (fake / "nvidia-smi").chmod(0o755)
+    path = f"{fake}{os.pathsep}{os.environ['PATH']}"
+    result = run_job(tmp_path, SCRIPT, f"{executor_gpus},{task_share}", env={"PATH": path})
     line = next(x for x in result.stdout.splitlines() if x.startswith("ASSIGNMENTS "))
     tasks = json.loads(line[len("ASSIGNMENTS ") :])
     assert len(tasks) == 8
+    assert {t["executor"] for t in tasks} == {"0", "1"}
     for task in tasks:
         assert len(task["gpus"]) == 1 and task["gpus"][0] in ("3", "7"), task
         assert task["device"] == f"cuda:{task['gpus'][0]}", task
         assert task["cudaAvailable"] is False  # the CPU build of ONNX Runtime
-    # Tasks that ran at the same time on one executor hold different GPUs.
-    overlapping = 0
-    for i, a in enumerate(tasks):
-        for b in tasks[i + 1 :]:
-            if a["executor"] == b["executor"] and a["start"] < b["end"] and b["start"] < a["end"]:
-                overlapping += 1
-                assert a["gpus"] != b["gpus"], (a, b)
-    assert overlapping > 0, "no two tasks overlapped on an executor; the check proved nothing"
-    assert {t["executor"] for t in tasks} == {"0", "1"}
     assert "onnx-ok" in result.stdout
+    return tasks, result.stdout
+
+
+def overlapping(tasks: list[dict]) -> list[tuple[dict, dict]]:
+    """Pairs of tasks that ran at the same time on one executor."""
+    return [
+        (a, b)
+        for i, a in enumerate(tasks)
+        for b in tasks[i + 1 :]
+        if a["executor"] == b["executor"] and a["start"] < b["end"] and b["start"] < a["end"]
+    ]
+
+
+def test_each_task_binds_to_its_own_gpu_address(tmp_path):
+    tasks, _ = assignments(tmp_path, executor_gpus=2, task_share="1")
+    pairs = overlapping(tasks)
+    assert pairs, "no two tasks overlapped on an executor; the check proved nothing"
+    for a, b in pairs:
+        assert a["gpus"] != b["gpus"], (a, b)
+
+
+def test_tasks_given_a_share_of_one_gpu_bind_to_it_together(tmp_path):
+    tasks, _ = assignments(tmp_path, executor_gpus=1, task_share="0.5")
+    pairs = overlapping(tasks)
+    assert pairs, "no two tasks overlapped on an executor; the check proved nothing"
+    for a, b in pairs:
+        assert a["gpus"] == b["gpus"] and a["device"] == b["device"], (a, b)
+    # Each executor holds one GPU: all of its tasks name the same device, so its tasks use one
+    # session (sessions are keyed by model, device and settings; see ONNXModelSuite).
+    by_executor: dict[str, set[str]] = {}
+    for task in tasks:
+        by_executor.setdefault(task["executor"], set()).add(task["device"])
+    assert all(len(devices) == 1 for devices in by_executor.values()), by_executor

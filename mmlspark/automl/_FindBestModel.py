@@ -31,6 +31,7 @@ class _FindBestModel(MMLEstimator, HasLabelCol):
     """
 
     _java_class_name = "mmlspark.automl.FindBestModel"
+    _java_model_class_name = "mmlspark.automl.BestModel"
 
     evaluationMetric: "Param[str]" = Param(
         Params._dummy(),

@@ -7,6 +7,7 @@ never patched.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, ClassVar
 
 from py4j.java_gateway import JavaObject
@@ -15,10 +16,19 @@ from pyspark.core.context import SparkContext
 from pyspark.errors import IllegalArgumentException
 from pyspark.ml.evaluation import JavaEvaluator
 from pyspark.ml.param import Param
-from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable, try_remote_read
+from pyspark.ml.util import (
+    JavaMLReadable,
+    JavaMLReader,
+    JavaMLWritable,
+    MLReader,
+    RemoteModelRef,
+)
 from pyspark.ml.wrapper import JavaEstimator, JavaModel, JavaParams, JavaTransformer
+from pyspark.sql.utils import is_remote
 
 __all__ = [
+    "ConnectNotSupportedError",
+    "require_classic_session",
     "MMLParams",
     "MMLTransformer",
     "MMLEstimator",
@@ -27,6 +37,26 @@ __all__ = [
     "to_stage",
     "to_stages",
 ]
+
+
+class ConnectNotSupportedError(NotImplementedError):
+    """What needs the driver's JVM (py4j), which a Spark Connect client does not have."""
+
+
+def require_classic_session(feature: str, instead: str) -> None:
+    """Raises :class:`ConnectNotSupportedError` naming `feature` and what to do `instead` when
+    the active session is a Spark Connect one."""
+    if is_remote():
+        raise ConnectNotSupportedError(
+            f"{feature} needs a classic Spark session (the driver's JVM through py4j) and does not "
+            f"work over Spark Connect; {instead}"
+        )
+
+
+def _python_class(java_class_name: str) -> type:
+    """The Python class of a JVM stage of this library: the same module path and name."""
+    module, _, name = java_class_name.rpartition(".")
+    return getattr(importlib.import_module(module), name)  # type: ignore[no-any-return]
 
 
 def to_stage(value: Any) -> JavaParams:
@@ -69,6 +99,47 @@ class _Reader(JavaMLReader):
         return clazz._java_class_name  # type: ignore[attr-defined]
 
 
+class _RemoteReader(MLReader[Any]):
+    """Loads a stage on a Spark Connect server through the JVM class its Python class declares
+    (pyspark's own remote reader derives the JVM name from the Python module, which only works
+    for pyspark's classes)."""
+
+    def __init__(self, clazz: type[MMLParams]) -> None:
+        super().__init__()
+        self._clazz = clazz
+
+    def load(self, path: str) -> Any:
+        import pyspark.sql.connect.proto as pb2
+        from pyspark.ml.connect.serialize import deserialize, deserialize_param
+        from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+        session = ConnectSession.getActiveSession()
+        assert session is not None
+        is_model = issubclass(self._clazz, JavaModel)
+        if is_model:
+            kind = pb2.MlOperator.OPERATOR_TYPE_MODEL
+        elif issubclass(self._clazz, JavaEstimator):
+            kind = pb2.MlOperator.OPERATOR_TYPE_ESTIMATOR
+        elif issubclass(self._clazz, JavaEvaluator):
+            kind = pb2.MlOperator.OPERATOR_TYPE_EVALUATOR
+        else:
+            kind = pb2.MlOperator.OPERATOR_TYPE_TRANSFORMER
+        command = pb2.Command()
+        command.ml_command.read.CopyFrom(
+            pb2.MlCommand.Read(
+                operator=pb2.MlOperator(name=self._clazz._java_class_name, type=kind), path=path
+            )
+        )
+        _, properties, _ = session.client.execute_command(command)
+        result = deserialize(properties)
+        instance = self._clazz()
+        if is_model:
+            instance._java_obj = RemoteModelRef(result.obj_ref.id)
+        instance._resetUid(result.uid)
+        instance._set(**{k: deserialize_param(v) for k, v in result.params.params.items()})
+        return instance
+
+
 class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     """A Python stage backed by a JVM stage of the mmlspark jar."""
 
@@ -77,8 +148,6 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
 
     def __init__(self) -> None:
         super().__init__()
-        from pyspark.sql.utils import is_remote
-
         from mmlspark.core.session import require_jvm_library
 
         if not is_remote():
@@ -86,9 +155,11 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         self._java_obj = self._new_java_obj(self._java_class_name, self.uid)
 
     @classmethod
-    @try_remote_read
-    def read(cls) -> _Reader:
-        """Returns a reader that loads this stage from a path."""
+    def read(cls) -> Any:
+        """Returns a reader that loads this stage from a path (on a classic or a Spark Connect
+        session)."""
+        if is_remote():
+            return _RemoteReader(cls)
         return _Reader(cls)
 
     def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
@@ -111,6 +182,13 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     def _set(self, **kwargs: Any) -> Any:
         """Sets params, validating each against the JVM stage's own rule when a JVM is at hand,
         so that a bad value fails here rather than later on an executor."""
+        for name, value in kwargs.items():
+            converter = self.getParam(name).typeConverter
+            if value is not None and converter in (to_stage, to_stages):
+                require_classic_session(
+                    f"{type(self).__name__}.{name} (a param holding pipeline stages)",
+                    "set it on a classic session, save the stage, and load it over Connect",
+                )
         previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
         super()._set(**kwargs)
         java_obj = getattr(self, "_java_obj", None)
@@ -152,7 +230,13 @@ class MMLModel(MMLParams, JavaModel):
 class MMLEstimator(MMLParams, JavaEstimator):
     """A JVM-backed Estimator; the model it fits is wrapped in its own Python class."""
 
-    def _create_model(self, java_model: JavaObject) -> JavaModel:
+    _java_model_class_name: ClassVar[str]
+
+    def _create_model(self, java_model: JavaObject | RemoteModelRef) -> JavaModel:
+        if isinstance(java_model, RemoteModelRef):  # fitted on a Spark Connect server
+            model = _python_class(self._java_model_class_name)()
+            model._java_obj = java_model
+            return model  # type: ignore[no-any-return]
         return JavaParams._from_java(java_model)
 
     def _copyValues(self, to: Any, extra: Any = None) -> Any:

@@ -6,7 +6,7 @@ import json
 import os
 from typing import Any
 
-__all__ = ["inspect_model", "gpu_assignments"]
+__all__ = ["inspect_model", "gpu_assignments", "gpu_discovery_script"]
 
 # ONNX element type names as ONNXModel reports them.
 _NAMES = {"FLOAT": "float", "DOUBLE": "double", "STRING": "string", "BOOL": "bool"}
@@ -71,6 +71,22 @@ def gpu_assignments(spark: Any, tasks: int = 8, hold_millis: int = 500) -> list[
     task's ``start`` and ``end`` (epoch milliseconds). Tasks are held ``hold_millis`` so that
     concurrent ones overlap.
     """
+    from mmlspark.core.wrapper import require_classic_session
+
+    require_classic_session("gpu_assignments", "run it from a classic session on the cluster")
     jvm = spark.sparkContext._jvm
     rows = jvm.mmlspark.onnx.Device.taskAssignments(spark._jsparkSession, tasks, hold_millis)
     return [json.loads(row) for row in rows]
+
+
+def gpu_discovery_script() -> str:
+    """The path of the GPU discovery script that ships with mmlspark: it prints the node's
+    NVIDIA GPUs (``nvidia-smi``) the way Spark's ``...resource.gpu.discoveryScript`` settings
+    expect, ``{"name": "gpu", "addresses": ["0", "1"]}``, and no addresses where there is no
+    GPU. Install mmlspark on every worker node and give Spark this path (see the README)."""
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "resources" / "gpu_discovery.sh"
+    if not os.access(script, os.X_OK):
+        script.chmod(script.stat().st_mode | 0o111)
+    return str(script)

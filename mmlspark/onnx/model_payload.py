@@ -5,7 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
+from mmlspark.core.wrapper import require_classic_session
+
 _S = TypeVar("_S", bound="HasModelPayload")
+
+
+_PAYLOAD_INSTEAD = "give the model as modelLocation, a path the Connect server can read"
+_INSPECT_INSTEAD = "read the model file with mmlspark.onnx.inspect_model(path) instead"
 
 
 def _specs(text: str) -> dict[str, dict[str, Any]]:
@@ -17,7 +23,8 @@ class HasModelPayload:
 
     _java_obj: Any
 
-    def _jvm_stage(self) -> Any:
+    def _jvm_stage(self, feature: str, instead: str) -> Any:
+        require_classic_session(f"{type(self).__name__}.{feature}", instead)
         if self._java_obj is None:
             raise RuntimeError(
                 f"{type(self).__name__}: no JVM stage; start a session with mmlspark.session()"
@@ -27,19 +34,19 @@ class HasModelPayload:
     def setModelPayload(self: _S, payload: bytes) -> _S:
         """Sets the model from its bytes (an ONNX file's content); takes precedence over
         ``modelLocation`` and is saved with the stage as ``model.onnx``."""
-        self._jvm_stage().setModelPayload(bytearray(payload))
+        self._jvm_stage("setModelPayload", _PAYLOAD_INSTEAD).setModelPayload(bytearray(payload))
         return self
 
     def getModelPayload(self) -> bytes | None:
         """The model bytes set with :meth:`setModelPayload` or loaded with the stage."""
-        payload = self._jvm_stage().getModelPayload()
+        payload = self._jvm_stage("getModelPayload", _PAYLOAD_INSTEAD).getModelPayload()
         return None if payload is None else bytes(payload)
 
     def getModelInputs(self) -> dict[str, dict[str, Any]]:
         """The model's inputs, in order: name -> ``type``, ``shape`` (-1 where dynamic) and
         ``dimNames`` (the names of dynamic dimensions). Read once on the driver."""
-        return _specs(self._jvm_stage().getModelInputsJson())
+        return _specs(self._jvm_stage("getModelInputs", _INSPECT_INSTEAD).getModelInputsJson())
 
     def getModelOutputs(self) -> dict[str, dict[str, Any]]:
         """The model's outputs, like :meth:`getModelInputs`."""
-        return _specs(self._jvm_stage().getModelOutputsJson())
+        return _specs(self._jvm_stage("getModelOutputs", _INSPECT_INSTEAD).getModelOutputsJson())

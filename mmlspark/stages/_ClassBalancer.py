@@ -28,6 +28,7 @@ class _ClassBalancer(MMLEstimator, HasInputCol, HasOutputCol):
     """
 
     _java_class_name = "mmlspark.stages.ClassBalancer"
+    _java_model_class_name = "mmlspark.stages.ClassBalancerModel"
 
     broadcastJoin: "Param[bool]" = Param(
         Params._dummy(),

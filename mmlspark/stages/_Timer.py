@@ -26,6 +26,7 @@ class _Timer(MMLEstimator):
     """
 
     _java_class_name = "mmlspark.stages.Timer"
+    _java_model_class_name = "mmlspark.stages.TimerModel"
 
     materialize: "Param[bool]" = Param(
         Params._dummy(),

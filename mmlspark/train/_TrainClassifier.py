@@ -29,6 +29,7 @@ class _TrainClassifier(MMLEstimator, HasInputCols, HasLabelCol):
     """
 
     _java_class_name = "mmlspark.train.TrainClassifier"
+    _java_model_class_name = "mmlspark.train.TrainedClassifierModel"
 
     model: "Param[JavaParams]" = Param(
         Params._dummy(),

@@ -29,6 +29,7 @@ class _TrainRegressor(MMLEstimator, HasInputCols, HasLabelCol):
     """
 
     _java_class_name = "mmlspark.train.TrainRegressor"
+    _java_model_class_name = "mmlspark.train.TrainedRegressorModel"
 
     model: "Param[JavaParams]" = Param(
         Params._dummy(),

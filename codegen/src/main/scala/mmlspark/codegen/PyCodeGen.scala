@@ -3,6 +3,7 @@ package mmlspark.codegen
 import org.apache.spark.ml.{Estimator, Model, PipelineStage}
 import org.apache.spark.ml.evaluation.Evaluator
 import org.apache.spark.ml.param.{Param, Params}
+import org.apache.spark.sql.Dataset
 
 /** One param of a stage, as the Python wrapper sees it. */
 final case class PyParam(name: String, doc: String, paramType: ParamType, default: Option[Any])
@@ -20,6 +21,23 @@ final case class StageInfo(cls: Class[_], params: Seq[PyParam], shared: Seq[Shar
     else if (isEvaluator) "MMLEvaluator"
     else "MMLTransformer"
   def ownParams: Seq[PyParam] = params.filterNot(p => shared.exists(_.name == p.name))
+
+  /** The class of the model an estimator fits: the most specific return type of its `fit(Dataset)`
+    * (Scala leaves a bridge returning `Model` beside the real one). Python needs it on Spark
+    * Connect, where the fitted model is a server-side reference without a JVM class at hand.
+    */
+  def modelClass: Option[Class[_]] =
+    if (!isEstimator) None
+    else {
+      val fits = cls.getMethods.toSeq.filter { m =>
+        m.getName == "fit" && m.getParameterTypes.sameElements(Array(classOf[Dataset[_]]))
+      }
+      val found =
+        fits.map(_.getReturnType).reduceOption((a, b) => if (a.isAssignableFrom(b)) b else a)
+      val model = found.filter(c => classOf[Model[_]].isAssignableFrom(c) && c != classOf[Model[_]])
+      require(model.isDefined, s"codegen: cannot tell the model class of ${cls.getName} from fit")
+      model
+    }
 }
 
 object StageInfo {
@@ -155,6 +173,10 @@ object PyCodeGen {
          |        return self._set(**self._input_kwargs)
          |""".stripMargin
     )
+    val modelDecl =
+      s.modelClass
+        .map(m => "\n    _java_model_class_name = " + stringLiteral(m.getName))
+        .getOrElse("")
     s"""${header(s.cls.getName)}
        |\"\"\"Generated wrapper of the JVM $kind ``${s.cls.getName}``.\"\"\"
        |
@@ -171,7 +193,7 @@ object PyCodeGen {
        |    \"\"\"The JVM $kind ``${s.cls.getName}``.
        |$paramsSection    \"\"\"
        |
-       |    _java_class_name = "${s.cls.getName}"
+       |    _java_class_name = "${s.cls.getName}"$modelDecl
        |
        |${(paramDecls ++ methods ++ accessors).mkString("\n")}""".stripMargin
   }

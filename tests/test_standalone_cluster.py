@@ -1,0 +1,197 @@
+"""The camera-trap job submitted with spark-submit to a real standalone cluster (a master and two
+workers on loopback, scripts/spark_services.py), once as it is and once with an executor killed
+(SIGKILL) in the middle of classifying: both give exactly the local-mode results."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+import mmlspark
+from mmlspark.apps.camera_trap import job
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+from spark_services import SPARK_HOME, StandaloneCluster, free_port  # noqa: E402
+
+COPIES = 10  # of the 120 demo photos: enough tasks that one is surely running at the kill
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2, memory="2g") as c:
+        c.start()
+        yield c
+
+
+def submit(cluster: StandaloneCluster, args: list[str], events: Path, ui_port: int) -> Any:
+    """spark-submit of the camera-trap job to the cluster with mmlspark.spark_conf()."""
+    conf = {
+        **mmlspark.spark_conf(),
+        "spark.ui.port": str(ui_port),
+        "spark.eventLog.enabled": "true",
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.dir": events.as_uri(),
+        "spark.executor.memory": "1g",
+        "spark.driver.memory": "1g",
+        "spark.sql.shuffle.partitions": "4",
+    }
+    events.mkdir(parents=True, exist_ok=True)
+    command = [str(SPARK_HOME / "bin" / "spark-submit"), "--master", cluster.master_url]
+    command += ["--name", "mmlspark-camera-trap"]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    command += [str(ROOT / "mmlspark" / "apps" / "camera_trap" / "__main__.py"), *args]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PYSPARK_PYTHON": sys.executable,
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        },
+    )
+
+
+def finish(process: Any) -> str:
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output[-6000:]
+    return str(output)
+
+
+def predictions(out: Path) -> list[dict[str, Any]]:
+    table = pq.read_table(out / "predictions.parquet").to_pylist()
+    return sorted(table, key=lambda r: r["path"])
+
+
+def assert_same(actual: list[dict[str, Any]], expected: list[dict[str, Any]], root: str) -> None:
+    """Same photos (paths relative to their run's folder), labels and confidences."""
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected, strict=True):
+        assert a["path"].split(root, 1)[1] == e["path"].split(root, 1)[1]
+        assert (a["predicted_label"], a["failure"]) == (e["predicted_label"], e["failure"]), a
+        if e["confidence"] is None:
+            assert a["confidence"] is None, a
+        else:
+            assert a["confidence"] == pytest.approx(e["confidence"], rel=1e-6, abs=1e-9)
+
+
+def test_demo_on_the_cluster_equals_local_mode(cluster, spark, tmp_path):
+    local = job.demo(spark, str(tmp_path / "local"), log=lambda _: None)
+    process = submit(
+        cluster, ["demo", "--out", str(tmp_path / "cluster")], tmp_path / "ev", free_port()
+    )
+    output = finish(process)
+    assert "[demo] accuracy" in output, output[-3000:]
+    expected = predictions(tmp_path / "local" / "predictions")
+    actual = predictions(tmp_path / "cluster" / "predictions")
+    assert len(actual) == 30
+    assert_same(actual, expected, "/data/test/")
+    metrics = json.loads((tmp_path / "cluster" / "evaluation" / "metrics.json").read_text())
+    assert metrics["accuracy"] == local["accuracy"]
+    # The work ran in the cluster's executors: the master lists the application as completed.
+    apps = [a for a in cluster.applications() if a["name"] == "mmlspark-camera-trap"]
+    assert apps and all(a["cores"] >= 0 for a in apps)
+
+
+def _active_stages(ui_port: int) -> list[dict[str, Any]]:
+    base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
+    try:
+        with urllib.request.urlopen(base, timeout=1) as r:
+            apps = json.load(r)
+        with urllib.request.urlopen(f"{base}/{apps[0]['id']}/stages?status=active", timeout=1) as r:
+            return list(json.load(r))
+    except (OSError, IndexError, ValueError):
+        return []
+
+
+def kill_mid_job(cluster: StandaloneCluster, ui_port: int, done: threading.Event) -> dict:
+    """Waits until the classify write is under way (a task finished, others running), then
+    SIGKILLs worker 0's executor. Returns what it saw and did."""
+    while not done.is_set():
+        for stage in _active_stages(ui_port):
+            if (
+                stage["name"].startswith("parquet")
+                and stage["numCompleteTasks"] >= 1
+                and stage["numActiveTasks"] >= 1
+                and stage["numCompleteTasks"] + stage["numActiveTasks"] < stage["numTasks"]
+            ):
+                pids = cluster.executor_pids()[0]
+                if pids:
+                    os.kill(pids[0], 9)
+                    return {"killed": pids[0], "stage": stage}
+        time.sleep(0.05)
+    return {}
+
+
+def test_executor_killed_mid_job_loses_and_duplicates_nothing(cluster, spark, tmp_path):
+    photos = tmp_path / "photos"
+    for copy in range(COPIES):
+        for photo in (job.DEMO_DATA / "images").glob("*/*.jpg"):
+            target = photos / photo.parent.name / f"{copy}_{photo.name}"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(photo, target)
+    (photos / "deer" / "broken.jpg").write_bytes(b"not a photo")
+    count = COPIES * 120 + 1
+    model = tmp_path / "model"
+    job.train(
+        spark,
+        str(job.DEMO_DATA / "images"),
+        str(job.DEMO_DATA / "featurizer.onnx"),
+        str(model),
+        log=lambda _: None,
+    )
+    job.classify(spark, str(photos), str(model), str(tmp_path / "local"), log=lambda _: None)
+    expected = predictions(tmp_path / "local")
+
+    ui_port = free_port()
+    events = tmp_path / "events"
+    args = [
+        "classify",
+        "--images",
+        str(photos),
+        "--model",
+        str(model),
+        "--out",
+        str(tmp_path / "killed"),
+    ]
+    process = submit(cluster, args, events, ui_port)
+    done = threading.Event()
+    seen: dict[str, Any] = {}
+    killer = threading.Thread(target=lambda: seen.update(kill_mid_job(cluster, ui_port, done)))
+    killer.start()
+    try:
+        output = finish(process)
+    finally:
+        done.set()
+        killer.join()
+    assert seen, "the job finished before an executor could be killed mid-job"
+
+    actual = predictions(tmp_path / "killed")
+    paths = [r["path"] for r in actual]
+    assert len(paths) == len(set(paths)) == count, output[-3000:]
+    assert_same(actual, expected, "/photos/")
+    assert sum(r["failure"] is not None for r in actual) == 1
+
+    # Spark saw the executor die and ran its tasks again elsewhere.
+    log = "\n".join(p.read_text() for p in events.rglob("*") if p.is_file())
+    lost = [json.loads(x) for x in log.splitlines() if '"SparkListenerExecutorRemoved"' in x]
+    assert lost, "no executor was removed: the kill did not reach the job"
+    failed = [
+        x for x in log.splitlines() if '"SparkListenerTaskEnd"' in x and "ExecutorLostFailure" in x
+    ]
+    assert failed, "no task was lost with the executor"
