@@ -61,6 +61,8 @@ demo: jar
 bench: jar
 	$(PY) bench/image_pipeline.py
 	$(PY) bench/onnx_inference.py
+	$(PY) bench/scaling.py
+	$(PY) bench/end_to_end.py
 
 clean:
 	rm -rf target */target project/target project/project dist build mmlspark/jars *.egg-info

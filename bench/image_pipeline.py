@@ -46,15 +46,19 @@ def make_jpegs(folder: Path, count: int) -> list[Path]:
 
 
 def opencv_one(path: str) -> int:
-    img = cv2.imdecode(np.fromfile(path, np.uint8), cv2.IMREAD_COLOR)
+    return preprocess(np.fromfile(path, np.uint8)).size
+
+
+def preprocess(encoded: np.ndarray) -> np.ndarray:
+    """Decode, shorter side to 256, center crop 224, RGB, ImageNet-normalized CHW float32."""
+    img = cv2.imdecode(encoded, cv2.IMREAD_COLOR)
     h, w = img.shape[:2]
     scale = 256 / min(h, w)
     nh, nw = (256, math.floor(w * scale + 0.5)) if h <= w else (math.floor(h * scale + 0.5), 256)
     resized = cv2.resize(img, (nw, nh), interpolation=cv2.INTER_LINEAR)
     y0, x0 = (nh - 224) // 2, (nw - 224) // 2
     rgb = resized[y0 : y0 + 224, x0 : x0 + 224, ::-1].astype(np.float32)
-    tensor = ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
-    return tensor.size
+    return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
 
 
 def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> float:

@@ -107,3 +107,19 @@ def tiny_cnn(seed: int = 0) -> bytes:
     x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
     g.gemm(x, 32, 10, "logits")
     return g.model(32, 10, "tiny_cnn")
+
+
+def for_old_runtimes(model: bytes, opset: int = 13, ir_version: int = 7) -> bytes:
+    """The same graph declared at an older opset and IR version, for older ONNX Runtime builds
+    (SynapseML ships ONNX Runtime 1.8, which reads up to opset 14 and IR 7). Every operator used
+    here (Conv, Relu, MaxPool, Add, GlobalAveragePool, Flatten, Gemm) means the same there."""
+    proto = onnx.load_from_string(model)
+    used = {node.op_type for node in proto.graph.node}
+    allowed = {"Conv", "Relu", "MaxPool", "Add", "GlobalAveragePool", "Flatten", "Gemm"}
+    if not used <= allowed:
+        raise ValueError(f"operators {sorted(used - allowed)} were not checked at opset {opset}")
+    del proto.opset_import[:]
+    proto.opset_import.append(helper.make_opsetid("", opset))
+    proto.ir_version = ir_version
+    onnx.checker.check_model(proto)
+    return proto.SerializeToString()

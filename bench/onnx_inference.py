@@ -5,8 +5,8 @@ same float32 image tensors go through
   - ONNXModel on local[2] (tensors in a cached DataFrame column, as ImageTransformer writes them),
   - raw ONNX Runtime Java in one JVM with the same threads and batch size (bench/RawOrt.java:
     the practical limit),
-  - pyspark.ml.functions.predict_batch_udf + onnxruntime in Python on local[2] (if pandas and
-    pyarrow are installed: `make bench` installs them).
+  - raw onnxruntime in Python, one session with two intra-op threads, same batches,
+  - pyspark.ml.functions.predict_batch_udf + onnxruntime in Python on local[2].
 Each is run once to warm up, then timed over --repeats runs (best kept). Reports images/s,
 ratios, ONNX Runtime sessions created and peak resident memory; writes bench/results/onnx.md.
 Not a test: numbers vary with the machine and its load.
@@ -130,20 +130,47 @@ def run_raw(
     return result["images"] / result["seconds"] * 1.0, rss.peak
 
 
-def tensor_frame(spark, tensors: np.ndarray):
-    flat = tensors.reshape(len(tensors), -1)
-    try:
-        import pandas as pd
-        import pyarrow  # noqa: F401
+def run_raw_python(
+    model: Path, tensors: np.ndarray, batch: int, repeats: int
+) -> tuple[float, float]:
+    """onnxruntime in this Python process: one session, two intra-op threads (the two cores the
+    other contenders get), the same batches. Returns the best seconds and the growth of this
+    process's resident memory while it ran (its own baseline includes the Spark driver's Python
+    side, not the JVM)."""
+    import onnxruntime as ort
 
-        spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
-        frame = pd.DataFrame({"id": np.arange(len(flat)), "tensor": list(flat)})
-        df = spark.createDataFrame(frame, "id long, tensor array<float>")
-    except ImportError:
-        df = spark.createDataFrame(
-            [(i, row.tolist()) for i, row in enumerate(flat)], "id long, tensor array<float>"
-        )
-    df = df.repartition(2).cache()
+    before = _own_rss()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(str(model), options, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+
+    def run() -> None:
+        for start in range(0, len(tensors), batch):
+            session.run(None, {name: tensors[start : start + batch]})
+
+    seconds = best_of(repeats, run)
+    grown = (_own_rss() - before) / 2**20
+    return seconds, grown
+
+
+def _own_rss() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def tensor_frame(spark, tensors: np.ndarray, partitions: int = 2):
+    import pandas as pd
+
+    flat = tensors.reshape(len(tensors), -1)
+    spark.conf.set("spark.sql.execution.arrow.pyspark.enabled", "true")
+    frame = pd.DataFrame({"id": np.arange(len(flat)), "tensor": list(flat)})
+    df = spark.createDataFrame(frame, "id long, tensor array<float>")
+    df = df.repartition(partitions).cache()
     df.count()
     return df
 
@@ -193,47 +220,54 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     figures["raw_ort_java_peak_rss_mb"] = raw_rss / 2**20
     figures["ratio_vs_raw"] = figures["mmlspark_images_per_s"] / raw_per_s
 
-    try:
-        import pandas  # noqa: F401
-        import pyarrow  # noqa: F401
-    except ImportError:
-        figures["predict_batch_udf_images_per_s"] = None
-    else:
-        from pyspark.ml.functions import predict_batch_udf
-        from pyspark.sql.types import ArrayType, FloatType
+    if args.synapseml:
+        import synapseml_peer
 
-        path, batch = str(model_path), args.batch
+        old_model = work / f"{name}-opset13.onnx"
+        old_model.write_bytes(models.for_old_runtimes(model_bytes))
+        peer = synapseml_peer.measure(old_model, tensor_path, n, size, args.batch, args.repeats)
+        figures["synapseml_images_per_s"] = peer["images_per_s"]
+        figures["synapseml_jvm_peak_rss_mb"] = peer["jvm_peak_rss_mb"]
+        figures["ratio_vs_synapseml"] = figures["mmlspark_images_per_s"] / peer["images_per_s"]
 
-        def make_predict_fn():
-            import onnxruntime as ort
+    seconds, rss_mb = run_raw_python(model_path, tensors, args.batch, args.repeats)
+    figures["raw_ort_python_images_per_s"] = n / seconds
+    figures["raw_ort_python_rss_mb"] = rss_mb
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql.types import ArrayType, FloatType
 
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = 1
-            options.inter_op_num_threads = 1
-            session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-            input_name = session.get_inputs()[0].name
+    path, batch = str(model_path), args.batch
 
-            def predict(x: np.ndarray) -> np.ndarray:
-                return session.run(None, {input_name: x})[0]
+    def make_predict_fn():
+        import onnxruntime as ort
 
-            return predict
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        input_name = session.get_inputs()[0].name
 
-        udf = predict_batch_udf(
-            make_predict_fn,
-            return_type=ArrayType(FloatType()),
-            batch_size=batch,
-            input_tensor_shapes=[[3, size, size]],
-        )
+        def predict(x: np.ndarray) -> np.ndarray:
+            return session.run(None, {input_name: x})[0]
 
-        def udf_run() -> None:
-            df.select(udf("tensor").alias("logits")).write.format("noop").mode("overwrite").save()
+        return predict
 
-        workers = lambda pid: pid == jvm_pid or "pyspark" in _cmdline(pid)  # noqa: E731
-        with PeakRss(workers) as rss:
-            seconds = best_of(args.repeats, udf_run)
-        figures["predict_batch_udf_images_per_s"] = n / seconds
-        figures["predict_batch_udf_peak_rss_mb"] = rss.peak / 2**20
-        figures["ratio_vs_predict_batch_udf"] = figures["mmlspark_images_per_s"] * seconds / n
+    udf = predict_batch_udf(
+        make_predict_fn,
+        return_type=ArrayType(FloatType()),
+        batch_size=batch,
+        input_tensor_shapes=[[3, size, size]],
+    )
+
+    def udf_run() -> None:
+        df.select(udf("tensor").alias("logits")).write.format("noop").mode("overwrite").save()
+
+    workers = lambda pid: pid == jvm_pid or "pyspark" in _cmdline(pid)  # noqa: E731
+    with PeakRss(workers) as rss:
+        seconds = best_of(args.repeats, udf_run)
+    figures["predict_batch_udf_images_per_s"] = n / seconds
+    figures["predict_batch_udf_peak_rss_mb"] = rss.peak / 2**20
+    figures["ratio_vs_predict_batch_udf"] = figures["mmlspark_images_per_s"] * seconds / n
     df.unpersist()
     return figures
 
@@ -250,19 +284,23 @@ def table(results: list[dict], args) -> str:
         f" {time.strftime('%Y-%m-%d')}. Random float32 tensors, batch {args.batch}, two threads"
         " (local[2]: two tasks, one intra-op thread each); best of the timed runs.",
         "",
-        "| model | images | ONNXModel img/s | raw ORT Java img/s | predict_batch_udf img/s |"
-        " ONNXModel / raw | ONNXModel / predict_batch_udf | sessions created |"
-        " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| model | images | ONNXModel img/s | raw ORT Java img/s | raw ORT Python img/s |"
+        " predict_batch_udf img/s | SynapseML 1.1.0 img/s | ONNXModel / raw Java |"
+        " ONNXModel / predict_batch_udf | ONNXModel / SynapseML | sessions created |"
+        " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {f(r['mmlspark_images_per_s'])}"
-            f" | {f(r['raw_ort_java_images_per_s'])} | {f(r['predict_batch_udf_images_per_s'])}"
+            f" | {f(r['raw_ort_java_images_per_s'])} | {f(r['raw_ort_python_images_per_s'])}"
+            f" | {f(r['predict_batch_udf_images_per_s'])} | {f(r.get('synapseml_images_per_s'))}"
             f" | {f(r['ratio_vs_raw'], '.3f')} | {f(r.get('ratio_vs_predict_batch_udf'), '.2f')}"
+            f" | {f(r.get('ratio_vs_synapseml'), '.2f')}"
             f" | {r['mmlspark_sessions_created']} | {f(r['mmlspark_jvm_peak_rss_mb'], '.0f')} /"
             f" {f(r['raw_ort_java_peak_rss_mb'], '.0f')} /"
-            f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} |"
+            f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} /"
+            f" {f(r.get('synapseml_jvm_peak_rss_mb'), '.0f')} |"
         )
     lines += [
         "",
@@ -280,10 +318,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
+    parser.add_argument(
+        "--no-synapseml",
+        dest="synapseml",
+        action="store_false",
+        help="leave out SynapseML (its first run sets up its own virtualenv and jars)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx.md"))
     args = parser.parse_args()
     if args.quick:
-        args.models, args.repeats = "tiny", 1
+        args.models, args.repeats, args.synapseml = "tiny", 1, False
 
     import mmlspark
 

@@ -38,5 +38,38 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
     (figures,) = json.loads(result.stdout.strip().splitlines()[-1])
     assert figures["model"] == "tiny" and figures["images"] == 256
     assert figures["mmlspark_images_per_s"] > 0 and figures["raw_ort_java_images_per_s"] > 0
+    assert figures["raw_ort_python_images_per_s"] > 0
+    assert figures["predict_batch_udf_images_per_s"] > 0
     assert figures["mmlspark_sessions_created"] == 1
     assert "| tiny (" in out.read_text()
+
+
+def test_scaling_benchmark_quick_run_measures_three_masters(tmp_path):
+    out = tmp_path / "scaling.md"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "scaling.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    rates = figures["images_per_s"]
+    assert set(rates) == {"local[1]", "local[2]", "standalone, 2 workers x 1 core"}
+    assert all(rate > 0 for rate in rates.values())
+    assert "| local[2] |" in out.read_text()
+
+
+def test_end_to_end_benchmark_quick_run_agrees_on_top_classes(tmp_path):
+    out = tmp_path / "end_to_end.md"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "end_to_end.py"), "--quick", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert set(figures["images_per_s"]) == {"mmlspark", "predict_batch_udf", "raw_python"}
+    assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
+    assert "| predict_batch_udf |" in out.read_text()

@@ -1,0 +1,200 @@
+"""Benchmark: end to end, 640x480 JPEG files -> decode, shorter side to 256, center crop 224,
+normalize -> ResNet-50 architecture -> top class, side by side in one run on two cores:
+  - mmlspark: read_images + ImageTransformer + ONNXModel (argMaxDict) on local[2],
+  - predict_batch_udf: Spark's binaryFile source, a pandas UDF decoding and preprocessing with
+    opencv-python, then predict_batch_udf + onnxruntime (one intra-op thread per task) on local[2],
+  - raw Python: opencv-python decoding in two threads, onnxruntime with two intra-op threads.
+Every contender computes the same top class (checked). The JPEGs are generated in code. Best of
+--repeats timed runs after a warm-up; writes bench/results/end_to_end.md. Not a test.
+
+Usage: python bench/end_to_end.py [--images N] [--repeats R] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd  # the pandas UDF's type hints name it
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import models  # noqa: E402
+from image_pipeline import MEAN, STD, make_jpegs, preprocess  # noqa: E402
+from onnx_inference import best_of  # noqa: E402
+
+BATCH = 64
+
+
+def run_mmlspark(spark, folder: Path, model: bytes, repeats: int) -> tuple[float, dict]:
+    from mmlspark.image import read_images
+    from mmlspark.onnx import ONNXModel
+    from mmlspark.opencv import ImageTransformer
+
+    transform = (
+        ImageTransformer(inputCol="image", outputCol="tensor", toTensor=True)
+        .resize(size=256, keepAspectRatio=True)
+        .centerCrop(224, 224)
+        .normalize(mean=MEAN.tolist(), std=STD.tolist(), colorScaleFactor=1 / 255)
+    )
+    onnx = ONNXModel(
+        feedDict={"image": "tensor"},
+        fetchDict={"logits": "logits"},
+        argMaxDict={"logits": "top"},
+        miniBatchSize=BATCH,
+    ).setModelPayload(model)
+
+    def scored():
+        return onnx.transform(transform.transform(read_images(spark, str(folder)))).select(
+            "path", "top"
+        )
+
+    seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
+    return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
+
+
+def run_udf(spark, folder: Path, model_path: Path, repeats: int) -> tuple[float, dict]:
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.types import IntegerType
+
+    @pandas_udf("array<float>")
+    def to_tensor(content: pd.Series) -> pd.Series:
+        return content.map(lambda b: preprocess(np.frombuffer(b, np.uint8)))
+
+    # The UDF calls this file's preprocessing: ship its module to the Python workers.
+    spark.sparkContext.addPyFile(str(ROOT / "bench" / "image_pipeline.py"))
+    path = str(model_path)
+
+    def make_predict_fn():
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            return session.run(None, {"image": x})[0].argmax(axis=1).astype(np.int32)
+
+        return predict
+
+    top = predict_batch_udf(
+        make_predict_fn,
+        return_type=IntegerType(),
+        batch_size=BATCH,
+        input_tensor_shapes=[[3, 224, 224]],
+    )
+
+    def scored():
+        files = spark.read.format("binaryFile").load(str(folder)).repartition(2)
+        return files.select("path", top(to_tensor(F.col("content"))).alias("top"))
+
+    seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
+    return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
+
+
+def run_raw_python(paths: list[Path], model_path: Path, repeats: int) -> tuple[float, dict]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    result: dict = {}
+
+    def run() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            tensors = list(pool.map(lambda p: preprocess(np.fromfile(p, np.uint8)), paths))
+        for start in range(0, len(paths), BATCH):
+            batch = np.stack(tensors[start : start + BATCH]).reshape(-1, 3, 224, 224)
+            tops = session.run(None, {"image": batch})[0].argmax(axis=1)
+            for p, t in zip(paths[start : start + BATCH], tops, strict=True):
+                result[p.name] = int(t)
+
+    return best_of(repeats, run), result
+
+
+def agree(tops: dict, expected: dict) -> float:
+    """The share of images given the same top class as mmlspark's. Random-weight logits can
+    tie to the last bits, and batch composition moves those bits, so this is checked to be
+    near 1 rather than exactly 1."""
+    assert set(tops) == set(expected), "a contender lost or added images"
+    share = sum(tops[k] == expected[k] for k in expected) / len(expected)
+    assert share >= 0.95, f"only {share:.2f} of the top classes agree with mmlspark's"
+    return share
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--images", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="16 images, 1 repeat")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "end_to_end.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.images, args.repeats = 16, 1
+
+    import mmlspark
+
+    spark = mmlspark.session(
+        "local[2]",
+        {"spark.ui.enabled": "false", "spark.driver.memory": "4g"},
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
+    model = models.resnet50()
+    rates: dict[str, float] = {}
+    agreement: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "jpegs"
+        folder.mkdir()
+        paths = make_jpegs(folder, args.images)
+        model_path = Path(tmp) / "resnet50.onnx"
+        model_path.write_bytes(model)
+        seconds, expected = run_mmlspark(spark, folder, model, args.repeats)
+        rates["mmlspark"] = args.images / seconds
+        seconds, tops = run_udf(spark, folder, model_path, args.repeats)
+        rates["predict_batch_udf"] = args.images / seconds
+        agreement["predict_batch_udf"] = agree(tops, expected)
+        seconds, tops = run_raw_python(paths, model_path, args.repeats)
+        rates["raw_python"] = args.images / seconds
+        agreement["raw_python"] = agree(tops, expected)
+    spark.stop()
+    figures = {
+        "images": args.images,
+        "top_class_agreement_with_mmlspark": agreement,
+        "images_per_s": rates,
+        "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
+        "ratio_vs_raw_python": rates["mmlspark"] / rates["raw_python"],
+    }
+    lines = [
+        "# End-to-end benchmark",
+        "",
+        f"`python bench/end_to_end.py --images {args.images} --repeats {args.repeats}"
+        f"{' --quick' if args.quick else ''}` on {os.cpu_count()} cores,"
+        f" {time.strftime('%Y-%m-%d')}: 640x480 JPEG files -> decode -> resize 256 -> center crop"
+        " 224 -> normalize -> ResNet-50 architecture (random weights) -> top class. Share of"
+        f" top classes equal to mmlspark's: {agreement}.",
+        "",
+        "| contender | images/s | mmlspark / contender |",
+        "|---|---|---|",
+    ]
+    for name, rate in rates.items():
+        lines.append(f"| {name} | {rate:.1f} | {rates['mmlspark'] / rate:.2f} |")
+    lines += ["", "Target: mmlspark >= 1.5x predict_batch_udf end to end.", ""]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

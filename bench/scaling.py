@@ -1,0 +1,111 @@
+"""Benchmark: how ONNXModel scales with cores, side by side in one run: local[1], local[2] and a
+standalone cluster of two one-core workers on this machine (scripts/spark_services.py).
+
+The same model (the ResNet-50 architecture by default: work that should scale) and the same
+float32 tensors, cached in the executors, batch 64; the best of --repeats timed runs after a
+warm-up. Writes bench/results/scaling.md. Not a test: numbers vary with the machine and its load.
+
+Usage: python bench/scaling.py [--model resnet50|tiny] [--images N] [--repeats R] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from onnx_inference import MODELS, best_of, tensor_frame  # noqa: E402
+from spark_services import StandaloneCluster  # noqa: E402
+
+
+def measure(master: str, model: bytes, tensors: np.ndarray, args) -> float:
+    """Images per second of ONNXModel on `master`."""
+    import mmlspark
+    from mmlspark.onnx import ONNXModel
+
+    spark = mmlspark.session(
+        master,
+        {
+            "spark.ui.enabled": "false",
+            "spark.driver.memory": "3g",
+            "spark.executor.memory": "3g",
+            "spark.sql.shuffle.partitions": "2",
+        },
+    )
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        df = tensor_frame(spark, tensors, partitions=2)
+        onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
+        onnx.setModelPayload(model)
+
+        def run() -> None:
+            onnx.transform(df).write.format("noop").mode("overwrite").save()
+
+        return len(tensors) / best_of(args.repeats, run)
+    finally:
+        spark.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="resnet50", choices=sorted(MODELS))
+    parser.add_argument("--images", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scaling.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.model, args.images, args.repeats = "tiny", 256, 1
+    build, size, _ = MODELS[args.model]
+    model = build()
+    tensors = np.random.default_rng(1).standard_normal(
+        (args.images, 3, size, size), dtype=np.float32
+    )
+    rates = {"local[1]": measure("local[1]", model, tensors, args)}
+    rates["local[2]"] = measure("local[2]", model, tensors, args)
+    with tempfile.TemporaryDirectory() as tmp:
+        with StandaloneCluster(Path(tmp), workers=2, cores=1, memory="4g") as cluster:
+            cluster.start()
+            rates["standalone, 2 workers x 1 core"] = measure(
+                cluster.master_url, model, tensors, args
+            )
+    base = rates["local[1]"]
+    figures = {
+        "model": args.model,
+        "images": args.images,
+        "images_per_s": rates,
+        "speedup_local2_vs_local1": rates["local[2]"] / base,
+    }
+    lines = [
+        "# Scaling benchmark",
+        "",
+        f"`python bench/scaling.py --model {args.model} --images {args.images} --repeats"
+        f" {args.repeats}{' --quick' if args.quick else ''}` on {os.cpu_count()} cores,"
+        f" {time.strftime('%Y-%m-%d')}. ONNXModel, batch {args.batch}, tensors cached in the"
+        " executors, best of the timed runs.",
+        "",
+        "| master | images/s | speed-up vs local[1] |",
+        "|---|---|---|",
+    ]
+    for master, rate in rates.items():
+        lines.append(f"| {master} | {rate:.1f} | {rate / base:.2f} |")
+    lines += ["", "Target: local[1] -> local[2] >= 1.8x.", ""]
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text("\n".join(lines))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
