@@ -13,11 +13,8 @@ Usage: python bench/end_to_end.py [--images N] [--repeats R] [--quick]
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,7 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
 from image_pipeline import MEAN, STD, make_jpegs, preprocess  # noqa: E402
-from onnx_inference import best_of  # noqa: E402
+from onnx_inference import best_of, report  # noqa: E402
 
 BATCH = 64
 
@@ -176,24 +173,20 @@ def main() -> None:
         "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
         "ratio_vs_raw_python": rates["mmlspark"] / rates["raw_python"],
     }
-    lines = [
-        "# End-to-end benchmark",
-        "",
-        f"`python bench/end_to_end.py --images {args.images} --repeats {args.repeats}"
-        f"{' --quick' if args.quick else ''}` on {os.cpu_count()} cores,"
-        f" {time.strftime('%Y-%m-%d')}: 640x480 JPEG files -> decode -> resize 256 -> center crop"
-        " 224 -> normalize -> ResNet-50 architecture (random weights) -> top class. Share of"
-        f" top classes equal to mmlspark's: {agreement}.",
-        "",
-        "| contender | images/s | mmlspark / contender |",
-        "|---|---|---|",
-    ]
-    for name, rate in rates.items():
-        lines.append(f"| {name} | {rate:.1f} | {rates['mmlspark'] / rate:.2f} |")
-    lines += ["", "Target: mmlspark >= 1.5x predict_batch_udf end to end.", ""]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines))
-    print(json.dumps(figures))
+    report(
+        args.out,
+        "End-to-end benchmark",
+        f"python bench/end_to_end.py --images {args.images} --repeats {args.repeats}"
+        f"{' --quick' if args.quick else ''}",
+        "640x480 JPEG files -> decode -> resize 256 -> center crop 224 -> normalize -> ResNet-50"
+        " architecture (random weights) -> top class. Share of top classes equal to mmlspark's:"
+        f" {agreement}.",
+        "contender | images/s | mmlspark / contender",
+        rates,
+        lambda rate: rates["mmlspark"] / rate,
+        "mmlspark >= 1.5x predict_batch_udf end to end",
+        figures,
+    )
 
 
 if __name__ == "__main__":

@@ -79,6 +79,34 @@ def _cmdline(pid: int) -> str:
         return f.read().replace(b"\0", b" ").decode(errors="replace")
 
 
+def report(
+    out: str,
+    title: str,
+    command: str,
+    setup: str,
+    column: str,
+    rates: dict,
+    ratio,
+    target: str,
+    figures: dict,
+) -> None:
+    """Writes a results table of images/s per contender with `ratio(its rate)`, and prints
+    `figures` as the last line of output (what the smoke tests read)."""
+    lines = [
+        f"# {title}",
+        "",
+        f"`{command}` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. {setup}",
+        "",
+        f"| {column} |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {rate:.1f} | {ratio(rate):.2f} |" for name, rate in rates.items()]
+    lines += ["", f"Target: {target}.", ""]
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text("\n".join(lines))
+    print(json.dumps(figures))
+
+
 def best_of(repeats: int, run) -> float:
     run()  # warm-up: sessions, JIT, caches
     times = []

@@ -11,11 +11,8 @@ Usage: python bench/scaling.py [--model resnet50|tiny] [--images N] [--repeats R
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from onnx_inference import MODELS, best_of, tensor_frame  # noqa: E402
+from onnx_inference import MODELS, best_of, report, tensor_frame  # noqa: E402
 from spark_services import StandaloneCluster  # noqa: E402
 
 
@@ -88,23 +85,18 @@ def main() -> None:
         "images_per_s": rates,
         "speedup_local2_vs_local1": rates["local[2]"] / base,
     }
-    lines = [
-        "# Scaling benchmark",
-        "",
-        f"`python bench/scaling.py --model {args.model} --images {args.images} --repeats"
-        f" {args.repeats}{' --quick' if args.quick else ''}` on {os.cpu_count()} cores,"
-        f" {time.strftime('%Y-%m-%d')}. ONNXModel, batch {args.batch}, tensors cached in the"
-        " executors, best of the timed runs.",
-        "",
-        "| master | images/s | speed-up vs local[1] |",
-        "|---|---|---|",
-    ]
-    for master, rate in rates.items():
-        lines.append(f"| {master} | {rate:.1f} | {rate / base:.2f} |")
-    lines += ["", "Target: local[1] -> local[2] >= 1.8x.", ""]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines))
-    print(json.dumps(figures))
+    report(
+        args.out,
+        "Scaling benchmark",
+        f"python bench/scaling.py --model {args.model} --images {args.images} --repeats"
+        f" {args.repeats}{' --quick' if args.quick else ''}",
+        f"ONNXModel, batch {args.batch}, tensors cached in the executors, best of the timed runs.",
+        "master | images/s | speed-up vs local[1]",
+        rates,
+        lambda rate: rate / base,
+        "local[1] -> local[2] >= 1.8x",
+        figures,
+    )
 
 
 if __name__ == "__main__":
