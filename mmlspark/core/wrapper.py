@@ -136,7 +136,14 @@ class _RemoteReader(MLReader[Any]):
         if is_model:
             instance._java_obj = RemoteModelRef(result.obj_ref.id)
         instance._resetUid(result.uid)
-        instance._set(**{k: deserialize_param(v) for k, v in result.params.params.items()})
+        # Params holding stages stay on the server: the client cannot hold them.
+        values = {
+            k: deserialize_param(v)
+            for k, v in result.params.params.items()
+            if instance.hasParam(k)
+            and instance.getParam(k).typeConverter not in (to_stage, to_stages)
+        }
+        instance._set(**values)
         return instance
 
 
