@@ -63,6 +63,7 @@ bench: jar
 	$(PY) bench/onnx_inference.py
 	$(PY) bench/scaling.py
 	$(PY) bench/end_to_end.py
+	$(PY) bench/summary.py
 
 clean:
 	rm -rf target */target project/target project/project dist build mmlspark/jars *.egg-info

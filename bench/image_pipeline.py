@@ -161,6 +161,7 @@ def main() -> int:
     )
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(table)
+    Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     print(table)
     print(json.dumps(result))
     return 0

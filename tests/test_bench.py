@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import cv2
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -57,3 +59,32 @@ def test_end_to_end_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert set(figures["images_per_s"]) == {"mmlspark", "predict_batch_udf", "raw_python"}
     assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
     assert "| predict_batch_udf |" in out.read_text()
+
+
+def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_path):
+    (tmp_path / "onnx.json").write_text(
+        json.dumps(
+            [
+                {"model": "resnet50", "ratio_vs_raw": 0.9, "ratio_vs_predict_batch_udf": 1.1},
+                {"model": "tiny", "ratio_vs_raw": 0.5, "ratio_vs_synapseml": 3.0},
+            ]
+        )
+    )
+    (tmp_path / "scaling.json").write_text(json.dumps({"speedup_local2_vs_local1": 1.9}))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "summary.py"), "--results", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    summary = (tmp_path / "summary.md").read_text()
+    assert "- cores: " in summary and "- ONNX Runtime (Java): " in summary
+    assert "| ResNet-50: ONNXModel / raw ORT Java | 0.90 | 0.95 | no |" in summary
+    assert "| tiny CNN: ONNXModel / SynapseML | 3.00 | 2.0 | yes |" in summary
+    assert "| scaling: local[2] / local[1] | 1.90 | 1.8 | yes |" in summary
+    image = cv2.imread(str(tmp_path / "summary.png"))
+    assert image is not None and image.shape[1] == 1200
+    red = (image[:, :, 2] > 180) & (image[:, :, 1] < 80)  # bars of missed targets
+    green = (image[:, :, 1] > 140) & (image[:, :, 2] < 90)  # bars of met targets
+    assert red.any() and green.any()

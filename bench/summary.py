@@ -1,0 +1,161 @@
+"""The benchmarks' summary: the machine they ran on and their headline figures, as
+bench/results/summary.md and a chart, bench/results/summary.png (drawn with OpenCV, which the
+project already uses, so no plotting package is needed). Reads the JSON figures the benchmark
+scripts write next to their tables; run it after them (`make bench` does).
+
+Usage: python bench/summary.py [--results bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def machine() -> dict[str, str]:
+    """Cores, memory, CPU, OS and the versions of everything measured."""
+    import onnxruntime
+    import pyspark
+
+    import mmlspark
+
+    def first(path: str, key: str) -> str:
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+        return "unknown"
+
+    from mmlspark import _version
+
+    java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    return {
+        "cores": str(os.cpu_count()),
+        "memory": first("/proc/meminfo", "MemTotal"),
+        "cpu": first("/proc/cpuinfo", "model name"),
+        "os": f"{platform.system()} {platform.release()} ({platform.machine()})",
+        "java": java.splitlines()[0] if java else "unknown",
+        "python": platform.python_version(),
+        "pyspark": pyspark.__version__,
+        "mmlspark": mmlspark.__version__,
+        "ONNX Runtime (Java)": _version.onnxruntime_version,
+        "Scala": _version.scala_version,
+        "onnxruntime (Python)": onnxruntime.__version__,
+        "opencv-python": cv2.__version__,
+        "GPU": "not measured (no GPU machine with Java available)",
+    }
+
+
+def headline(results: Path) -> list[tuple[str, float, float | None]]:
+    """(figure, value, target) rows from the JSON files present."""
+    rows: list[tuple[str, float, float | None]] = []
+    onnx = results / "onnx.json"
+    if onnx.exists():
+        for r in json.loads(onnx.read_text()):
+            name = {"resnet50": "ResNet-50", "tiny": "tiny CNN"}.get(r["model"], r["model"])
+            rows.append(
+                (
+                    f"{name}: ONNXModel / raw ORT Java",
+                    r["ratio_vs_raw"],
+                    0.95 if name == "ResNet-50" else 0.85,
+                )
+            )
+            if r.get("ratio_vs_predict_batch_udf"):
+                target = 1.5 if name == "tiny CNN" else None
+                rows.append(
+                    (
+                        f"{name}: ONNXModel / predict_batch_udf",
+                        r["ratio_vs_predict_batch_udf"],
+                        target,
+                    )
+                )
+            if r.get("ratio_vs_synapseml"):
+                target = 2.0 if name == "tiny CNN" else None
+                rows.append((f"{name}: ONNXModel / SynapseML", r["ratio_vs_synapseml"], target))
+    e2e = results / "end_to_end.json"
+    if e2e.exists():
+        r = json.loads(e2e.read_text())
+        rows.append(
+            ("end to end: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 1.5)
+        )
+        rows.append(("end to end: mmlspark / raw Python", r["ratio_vs_raw_python"], None))
+    scaling = results / "scaling.json"
+    if scaling.exists():
+        r = json.loads(scaling.read_text())
+        rows.append(("scaling: local[2] / local[1]", r["speedup_local2_vs_local1"], 1.8))
+    return rows
+
+
+def chart(rows: list[tuple[str, float, float | None]], path: Path) -> None:
+    """Horizontal bars of each ratio, a tick at its target, green where met, red where not."""
+    width, left, bar, gap = 1200, 400, 26, 14
+    height = 70 + len(rows) * (bar + gap)
+    top = max([v for _, v, _ in rows] + [t for _, _, t in rows if t] + [1.0]) * 1.1
+    img = np.full((height, width, 3), 255, np.uint8)
+    font = cv2.FONT_HERSHEY_SIMPLEX
+    cv2.putText(img, "mmlspark benchmarks: ratios (1.0 = even)", (20, 32), font, 0.75, (0, 0, 0), 2)
+    scale = (width - left - 190) / top
+    x1 = left + int(1.0 * scale)
+    cv2.line(img, (x1, 45), (x1, height - 10), (160, 160, 160), 1)
+    for i, (label, value, target) in enumerate(rows):
+        y = 55 + i * (bar + gap)
+        met = target is None or value >= target
+        color = (60, 160, 60) if met else (50, 50, 210)
+        cv2.rectangle(img, (left, y), (left + int(value * scale), y + bar), color, -1)
+        cv2.putText(img, label, (10, y + 18), font, 0.45, (0, 0, 0), 1, cv2.LINE_AA)
+        text = f"{value:.2f}" + (f" (target {target:g})" if target else "")
+        cv2.putText(
+            img,
+            text,
+            (left + int(max(value, target or 0.0) * scale) + 8, y + 18),
+            font,
+            0.45,
+            (0, 0, 0),
+            1,
+            cv2.LINE_AA,
+        )
+        if target:
+            xt = left + int(target * scale)
+            cv2.line(img, (xt, y - 3), (xt, y + bar + 3), (0, 0, 0), 2)
+    cv2.imwrite(str(path), img)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--results", default=str(ROOT / "bench" / "results"))
+    args = parser.parse_args()
+    results = Path(args.results)
+    rows = headline(results)
+    lines = ["# Benchmark summary", "", "## Machine", ""]
+    lines += [f"- {k}: {v}" for k, v in machine().items()]
+    lines += [
+        "",
+        "## Headline ratios",
+        "",
+        "| figure | value | target | met |",
+        "|---|---|---|---|",
+    ]
+    for label, value, target in rows:
+        met = "" if target is None else ("yes" if value >= target else "no")
+        lines.append(f"| {label} | {value:.2f} | {'' if target is None else target} | {met} |")
+    lines += ["", "Tables: onnx.md, end_to_end.md, scaling.md, images.md. Chart: summary.png.", ""]
+    (results / "summary.md").write_text("\n".join(lines))
+    chart(rows, results / "summary.png")
+    print(json.dumps({"rows": len(rows)}))
+
+
+if __name__ == "__main__":
+    main()
