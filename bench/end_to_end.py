@@ -3,7 +3,9 @@ normalize -> ResNet-50 architecture -> top class, side by side in one run on two
   - mmlspark: read_images + ImageTransformer + ONNXModel (argMaxDict) on local[2],
   - predict_batch_udf: Spark's binaryFile source, a pandas UDF decoding and preprocessing with
     opencv-python, then predict_batch_udf + onnxruntime (one intra-op thread per task) on local[2],
-  - raw Python: opencv-python decoding in two threads, onnxruntime with two intra-op threads.
+  - raw Python: opencv-python decoding in two threads, onnxruntime with two intra-op threads,
+  - SynapseML 1.1.0: Spark's image source, its ImageTransformer and ONNXModel, local[2], in its
+    own virtualenv (bench/synapseml_peer.py).
 Every contender computes the same top class (checked). The JPEGs are generated in code. Best of
 --repeats timed runs after a warm-up; writes bench/results/end_to_end.md. Not a test.
 
@@ -134,11 +136,17 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="16 images, 1 repeat")
+    parser.add_argument("--quick", action="store_true", help="16 images, 1 repeat, no SynapseML")
+    parser.add_argument(
+        "--no-synapseml",
+        dest="synapseml",
+        action="store_false",
+        help="leave out SynapseML (its first run sets up its own virtualenv and jars)",
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "end_to_end.md"))
     args = parser.parse_args()
     if args.quick:
-        args.images, args.repeats = 16, 1
+        args.images, args.repeats, args.synapseml = 16, 1, False
 
     import mmlspark
 
@@ -165,6 +173,16 @@ def main() -> None:
         seconds, tops = run_raw_python(paths, model_path, args.repeats)
         rates["raw_python"] = args.images / seconds
         agreement["raw_python"] = agree(tops, expected)
+        if args.synapseml:
+            import synapseml_peer
+
+            old_model = Path(tmp) / "resnet50-opset13.onnx"
+            old_model.write_bytes(models.for_old_runtimes(model))
+            peer = synapseml_peer.measure_images(
+                old_model, folder, args.images, BATCH, args.repeats
+            )
+            rates["synapseml"] = peer["images_per_s"]
+            agreement["synapseml"] = agree(peer["tops"], expected)
     spark.stop()
     figures = {
         "images": args.images,
@@ -172,6 +190,7 @@ def main() -> None:
         "images_per_s": rates,
         "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
         "ratio_vs_raw_python": rates["mmlspark"] / rates["raw_python"],
+        "ratio_vs_synapseml": rates["mmlspark"] / rates["synapseml"] if args.synapseml else None,
     }
     report(
         args.out,
@@ -184,7 +203,7 @@ def main() -> None:
         "contender | images/s | mmlspark / contender",
         rates,
         lambda rate: rates["mmlspark"] / rate,
-        "mmlspark >= 1.5x predict_batch_udf end to end",
+        "mmlspark >= 1.5x predict_batch_udf and >= 1.2x SynapseML end to end",
         figures,
     )
 

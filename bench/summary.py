@@ -91,6 +91,8 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
         rows.append(
             ("end to end: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 1.5)
         )
+        if r.get("ratio_vs_synapseml"):
+            rows.append(("end to end: mmlspark / SynapseML", r["ratio_vs_synapseml"], 1.2))
         rows.append(("end to end: mmlspark / raw Python", r["ratio_vs_raw_python"], None))
     scaling = results / "scaling.json"
     if scaling.exists():

@@ -2,7 +2,9 @@
 virtualenv of its own (never committed) so its Spark 3.5 line cannot touch ours.
 
     python bench/synapseml_peer.py setup           # creates bench/.peers/synapseml (once)
-    bench/.peers/synapseml/bin/python bench/synapseml_peer.py run MODEL TENSORS N SIZE BATCH REPEATS
+    # then, with bench/.peers/synapseml/bin/python as the interpreter:
+    synapseml_peer.py run MODEL TENSORS N SIZE BATCH REPEATS
+    synapseml_peer.py run-images MODEL FOLDER N BATCH REPEATS
 
 `setup` installs pyspark 3.5 from the Python registry; SynapseML's jars (and their dependencies:
 ONNX Runtime 1.8 GPU build, OpenCV 3.2, ...) come from Maven Central through
@@ -11,8 +13,9 @@ SynapseML module set for 1.1.0 only (1.1.1 to 1.1.3 publish synapseml-core there
 deep-learning and opencv modules), so 1.1.0 is the version measured.
 
 `run` scores the same float32 tensors as the other peers with SynapseML's ONNXModel on
-local[2] (tensors cached as the nested arrays its ONNXModel reads), best of REPEATS after a
-warm-up, and prints one JSON line: images/s and the peak resident memory of its JVM.
+local[2] (tensors cached as the nested arrays its ONNXModel reads); `run-images` runs the
+end-to-end pipeline on image files with SynapseML's own stages. Both take the best of REPEATS
+after a warm-up and print one JSON line: images/s and the peak resident memory of its JVM.
 """
 
 from __future__ import annotations
@@ -58,8 +61,7 @@ def _rss(pid: int) -> int:
     return 0
 
 
-def run(model: str, tensors: str, n: int, size: int, batch: int, repeats: int) -> dict:
-    import numpy as np
+def _session():
     from pyspark.sql import SparkSession
 
     spark = (
@@ -71,26 +73,12 @@ def run(model: str, tensors: str, n: int, size: int, batch: int, repeats: int) -
         .getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")
-    from synapse.ml.onnx import ONNXModel
+    return spark
 
+
+def _timed(spark, once, repeats: int) -> tuple[float, float]:
+    """Best seconds of `repeats` runs of `once` after a warm-up, and the JVM's peak RSS in MB."""
     jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
-    data = np.fromfile(tensors, dtype="<f4").reshape(n, 3, size, size)
-    rows = [(i, data[i].tolist()) for i in range(n)]
-    df = spark.createDataFrame(rows, "id long, tensor array<array<array<float>>>")
-    df = df.repartition(2).cache()
-    df.count()
-    onnx = (
-        ONNXModel()
-        .setModelLocation(model)
-        .setFeedDict({"image": "tensor"})
-        .setFetchDict({"logits": "logits"})
-        .setMiniBatchSize(batch)
-        .setDeviceType("CPU")
-    )
-
-    def once() -> None:
-        onnx.transform(df).write.format("noop").mode("overwrite").save()
-
     peak = [0]
     stop = threading.Event()
 
@@ -109,17 +97,80 @@ def run(model: str, tensors: str, n: int, size: int, batch: int, repeats: int) -
         times.append(time.perf_counter() - start)
     stop.set()
     sampler.join()
+    return min(times), peak[0] / 2**20
+
+
+def _onnx_model(model: str, batch: int, **dicts: dict):
+    from synapse.ml.onnx import ONNXModel
+
+    onnx = (
+        ONNXModel()
+        .setModelLocation(model)
+        .setFeedDict({"image": "tensor"})
+        .setFetchDict({"logits": "logits"})
+        .setMiniBatchSize(batch)
+        .setDeviceType("CPU")
+    )
+    if "argMaxDict" in dicts:
+        onnx.setArgMaxDict(dicts["argMaxDict"])
+    return onnx
+
+
+def run(model: str, tensors: str, n: int, size: int, batch: int, repeats: int) -> dict:
+    """SynapseML's ONNXModel on cached tensors."""
+    import numpy as np
+
+    spark = _session()
+    data = np.fromfile(tensors, dtype="<f4").reshape(n, 3, size, size)
+    rows = [(i, data[i].tolist()) for i in range(n)]
+    df = spark.createDataFrame(rows, "id long, tensor array<array<array<float>>>")
+    df = df.repartition(2).cache()
+    df.count()
+    onnx = _onnx_model(model, batch)
+    seconds, rss = _timed(
+        spark, lambda: onnx.transform(df).write.format("noop").mode("overwrite").save(), repeats
+    )
     spark.stop()
-    return {"images_per_s": n / min(times), "jvm_peak_rss_mb": peak[0] / 2**20}
+    return {"images_per_s": n / seconds, "jvm_peak_rss_mb": rss}
 
 
-def measure(model: Path, tensors: Path, n: int, size: int, batch: int, repeats: int) -> dict:
-    """Runs `run` in the SynapseML virtualenv (set up on first use) and returns its figures."""
+def run_images(model: str, folder: str, n: int, batch: int, repeats: int) -> dict:
+    """End to end with SynapseML's own stages: Spark's image source, its ImageTransformer
+    (resize the shorter side to 256, center crop 224, ImageNet normalization, tensor) and its
+    ONNXModel with argMax. Returns images/s, peak RSS and each file's top class."""
+    spark = _session()  # puts SynapseML's jars, which carry its Python code, on sys.path
+    from synapse.ml.opencv import ImageTransformer
+
+    transform = (
+        ImageTransformer(inputCol="image", outputCol="tensor")
+        .resize(256, True)
+        .centerCrop(224, 224)
+        .normalize(
+            mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225], color_scale_factor=1 / 255
+        )
+        .setToTensor(True)
+    )
+    onnx = _onnx_model(model, batch, argMaxDict={"logits": "top"})
+
+    def scored():
+        images = spark.read.format("image").load(folder)
+        return onnx.transform(transform.transform(images)).select("image.origin", "top")
+
+    seconds, rss = _timed(
+        spark, lambda: scored().write.format("noop").mode("overwrite").save(), repeats
+    )
+    tops = {Path(r.origin).name: int(r.top) for r in scored().collect()}
+    spark.stop()
+    return {"images_per_s": n / seconds, "jvm_peak_rss_mb": rss, "tops": tops}
+
+
+def _in_venv(*args: object) -> dict:
+    """Runs this file with `args` in the SynapseML virtualenv (set up on first use) and returns
+    the JSON it prints last."""
     interpreter = setup()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "SPARK_HOME")}
     result = subprocess.run(
-        [str(interpreter), __file__, "run", str(model), str(tensors), str(n), str(size)]
-        + [str(batch), str(repeats)],
+        [str(interpreter), __file__, *map(str, args)],
         capture_output=True,
         text=True,
         env={**env, "PYSPARK_PYTHON": str(interpreter)},
@@ -130,9 +181,23 @@ def measure(model: Path, tensors: Path, n: int, size: int, batch: int, repeats: 
     return dict(json.loads(result.stdout.strip().splitlines()[-1]))
 
 
+def measure(model: Path, tensors: Path, n: int, size: int, batch: int, repeats: int) -> dict:
+    """SynapseML's ONNXModel on the tensors in `tensors` (see `run`)."""
+    return _in_venv("run", model, tensors, n, size, batch, repeats)
+
+
+def measure_images(model: Path, folder: Path, n: int, batch: int, repeats: int) -> dict:
+    """SynapseML end to end on the image files in `folder` (see `run_images`)."""
+    return _in_venv("run-images", model, folder, n, batch, repeats)
+
+
 if __name__ == "__main__":
-    if sys.argv[1] == "setup":
+    command, arguments = sys.argv[1], sys.argv[2:]
+    if command == "setup":
         print(setup())
-    else:
-        model, tensors, n, size, batch, repeats = sys.argv[2:8]
+    elif command == "run":
+        model, tensors, n, size, batch, repeats = arguments
         print(json.dumps(run(model, tensors, int(n), int(size), int(batch), int(repeats))))
+    else:
+        model, folder, n, batch, repeats = arguments
+        print(json.dumps(run_images(model, folder, int(n), int(batch), int(repeats))))
