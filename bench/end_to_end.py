@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
+import synapseml_peer  # noqa: E402
 from image_pipeline import MEAN, STD, make_jpegs, preprocess  # noqa: E402
 from onnx_inference import best_of, report  # noqa: E402
 
@@ -137,12 +138,7 @@ def main() -> None:
     parser.add_argument("--images", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="16 images, 1 repeat, no SynapseML")
-    parser.add_argument(
-        "--no-synapseml",
-        dest="synapseml",
-        action="store_false",
-        help="leave out SynapseML (its first run sets up its own virtualenv and jars)",
-    )
+    synapseml_peer.add_option(parser)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "end_to_end.md"))
     args = parser.parse_args()
     if args.quick:
@@ -174,8 +170,6 @@ def main() -> None:
         rates["raw_python"] = args.images / seconds
         agreement["raw_python"] = agree(tops, expected)
         if args.synapseml:
-            import synapseml_peer
-
             old_model = Path(tmp) / "resnet50-opset13.onnx"
             old_model.write_bytes(models.for_old_runtimes(model))
             peer = synapseml_peer.measure_images(

@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
+import synapseml_peer  # noqa: E402
 
 # model: (builder, image size, images)
 MODELS = {"resnet50": (models.resnet50, 224, 256), "tiny": (models.tiny_cnn, 32, 8192)}
@@ -256,8 +257,6 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     figures["ratio_vs_raw"] = figures["mmlspark_images_per_s"] / raw_per_s
 
     if args.synapseml:
-        import synapseml_peer
-
         old_model = work / f"{name}-opset13.onnx"
         old_model.write_bytes(models.for_old_runtimes(model_bytes))
         peer = synapseml_peer.measure(old_model, tensor_path, n, size, args.batch, args.repeats)
@@ -353,12 +352,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
-    parser.add_argument(
-        "--no-synapseml",
-        dest="synapseml",
-        action="store_false",
-        help="leave out SynapseML (its first run sets up its own virtualenv and jars)",
-    )
+    synapseml_peer.add_option(parser)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx.md"))
     args = parser.parse_args()
     if args.quick:

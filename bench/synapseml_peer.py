@@ -35,6 +35,16 @@ PYSPARK = "pyspark==3.5.7"
 REQUIREMENTS = [PYSPARK, "numpy==1.26.4", "pandas==2.2.3", "pyarrow==20.0.0"]
 
 
+def add_option(parser) -> None:
+    """The benchmarks' `--no-synapseml` flag (`args.synapseml`, on by default)."""
+    parser.add_argument(
+        "--no-synapseml",
+        dest="synapseml",
+        action="store_false",
+        help="leave out SynapseML (its first run sets up its own virtualenv and jars)",
+    )
+
+
 def python() -> Path:
     return VENV / "bin" / "python"
 
