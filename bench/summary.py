@@ -55,7 +55,7 @@ def machine() -> dict[str, str]:
         "Scala": _version.scala_version,
         "onnxruntime (Python)": onnxruntime.__version__,
         "opencv-python": cv2.__version__,
-        "GPU": "not measured (no GPU machine with Java available)",
+        "GPU": "ONNXModel on CUDA not measured (no GPU machine with Java); see bench/README.md",
     }
 
 
