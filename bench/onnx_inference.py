@@ -48,18 +48,17 @@ class PeakRss:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _rss(self) -> int:
-        total = 0
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                if not self.select(int(pid)):
-                    continue
-                with open(f"/proc/{pid}/status") as f:
-                    for line in f:
-                        if line.startswith("VmRSS:"):
-                            total += int(line.split()[1]) * 1024
-            except OSError:
-                continue
-        return total
+        return sum(
+            rss_of(int(pid))
+            for pid in filter(str.isdigit, os.listdir("/proc"))
+            if self._selected(int(pid))
+        )
+
+    def _selected(self, pid: int) -> bool:
+        try:
+            return bool(self.select(pid))
+        except OSError:
+            return False
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -175,7 +174,7 @@ def run_raw_python(
     side, not the JVM)."""
     import onnxruntime as ort
 
-    before = _own_rss()
+    before = rss_of(os.getpid())
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.inter_op_num_threads = 1
@@ -187,15 +186,19 @@ def run_raw_python(
             session.run(None, {name: tensors[start : start + batch]})
 
     seconds = best_of(repeats, run)
-    grown = (_own_rss() - before) / 2**20
+    grown = (rss_of(os.getpid()) - before) / 2**20
     return seconds, grown
 
 
-def _own_rss() -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
+def rss_of(pid: int) -> int:
+    """Resident memory of a process in bytes (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return 0
 
 

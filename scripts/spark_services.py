@@ -75,27 +75,21 @@ def _stop_group(pid: int, grace: float = 15.0) -> None:
 
 
 def _group_alive(pgid: int) -> bool:
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[2]) == pgid and fields[0] != "Z":
-                return True
-    return False
+    return any(group == pgid for _, group, _ in _processes(""))
 
 
 def _processes(marker: str) -> list[tuple[int, int, str]]:
-    """(pid, process group, command line) of every live process whose command line holds
-    `marker`."""
+    """(pid, process group, command line) of every live (not zombie) process whose command line
+    holds `marker`."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (
+                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode() if marker else ""
+            )
         except OSError:
             continue
         if marker in cmdline and fields[0] != "Z":
