@@ -22,8 +22,7 @@ def spark():
         {
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "2",
-            "spark.driver.memory": "2g",
-        },
+        },  # the heap is mmlspark.session()'s default, as users get it
     )
     session.sparkContext.setLogLevel("ERROR")
     yield session

@@ -120,6 +120,10 @@ def session(
     gpu : bool
         Load ONNX Runtime's GPU build instead of the CPU build (see :func:`spark_conf`).
 
+    A local master's JVM gets a quarter of this machine's memory (1 to 16 GiB) unless
+    ``spark.driver.memory`` is given (see :func:`default_driver_memory`); a JVM that is already
+    running keeps its heap.
+
     Python workers run the interpreter that calls this unless ``PYSPARK_PYTHON`` is set.
     **settings
         More Spark settings, for names that are valid Python identifiers.
@@ -143,12 +147,29 @@ def session(
     # Python workers (UDFs) run this interpreter and its packages unless PYSPARK_PYTHON says
     # otherwise (pyspark itself would start whatever `python3` is first on the PATH).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "spark.driver.memory" not in merged and master.startswith("local"):
+        heap = default_driver_memory()
+        if heap:
+            merged["spark.driver.memory"] = heap
     builder = SparkSession.builder.master(master).appName(app_name)
     for key, value in merged.items():
         builder = builder.config(key, str(value))
     spark = builder.getOrCreate()
     require_jvm_library(spark.sparkContext)
     return spark
+
+
+def default_driver_memory() -> str | None:
+    """The heap a local session's JVM gets unless told: a quarter of this machine's memory,
+    between 1 and 16 GiB (Spark's own default, 1 GiB, holds two 10 MP photos at a time at
+    most). In local mode the driver's JVM runs every task, so its heap bounds the largest image
+    mmlspark decodes (``spark.mmlspark.image.maxPixels``). None where the size is unknown."""
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):
+        return None
+    mib = min(max(physical // 4 // 2**20, 1024), 16 * 1024)
+    return f"{mib}m"
 
 
 def require_jvm_library(sc: Any) -> None:

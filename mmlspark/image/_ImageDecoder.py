@@ -29,6 +29,10 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"error"``.
     inputCol : str, optional
         name of the input column. Default: ``"content"``.
+    minHeight : int, optional
+        with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages that resize to a smaller size anyway: much faster and smaller for large photos); other formats are decoded at full size. 0 means no minimum. Default: ``0``.
+    minWidth : int, optional
+        the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum. Default: ``0``.
     originCol : str, optional
         string column copied into each image's origin field, such as the file path (default: '', none). Default: ``""``.
     outputCol : str, optional
@@ -60,6 +64,20 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         typeConverter=TypeConverters.toBoolean,
     )
 
+    minHeight: "Param[int]" = Param(
+        Params._dummy(),
+        "minHeight",
+        "with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages that resize to a smaller size anyway: much faster and smaller for large photos); other formats are decoded at full size. 0 means no minimum",
+        typeConverter=TypeConverters.toInt,
+    )
+
+    minWidth: "Param[int]" = Param(
+        Params._dummy(),
+        "minWidth",
+        "the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum",
+        typeConverter=TypeConverters.toInt,
+    )
+
     originCol: "Param[str]" = Param(
         Params._dummy(),
         "originCol",
@@ -83,12 +101,14 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         dropInvalid: bool | None = None,
         errorCol: str | None = None,
         inputCol: str | None = None,
+        minHeight: int | None = None,
+        minWidth: int | None = None,
         originCol: str | None = None,
         outputCol: str | None = None,
         reduceFactor: int | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(applyOrientation=True, colorMode="color", dropInvalid=False, errorCol="error", inputCol="content", originCol="", outputCol="image", reduceFactor=1)
+        self._setDefault(applyOrientation=True, colorMode="color", dropInvalid=False, errorCol="error", inputCol="content", minHeight=0, minWidth=0, originCol="", outputCol="image", reduceFactor=1)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -100,6 +120,8 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         dropInvalid: bool | None = None,
         errorCol: str | None = None,
         inputCol: str | None = None,
+        minHeight: int | None = None,
+        minWidth: int | None = None,
         originCol: str | None = None,
         outputCol: str | None = None,
         reduceFactor: int | None = None,
@@ -130,6 +152,22 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     def setDropInvalid(self: _P, value: bool) -> _P:
         """Sets ``dropInvalid``: drop the rows that cannot be decoded instead of keeping them with a null image (default: false)."""
         return self._set(dropInvalid=value)
+
+    def getMinHeight(self) -> int:
+        """Gets the value of ``minHeight`` or its default."""
+        return self.getOrDefault(self.minHeight)
+
+    def setMinHeight(self: _P, value: int) -> _P:
+        """Sets ``minHeight``: with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages that resize to a smaller size anyway: much faster and smaller for large photos); other formats are decoded at full size. 0 means no minimum."""
+        return self._set(minHeight=value)
+
+    def getMinWidth(self) -> int:
+        """Gets the value of ``minWidth`` or its default."""
+        return self.getOrDefault(self.minWidth)
+
+    def setMinWidth(self: _P, value: int) -> _P:
+        """Sets ``minWidth``: the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum."""
+        return self._set(minWidth=value)
 
     def getOriginCol(self) -> str:
         """Gets the value of ``originCol`` or its default."""

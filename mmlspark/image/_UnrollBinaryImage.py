@@ -29,6 +29,10 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         height to resize to before unrolling (0, default: keep the size). Default: ``0``.
     inputCol : str, optional
         name of the input column. Default: ``"content"``.
+    minHeight : int, optional
+        with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages that resize to a smaller size anyway: much faster and smaller for large photos); other formats are decoded at full size. 0 means no minimum. Default: ``0``.
+    minWidth : int, optional
+        the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum. Default: ``0``.
     outputCol : str, optional
         name of the output column. Default: ``"unrolled"``.
     reduceFactor : int, optional
@@ -60,6 +64,20 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         typeConverter=TypeConverters.toInt,
     )
 
+    minHeight: "Param[int]" = Param(
+        Params._dummy(),
+        "minHeight",
+        "with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages that resize to a smaller size anyway: much faster and smaller for large photos); other formats are decoded at full size. 0 means no minimum",
+        typeConverter=TypeConverters.toInt,
+    )
+
+    minWidth: "Param[int]" = Param(
+        Params._dummy(),
+        "minWidth",
+        "the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum",
+        typeConverter=TypeConverters.toInt,
+    )
+
     reduceFactor: "Param[int]" = Param(
         Params._dummy(),
         "reduceFactor",
@@ -83,12 +101,14 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         errorCol: str | None = None,
         height: int | None = None,
         inputCol: str | None = None,
+        minHeight: int | None = None,
+        minWidth: int | None = None,
         outputCol: str | None = None,
         reduceFactor: int | None = None,
         width: int | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(applyOrientation=True, colorMode="color", errorCol="error", height=0, inputCol="content", outputCol="unrolled", reduceFactor=1, width=0)
+        self._setDefault(applyOrientation=True, colorMode="color", errorCol="error", height=0, inputCol="content", minHeight=0, minWidth=0, outputCol="unrolled", reduceFactor=1, width=0)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -100,6 +120,8 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         errorCol: str | None = None,
         height: int | None = None,
         inputCol: str | None = None,
+        minHeight: int | None = None,
+        minWidth: int | None = None,
         outputCol: str | None = None,
         reduceFactor: int | None = None,
         width: int | None = None,
@@ -130,6 +152,22 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
     def setHeight(self: _P, value: int) -> _P:
         """Sets ``height``: height to resize to before unrolling (0, default: keep the size)."""
         return self._set(height=value)
+
+    def getMinHeight(self) -> int:
+        """Gets the value of ``minHeight`` or its default."""
+        return self.getOrDefault(self.minHeight)
+
+    def setMinHeight(self: _P, value: int) -> _P:
+        """Sets ``minHeight``: with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages that resize to a smaller size anyway: much faster and smaller for large photos); other formats are decoded at full size. 0 means no minimum."""
+        return self._set(minHeight=value)
+
+    def getMinWidth(self) -> int:
+        """Gets the value of ``minWidth`` or its default."""
+        return self.getOrDefault(self.minWidth)
+
+    def setMinWidth(self: _P, value: int) -> _P:
+        """Sets ``minWidth``: the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum."""
+        return self._set(minWidth=value)
 
     def getReduceFactor(self) -> int:
         """Gets the value of ``reduceFactor`` or its default."""

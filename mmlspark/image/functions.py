@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
-__all__ = ["read_images", "read_image_stream", "to_ndarray"]
+__all__ = ["read_images", "read_image_stream", "list_files", "read_files", "to_ndarray"]
 
 # OpenCV depth codes (type & 7) and the numpy types of their samples.
 _DEPTHS = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 5: np.float32}
@@ -25,11 +25,17 @@ def read_images(
     applyOrientation: bool = True,
     reduceFactor: int = 1,
     dropInvalid: bool = False,
+    minHeight: int = 0,
+    minWidth: int = 0,
 ) -> DataFrame:
     """Reads the image files under ``path`` into a DataFrame of ``path``, ``image`` and ``error``.
 
-    Files are listed by Spark's ``binaryFile`` source and decoded with OpenCV in the tasks that
-    read them, never on the driver. ``image`` is Spark's image struct (``origin, height, width,
+    Files are listed on the driver (see :func:`list_files`: every file, broken link, folder that
+    cannot be listed and symbolic-link loop gives exactly one row, a file reached by two paths
+    is read once) and read and decoded with OpenCV in the tasks, never on the driver. A file that
+    cannot be read (permission denied) is a row with its reason, never a failed job. Images over
+    the executors' pixel limit (``spark.mmlspark.image.maxPixels``, by default what one task's
+    share of the heap holds) are refused from their header, before any memory is allocated. ``image`` is Spark's image struct (``origin, height, width,
     nChannels, mode, data``; BGR or BGRA channels, OpenCV type codes), readable with
     :func:`to_ndarray` or ``pyspark.ml.image.ImageSchema.toNDArray`` (8-bit only). A file that
     cannot be decoded (not an image, truncated, empty) gives a null ``image`` and an ``error``
@@ -56,6 +62,10 @@ def read_images(
         Decode at 1/2, 1/4 or 1/8 of the size (1: full size), for very large images.
     dropInvalid : bool
         Drop the files that cannot be decoded.
+    minHeight, minWidth : int
+        When either is positive, decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale
+        that still covers ``minHeight x minWidth`` (in place of ``reduceFactor``): for pipelines
+        that resize to a smaller size anyway, much faster and smaller on large photos.
 
     Examples
     --------
@@ -80,6 +90,8 @@ def read_images(
             applyOrientation=applyOrientation,
             reduceFactor=reduceFactor,
             dropInvalid=dropInvalid,
+            minHeight=minHeight,
+            minWidth=minWidth,
         )
     jvm = spark.sparkContext._jvm
     assert jvm is not None
@@ -94,7 +106,45 @@ def read_images(
         applyOrientation,
         int(reduceFactor),
         dropInvalid,
+        int(minHeight),
+        int(minWidth),
     )
+    return DataFrame(jdf, spark)
+
+
+def list_files(
+    spark: SparkSession, path: str, recursive: bool = True, pathGlobFilter: str | None = None
+) -> DataFrame:
+    """The files under ``path`` as a DataFrame of ``path``, ``length``, ``modificationTime`` and
+    ``error``, listed on the driver in path order.
+
+    Every regular file appears once, under the first path (in name order) that reaches it, so a
+    photo reached through a second link is not listed twice. A broken symbolic link, a folder that
+    cannot be listed and a symbolic link looping back to a folder above it appear once each, with
+    the reason in ``error``. Names starting with ``.`` or ``_`` are skipped, as Spark's file
+    sources do. :func:`read_files` reads and decodes such a listing.
+    """
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jdf = jvm.mmlspark.image.FileListing.listDataFrame(
+        spark._jsparkSession, path, recursive, pathGlobFilter
+    )
+    return DataFrame(jdf, spark)
+
+
+def read_files(files: DataFrame, decoder: Any) -> DataFrame:
+    """Reads and decodes the files of a :func:`list_files` DataFrame in the tasks, with the
+    settings of ``decoder`` (an :class:`ImageDecoder`; its columns are ignored): adds ``image``
+    and sets ``error`` to the listing's, the read's or the decode's error. Other columns are kept.
+    """
+    from mmlspark.core.wrapper import require_classic_session
+
+    require_classic_session("read_files", "use read_images, or ImageDecoder on binaryFile rows")
+    decoder._transfer_params_to_java()
+    spark = files.sparkSession
+    jvm = spark.sparkContext._jvm
+    assert jvm is not None
+    jdf = jvm.mmlspark.image.ImageReader.readFiles(files._jdf, decoder._java_obj)
     return DataFrame(jdf, spark)
 
 
@@ -167,6 +217,8 @@ def _read_images_remote(
     applyOrientation: bool,
     reduceFactor: int,
     dropInvalid: bool,
+    minHeight: int,
+    minWidth: int,
 ) -> DataFrame:
     if not 0.0 < sampleRatio <= 1.0:
         raise ValueError(f"read_images: sampleRatio must be in (0, 1] but was {sampleRatio}")

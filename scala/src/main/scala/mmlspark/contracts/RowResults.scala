@@ -13,6 +13,9 @@ object RowResults {
     */
   def describe(e: Throwable): String = e match {
     case rejected: IllegalArgumentException => rejected.getMessage
+    case _: OutOfMemoryError =>
+      s"out of memory on this executor (${e.getMessage}); the row was skipped and its memory " +
+        "released. Lower the image or batch size, or give the executors more memory"
     case other => s"${other.getClass.getSimpleName}: ${other.getMessage}"
   }
 

@@ -16,6 +16,9 @@ object ImageCodec {
 
   /** Decodes `bytes` into a new Mat the caller releases.
     *
+    * The header is read first: an image whose decoded size would pass `maxPixels` is refused before
+    * anything is allocated (with [[UndecodableImageException]], so the row fails, not the task).
+    *
     * @param colorMode
     *   `color`: 8-bit BGR; `grayscale`: 8-bit gray; `unchanged`: as stored (gray, BGR or BGRA, 8-
     *   or 16-bit)
@@ -24,12 +27,21 @@ object ImageCodec {
     * @param reduceFactor
     *   decode at 1/2, 1/4 or 1/8 of the size (1: full size); `color` and `grayscale` use the
     *   codec's reduced decoding, `unchanged` resizes after decoding
+    * @param minHeight
+    *   with `minWidth`, when either is positive: decode a JPEG (`color` or `grayscale`) at the
+    *   smallest of 1/8, 1/4, 1/2 and full scale whose (oriented) size still covers `minHeight` x
+    *   `minWidth`, in place of `reduceFactor`; other formats are decoded at full size
+    * @param maxPixels
+    *   the most pixels the decoded image may have
     */
   def decode(
       bytes: Array[Byte],
       colorMode: String,
       applyOrientation: Boolean,
-      reduceFactor: Int
+      reduceFactor: Int,
+      minHeight: Int = 0,
+      minWidth: Int = 0,
+      maxPixels: Long = ImageLimits.maxPixels
   ): Mat = {
     OpenCV.ensureLoaded()
     if (bytes == null) throw new UndecodableImageException("no data (null)")
@@ -39,8 +51,36 @@ object ImageCodec {
         s"truncated JPEG: no end-of-image marker in ${bytes.length} bytes"
       )
     }
+    val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
+    val header = ImageHeader.read(bytes)
+    val scaled = header.exists(_.scalable) && colorMode != "unchanged"
+    val factor = header match {
+      case Some(h) if scaled && (minHeight > 0 || minWidth > 0) =>
+        val (width, height) = if (orientation >= 5) (h.height, h.width) else (h.width, h.height)
+        Seq(8, 4, 2)
+          .find(f => ceilDiv(width, f) >= minWidth && ceilDiv(height, f) >= minHeight)
+          .getOrElse(1)
+      case _ if minHeight > 0 || minWidth > 0 => 1
+      case _ => reduceFactor
+    }
+    header.foreach { h =>
+      val decodedPixels =
+        if (scaled) ceilDiv(h.width, factor).toLong * ceilDiv(h.height, factor) else h.pixels
+      if (decodedPixels > maxPixels) {
+        val atScale =
+          if (scaled && factor > 1)
+            s" (${ImageLimits.megapixels(decodedPixels)} at 1/$factor scale)"
+          else ""
+        throw new UndecodableImageException(
+          s"image is ${h.width}x${h.height} (${ImageLimits.megapixels(h.pixels)})$atScale, over " +
+            s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
+            s"decode it smaller (reduceFactor, or minHeight and minWidth where the image is resized " +
+            s"after), give the executors more memory, or raise ${ImageLimits.MaxPixelsKey}"
+        )
+      }
+    }
     // Orientation is applied below, from our own EXIF reading, so that all modes agree.
-    val flags = (colorMode, reduceFactor) match {
+    val flags = (colorMode, factor) match {
       case ("unchanged", _) => Imgcodecs.IMREAD_UNCHANGED
       case ("color", 1) => Imgcodecs.IMREAD_COLOR | Imgcodecs.IMREAD_IGNORE_ORIENTATION
       case ("color", 2) => Imgcodecs.IMREAD_REDUCED_COLOR_2 | Imgcodecs.IMREAD_IGNORE_ORIENTATION
@@ -59,6 +99,15 @@ object ImageCodec {
     val decoded =
       try Imgcodecs.imdecode(buffer, flags)
       finally buffer.release()
+    if (!decoded.empty() && header.isEmpty && decoded.total() > maxPixels) {
+      val (width, height) = (decoded.cols(), decoded.rows())
+      decoded.release()
+      throw new UndecodableImageException(
+        s"image is ${width}x${height} (${ImageLimits.megapixels(width.toLong * height)}), over " +
+          s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
+          s"raise ${ImageLimits.MaxPixelsKey}"
+      )
+    }
     if (decoded.empty()) {
       decoded.release()
       throw new UndecodableImageException(
@@ -67,14 +116,14 @@ object ImageCodec {
       )
     }
     val reduced =
-      if (colorMode == "unchanged" && reduceFactor > 1) {
+      if (colorMode == "unchanged" && factor > 1) {
         val out = new Mat()
         org.opencv.imgproc.Imgproc.resize(
           decoded,
           out,
           new org.opencv.core.Size(
-            math.ceil(decoded.cols() / reduceFactor.toDouble),
-            math.ceil(decoded.rows() / reduceFactor.toDouble)
+            math.ceil(decoded.cols() / factor.toDouble),
+            math.ceil(decoded.rows() / factor.toDouble)
           ),
           0,
           0,
@@ -83,7 +132,6 @@ object ImageCodec {
         decoded.release()
         out
       } else decoded
-    val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
     orient(reduced, orientation)
   }
 
@@ -114,6 +162,8 @@ object ImageCodec {
       case _ => mat
     }
   }
+
+  private def ceilDiv(a: Int, b: Int): Int = (a + b - 1) / b
 
   def isJpeg(bytes: Array[Byte]): Boolean =
     bytes.length >= 3 && bytes(0) == 0xff.toByte && bytes(1) == 0xd8.toByte && bytes(

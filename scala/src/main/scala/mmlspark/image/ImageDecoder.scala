@@ -45,7 +45,30 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
     ParamValidators.inArray(Array(1, 2, 4, 8))
   )
 
-  setDefault(colorMode -> "color", applyOrientation -> true, reduceFactor -> 1)
+  final val minHeight: IntParam = new IntParam(
+    this,
+    "minHeight",
+    "with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and " +
+      "full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages " +
+      "that resize to a smaller size anyway: much faster and smaller for large photos); other " +
+      "formats are decoded at full size. 0 means no minimum",
+    ParamValidators.gtEq(0)
+  )
+
+  final val minWidth: IntParam = new IntParam(
+    this,
+    "minWidth",
+    "the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum",
+    ParamValidators.gtEq(0)
+  )
+
+  setDefault(
+    colorMode -> "color",
+    applyOrientation -> true,
+    reduceFactor -> 1,
+    minHeight -> 0,
+    minWidth -> 0
+  )
 
   def getColorMode: String = $(colorMode)
 
@@ -59,18 +82,55 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
 
   def setReduceFactor(value: Int): this.type = set(reduceFactor, value)
 
+  def getMinHeight: Int = $(minHeight)
+
+  def setMinHeight(value: Int): this.type = set(minHeight, value)
+
+  def getMinWidth: Int = $(minWidth)
+
+  def setMinWidth(value: Int): this.type = set(minWidth, value)
+
+  /** A column expression reading the file at `path` (unless `listingError` says it cannot be used)
+    * and decoding it into a [[DecodedImage]] struct, on the executors: the encoded bytes live only
+    * inside this one call.
+    */
+  private[image] def decodeFilesColumn(
+      path: Column,
+      listingError: Column,
+      conf: org.apache.spark.broadcast.Broadcast[org.apache.spark.util.SerializableConfiguration]
+  ): Column = {
+    val (mode, orientation, reduce) = ($(colorMode), $(applyOrientation), $(reduceFactor))
+    val (height, width) = ($(minHeight), $(minWidth))
+    val read = udf { (pathValue: String, error: String) =>
+      if (error != null) DecodedImage(null, error)
+      else
+        try {
+          val bytes = ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes)
+          val mat = ImageCodec.decode(bytes, mode, orientation, reduce, height, width)
+          try DecodedImage(ImageSchemaUtils.toStruct(mat, pathValue), null)
+          finally mat.release()
+        } catch {
+          case NonFatal(e) => DecodedImage(null, RowResults.describe(e))
+          case e: OutOfMemoryError => DecodedImage(null, RowResults.describe(e))
+        }
+    }.asNondeterministic()
+    read(path, listingError)
+  }
+
   /** A column expression decoding `bytes` (with `origin` as the image's origin) into a
     * [[DecodedImage]] struct. Each row is decoded once, on the executors.
     */
   protected def decodeColumn(bytes: Column, origin: Column): Column = {
     val (mode, orientation, reduce) = ($(colorMode), $(applyOrientation), $(reduceFactor))
+    val (height, width) = ($(minHeight), $(minWidth))
     val decode = udf { (data: Array[Byte], originValue: String) =>
       try {
-        val mat = ImageCodec.decode(data, mode, orientation, reduce)
+        val mat = ImageCodec.decode(data, mode, orientation, reduce, height, width)
         try DecodedImage(ImageSchemaUtils.toStruct(mat, originValue), null)
         finally mat.release()
       } catch {
         case NonFatal(e) => DecodedImage(null, RowResults.describe(e))
+        case e: OutOfMemoryError => DecodedImage(null, RowResults.describe(e))
       }
     }.asNondeterministic() // keeps Spark from running the decode once per output field
     decode(bytes, origin)

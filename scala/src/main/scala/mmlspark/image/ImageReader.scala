@@ -1,16 +1,22 @@
 package mmlspark.image
 
-import org.apache.spark.sql.{DataFrame, SparkSession}
-import org.apache.spark.sql.execution.datasources.{
-  HadoopFsRelation,
-  LogicalRelation,
-  PartitioningAwareFileIndex
-}
+import java.io.IOException
+import java.nio.file.{Files, Paths}
+
+import scala.util.control.NonFatal
+
+import mmlspark.contracts.{RowResults, SchemaUtils}
+import org.apache.hadoop.fs.Path
+import org.apache.hadoop.io.IOUtils
+import org.apache.spark.sql.{Column, DataFrame, SparkSession}
+import org.apache.spark.sql.functions.{col, udf}
+import org.apache.spark.util.SerializableConfiguration
 
 /** Reads image files into a DataFrame of `path`, `image` (Spark's image struct) and `error`. Files
-  * are listed by Spark's `binaryFile` source and decoded by [[ImageDecoder]] in the tasks that read
-  * them, never on the driver; every file gives one row unless `dropInvalid` is set (zero-length
-  * files too, which Spark's file scan alone would skip).
+  * are listed on the driver by [[FileListing]] (every file, broken link, unlistable folder and link
+  * loop gives one row) and read and decoded by the tasks, never on the driver. A file that cannot
+  * be read (permission denied, removed, over the size limit) or decoded keeps its row with a null
+  * image and the reason in `error`; it is dropped only with `dropInvalid`.
   */
 object ImageReader {
 
@@ -24,58 +30,80 @@ object ImageReader {
       colorMode: String = "color",
       applyOrientation: Boolean = true,
       reduceFactor: Int = 1,
-      dropInvalid: Boolean = false
+      dropInvalid: Boolean = false,
+      minHeight: Int = 0,
+      minWidth: Int = 0
   ): DataFrame = {
     require(
       sampleRatio > 0.0 && sampleRatio <= 1.0,
       s"read_images: sampleRatio must be in (0, 1] but was $sampleRatio"
     )
-    val reader = spark.read.format("binaryFile").option("recursiveFileLookup", recursive.toString)
-    val listed =
-      Option(pathGlobFilter).fold(reader)(g => reader.option("pathGlobFilter", g)).load(path)
-    val listing = listedFiles(listed)
-    // Spark's file scan makes no rows for zero-length files; they are images that failed too.
-    val empty = listing.filter(_.getLen == 0).map(_.getPath.toString)
-    val files =
-      if (empty.isEmpty) listed.select("path", "content")
-      else {
-        import spark.implicits._
-        listed
-          .select("path", "content")
-          .union(empty.map(p => (p, Array.emptyByteArray)).toDF("path", "content"))
-      }
+    val listing = FileListing.listDataFrame(spark, path, recursive, pathGlobFilter)
     val sampled =
-      if (sampleRatio < 1.0) files.sample(withReplacement = false, sampleRatio, seed) else files
-    // Spark charges each file 4 MB of "open cost" when planning, so photos of a few hundred KB
-    // get a task each and task overhead dominates. Group them into partitions of about
-    // `targetPartitionBytes`, with at least a few partitions per core.
-    val partitions = math.max(
-      spark.sparkContext.defaultParallelism * 4L,
-      listing.map(_.getLen).sum / targetPartitionBytes + 1
-    )
-    // (Coalescing to more partitions than the scan has leaves it as it is.)
-    val grouped = sampled.coalesce(Math.toIntExact(partitions))
-    new ImageDecoder()
-      .setInputCol("content")
-      .setOriginCol("path")
+      if (sampleRatio < 1.0) listing.sample(withReplacement = false, sampleRatio, seed) else listing
+    val decoder = new ImageDecoder()
       .setColorMode(colorMode)
       .setApplyOrientation(applyOrientation)
       .setReduceFactor(reduceFactor)
+      .setMinHeight(minHeight)
+      .setMinWidth(minWidth)
       .setDropInvalid(dropInvalid)
-      .transform(grouped)
-      .select("path", "image", "error")
+    readFiles(sampled, decoder).select("path", "image", "error")
+  }
+
+  /** Reads and decodes the files of a [[FileListing]] DataFrame (columns `path`, `length`,
+    * `modificationTime`, `error`), with `decoder`'s params; its other columns are kept, `error`
+    * becomes the listing's, the read's or the decode's error and `image` is added.
+    */
+  def readFiles(files: DataFrame, decoder: ImageDecoder): DataFrame = {
+    val spark = files.sparkSession
+    val conf = spark.sparkContext.broadcast(
+      new SerializableConfiguration(spark.sessionState.newHadoopConf())
+    )
+    val tmp = s"__listing_error_${decoder.uid}"
+    val result = decoder.decodeFilesColumn(col("path"), col(tmp), conf)
+    val read = RowResults.expand(
+      files.withColumnRenamed("error", tmp),
+      decoder,
+      result,
+      "image",
+      "image",
+      "error"
+    )
+    val kept = read.drop(tmp)
+    if (decoder.getDropInvalid) kept.filter(col("image").isNotNull) else kept
+  }
+
+  /** The bytes of one file, refused (before reading) when over `maxBytes`. */
+  def readBytes(path: String, conf: SerializableConfiguration, maxBytes: Long): Array[Byte] = {
+    val hadoopPath = new Path(path)
+    val fs = hadoopPath.getFileSystem(conf.value)
+    def tooLarge(length: Long) = new UndecodableImageException(
+      s"file is ${ImageLimits.megabytes(length)}, over the limit of " +
+        s"${ImageLimits.megabytes(maxBytes)} per file on this executor; raise " +
+        ImageLimits.MaxFileBytesKey
+    )
+    try {
+      if (fs.getScheme == "file") {
+        val file = Paths.get(hadoopPath.toUri)
+        val length = Files.size(file)
+        if (length > maxBytes) throw tooLarge(length)
+        Files.readAllBytes(file)
+      } else {
+        val length = fs.getFileStatus(hadoopPath).getLen
+        if (length > maxBytes) throw tooLarge(length)
+        val bytes = new Array[Byte](Math.toIntExact(length))
+        val in = fs.open(hadoopPath)
+        try IOUtils.readFully(in, bytes, 0, bytes.length)
+        finally in.close()
+        bytes
+      }
+    } catch {
+      case e: IOException =>
+        throw new UndecodableImageException(s"cannot read the file: ${FileListing.reason(e)}")
+    }
   }
 
   /** Bytes of encoded images one task reads, when files are grouped into partitions. */
   val targetPartitionBytes: Long = 64L << 20
-
-  /** The files a file-source DataFrame lists (already listed on the driver when the DataFrame was
-    * made; nothing is read).
-    */
-  private def listedFiles(files: DataFrame): Seq[org.apache.hadoop.fs.FileStatus] =
-    files.queryExecution.analyzed
-      .collectFirst { case r: LogicalRelation => r.relation }
-      .collect { case h: HadoopFsRelation => h.location }
-      .collect { case index: PartitioningAwareFileIndex => index.allFiles() }
-      .getOrElse(Nil)
 }

@@ -81,9 +81,10 @@ final class UnrollBinaryImage(override val uid: String)
     transformSchema(dataset.schema, logging = true)
     val (mode, orientation, reduce, h, w) =
       ($(colorMode), $(applyOrientation), $(reduceFactor), $(height), $(width))
+    val (minH, minW) = ($(minHeight), $(minWidth))
     val unroll = udf { (bytes: Array[Byte]) =>
       try {
-        val decoded = ImageCodec.decode(bytes, mode, orientation, reduce)
+        val decoded = ImageCodec.decode(bytes, mode, orientation, reduce, minH, minW)
         val sized =
           if (h == 0) decoded
           else {

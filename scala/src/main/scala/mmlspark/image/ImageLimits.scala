@@ -1,0 +1,71 @@
+package mmlspark.image
+
+import scala.util.Try
+
+import org.apache.spark.SparkEnv
+
+/** How much one image may take of an executor's memory (contract 3: memory per row is bounded
+  * before it is allocated).
+  *
+  * A decoded image is held several times over while it moves through a row: the decoder's native
+  * Mat, its copy on the heap, Spark's row buffers, and the next stage's copy. The defaults give
+  * each task slot an equal share of 60% of the heap and assume [[BytesPerPixel]] heap bytes per
+  * decoded pixel, so that every slot can hold an image at the limit at the same time. Settings
+  * raise them: `spark.mmlspark.image.maxPixels` (decoded pixels per image) and
+  * `spark.mmlspark.image.maxFileBytes` (encoded bytes per file).
+  */
+object ImageLimits {
+
+  val MaxPixelsKey = "spark.mmlspark.image.maxPixels"
+  val MaxFileBytesKey = "spark.mmlspark.image.maxFileBytes"
+
+  /** Heap bytes one decoded 8-bit 3-channel pixel may cost in a task: its byte array, the row
+    * buffers of the projections it passes (which grow by doubling and are kept for the partition)
+    * and the next stage's copy. Measured: two tasks of 24 MP photos through `read_images`,
+    * `ImageTransformer` and `ONNXModel` sometimes fit a 1 GiB heap and sometimes do not, about 21
+    * bytes a pixel; 30 leaves a margin.
+    */
+  val BytesPerPixel: Long = 30L
+
+  /** Heap available to one task slot of this JVM. */
+  def slotBudget: Long = (Runtime.getRuntime.maxMemory * 0.6 / taskSlots).toLong
+
+  /** Decoded pixels one image may have on this executor. */
+  def maxPixels: Long = setting(MaxPixelsKey).getOrElse(slotBudget / BytesPerPixel)
+
+  /** Bytes one encoded file may have on this executor (it is held about four times too). */
+  def maxFileBytes: Long =
+    math.min(setting(MaxFileBytesKey).getOrElse(slotBudget / 4), Int.MaxValue - 16L)
+
+  /** Tasks that may run at once in this JVM. */
+  def taskSlots: Int = {
+    val conf = Option(SparkEnv.get).map(_.conf)
+    val cores = conf
+      .flatMap(_.getOption("spark.executor.cores"))
+      .flatMap(v => Try(v.toInt).toOption)
+      .orElse(conf.flatMap(_.getOption("spark.master")).flatMap(localThreads))
+      .getOrElse(Runtime.getRuntime.availableProcessors)
+    val perTask = conf.flatMap(c => Try(c.get("spark.task.cpus", "1").toInt).toOption).getOrElse(1)
+    math.max(1, cores / math.max(1, perTask))
+  }
+
+  private val LocalMaster = """local\[(\d+|\*)(?:,\d+)?\]""".r
+
+  private def localThreads(master: String): Option[Int] = master match {
+    case LocalMaster("*") => Some(Runtime.getRuntime.availableProcessors)
+    case LocalMaster(n) => Some(n.toInt)
+    case "local" => Some(1)
+    case _ => None
+  }
+
+  private def setting(key: String): Option[Long] =
+    Option(SparkEnv.get).flatMap(_.conf.getOption(key)).map { v =>
+      Try(v.trim.toLong).filter(_ > 0).getOrElse {
+        throw new IllegalArgumentException(s"$key must be a positive whole number, not '$v'")
+      }
+    }
+
+  def megapixels(pixels: Long): String = f"${pixels / 1e6}%.1f MP"
+
+  def megabytes(bytes: Long): String = f"${bytes / 1048576.0}%.1f MB"
+}
