@@ -153,8 +153,9 @@ def test_unreadable_inputs_fail_before_spark_work(spark, tmp_path, capsys):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(job.JobError, match="cannot read COCO Camera Traps labels"):
         job.CctLabels.read(str(tmp_path / "bad.json"))
-    code = cli.main(["classify", "--images", str(tmp_path), "--model", str(tmp_path / "none"),
-                     "--out", str(tmp_path / "o")])  # fmt: skip
+    (tmp_path / "photos").mkdir()
+    code = cli.main(["classify", "--images", str(tmp_path / "photos"), "--model",
+                     str(tmp_path / "none"), "--out", str(tmp_path / "o")])  # fmt: skip
     assert code == 2 and "cannot load a camera-trap model" in capsys.readouterr().err
 
 

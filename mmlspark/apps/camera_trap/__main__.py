@@ -35,7 +35,25 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--images", required=True)
     c.add_argument("--model", required=True, help="directory written by train")
     c.add_argument("--out", required=True, help="results directory (an interrupted run resumes)")
-    c.add_argument("--overwrite", action="store_true", help="start over in --out")
+    c.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in --out: removes the files an earlier classify wrote there (as its "
+        "run.json lists them), nothing else",
+    )
+    c.add_argument("--wait", action="store_true", help="wait for another run using --out to finish")
+    c.add_argument(
+        "--commit-every",
+        type=int,
+        default=500,
+        help="commit results at least every this many photos (default 500)",
+    )
+    c.add_argument(
+        "--commit-seconds",
+        type=float,
+        default=60.0,
+        help="and at least every this many seconds (default 60)",
+    )
     c.add_argument(
         "--bursts",
         choices=["off", "cct", "time"],
@@ -80,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 bursts=args.bursts,
                 cct=args.cct,
                 burst_gap=args.burst_gap,
+                wait=args.wait,
+                settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
             )
         elif args.command == "evaluate":
             job.evaluate(spark, args.predictions, args.out, labels=args.labels)
@@ -88,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     except job.JobError as e:
         print(f"mmlspark-camera-trap {args.command}: {e}", file=sys.stderr)
         return 2
+    except job.Interrupted as e:
+        return 128 + e.signum
     return 0
 
 

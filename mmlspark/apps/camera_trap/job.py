@@ -9,11 +9,14 @@ results JSON; it resumes an interrupted run. Evaluating compares predictions wit
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
+import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,14 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import mmlspark
-from mmlspark.image import ImageDecoder, ImageFeaturizer
+from mmlspark.apps.camera_trap.store import (
+    FolderError,
+    OutputLock,
+    RunFolder,
+    atomic_write,
+    inside,
+)
+from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 from mmlspark.stages import EnsembleByKey
 from mmlspark.train import ComputeModelStatistics, TrainClassifier, TrainedClassifierModel
 
@@ -54,24 +64,6 @@ def _qualified(spark: SparkSession, path: str) -> str:
     return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
 
 
-def list_photos(spark: SparkSession, images: str) -> DataFrame:
-    """Every file under `images`: path, modificationTime, content (read lazily)."""
-    return (
-        spark.read.format("binaryFile")
-        .option("recursiveFileLookup", "true")
-        .load(images)
-        .select("path", "modificationTime", "content")
-    )
-
-
-def decode(photos: DataFrame) -> DataFrame:
-    return (
-        ImageDecoder(inputCol="content", outputCol="image", errorCol="error", originCol="path")
-        .transform(photos)
-        .drop("content")
-    )
-
-
 @dataclass
 class CctLabels:
     """Ground truth from a COCO Camera Traps JSON: file name -> category, and its sequences."""
@@ -79,6 +71,8 @@ class CctLabels:
     labels: dict[str, str]
     sequences: dict[str, str]
     corrupt: set[str]
+    #: Annotations naming an image or category the file does not have (left out, not fatal).
+    dangling: int = 0
 
     @staticmethod
     def read(path: str) -> CctLabels:
@@ -87,13 +81,21 @@ class CctLabels:
             categories = {c["id"]: c["name"] for c in data["categories"]}
             names = {i["id"]: i["file_name"] for i in data["images"]}
             labels: dict[str, str] = {}
+            dangling = 0
             for a in data.get("annotations", []):
-                labels.setdefault(names[a["image_id"]], categories[a["category_id"]])
-        except (OSError, ValueError, KeyError, TypeError) as e:
+                if a.get("image_id") in names and a.get("category_id") in categories:
+                    labels.setdefault(names[a["image_id"]], categories[a["category_id"]])
+                else:
+                    dangling += 1
+            sequences = {i["file_name"]: str(i["seq_id"]) for i in data["images"] if "seq_id" in i}
+            corrupt = {i["file_name"] for i in data["images"] if i.get("corrupt")}
+        except RecursionError:
+            raise JobError(
+                f"cannot read COCO Camera Traps labels from {path}: nested too deeply"
+            ) from None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise JobError(f"cannot read COCO Camera Traps labels from {path}: {e!r}") from None
-        sequences = {i["file_name"]: str(i["seq_id"]) for i in data["images"] if "seq_id" in i}
-        corrupt = {i["file_name"] for i in data["images"] if i.get("corrupt")}
-        return CctLabels(labels, sequences, corrupt)
+        return CctLabels(labels, sequences, corrupt, dangling)
 
 
 def with_labels(spark: SparkSession, df: DataFrame, images: str, labels: str | None) -> DataFrame:
@@ -106,7 +108,8 @@ def with_labels(spark: SparkSession, df: DataFrame, images: str, labels: str | N
     # Photos the survey marked corrupt are neither trained on nor judged.
     known = sorted((f, label) for f, label in cct.labels.items() if f not in cct.corrupt)
     truth = spark.createDataFrame(known, "relative_path string, label string")
-    return df.join(truth, "relative_path", "left")
+    # Broadcast: a shuffle join would leave the photos in spark.sql.shuffle.partitions pieces.
+    return df.join(F.broadcast(truth), "relative_path", "left")
 
 
 def train(
@@ -125,8 +128,12 @@ def train(
         model_bytes = Path(featurizer).read_bytes()
     except OSError as e:
         raise JobError(f"cannot read the featurizer model {featurizer}: {e}") from None
+    check_model_folder(Path(model_out))
     start = time.perf_counter()
-    photos = with_labels(spark, decode(list_photos(spark, images)), images, labels).cache()
+    # Photos are decoded at the smallest JPEG scale that still covers the featurizer's input.
+    decoder = ImageDecoder(minHeight=image_size, minWidth=image_size)
+    photos = read_files(list_files(spark, images), decoder)
+    photos = with_labels(spark, photos, images, labels).cache()
     usable = photos.filter("image IS NOT NULL AND label IS NOT NULL AND label != ''")
     counts = photos.agg(
         F.count("*").alias("all"),
@@ -172,6 +179,25 @@ def train(
     return model, summary
 
 
+def check_model_folder(folder: Path) -> None:
+    """Saving a model replaces its folder: refuse a folder that holds anything else."""
+    if folder.exists() and not folder.is_dir():
+        raise JobError(f"--model-out {folder} is a file, not a folder")
+    if folder.is_dir() and any(folder.iterdir()):
+        metadata = folder / "metadata" / "part-00000"
+        try:
+            saved = json.loads(metadata.read_text().splitlines()[0])["class"]
+        except (OSError, ValueError, KeyError, IndexError):
+            saved = None
+        if saved != "org.apache.spark.ml.PipelineModel" or any(
+            entry.name not in ("metadata", "stages") for entry in folder.iterdir()
+        ):
+            raise JobError(
+                f"--model-out {folder} is not empty and is not a saved model (saving replaces "
+                "the whole folder); choose a new or empty folder"
+            )
+
+
 def _levels(model: PipelineModel) -> list[str]:
     """The classes of a trained pipeline (its last stage is a TrainedClassifierModel)."""
     last = model.stages[-1]
@@ -180,6 +206,120 @@ def _levels(model: PipelineModel) -> list[str]:
             f"the model's last stage is a {type(last).__name__}, not a trained classifier"
         )
     return list(last.getLevels())
+
+
+@dataclass
+class ClassifySettings:
+    """How often classify commits: every `commit_every` photos or `commit_seconds` seconds,
+    whichever comes first (the size of each Spark job is set from the rate measured so far)."""
+
+    commit_every: int = 500
+    commit_seconds: float = 60.0
+
+
+class Interrupted(Exception):
+    """A signal asked the run to stop; what was committed stays."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _StopOnSignal:
+    """Turns SIGINT and SIGTERM into a prompt, clean stop: the running Spark jobs are cancelled
+    (their tasks end their ONNX Runtime runs) and the loop stops before the next commit."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            self.spark.sparkContext.cancelAllJobs()
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+    def __enter__(self) -> _StopOnSignal:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            self.previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def check_folders(images: str, out: Path) -> None:
+    """Refuses an --out that is a file, or that lies inside --images or holds it."""
+    if out.exists() and not out.is_dir():
+        raise JobError(f"--out {out} is a file, not a folder; choose a folder for the results")
+    if "://" in images or images.startswith(("hdfs:", "s3a:", "abfss:", "gs:", "dbfs:")):
+        return
+    local = Path(images[len("file:") :] if images.startswith("file:") else images)
+    if not local.exists():
+        return
+    if inside(out, local) or inside(local, out):
+        raise JobError(
+            f"--out {out} and --images {images} overlap (one lies inside the other); results "
+            "must go to a folder outside the photos, e.g. next to them"
+        )
+
+
+def open_folder(out: Path, run: dict[str, Any], overwrite: bool, log: Log) -> RunFolder:
+    """The output folder for `run`: new, empty, or holding results of the same run (resumed).
+    Results of another run are replaced only with `overwrite`, and then only the files its
+    manifest lists; a folder holding anything this job did not write is refused."""
+    try:
+        folder = RunFolder(out)
+    except FolderError as e:
+        raise JobError(str(e)) from None
+    if folder.manifest is None:
+        count, names = folder.foreign_files()
+        if count:
+            raise JobError(
+                f"{out} is not empty and is not a classify output ({count} entries, e.g. "
+                f"{', '.join(names)}); choose a new or empty folder for --out"
+            )
+    else:
+        previous = {k: folder.manifest.get(k) for k in run}
+        if overwrite:
+            removed = folder.remove_own_files()
+            log(f"[classify] --overwrite: removed {removed} files of the earlier results in {out}")
+        elif previous != run:
+            raise JobError(
+                f"{out} holds results of another run ({previous}); choose another --out, or pass "
+                "--overwrite to replace those results (only the files its run.json lists are "
+                "removed)"
+            )
+    folder.start(run)
+    folder.clean_staging()
+    return folder
+
+
+def featurizer_size(model: PipelineModel) -> tuple[int, int]:
+    """The image size the model's featurizer resizes to (0, 0 when it has none)."""
+    for stage in model.stages:
+        if isinstance(stage, ImageFeaturizer):
+            return stage.getImageHeight(), stage.getImageWidth()
+    return 0, 0
+
+
+def committed(spark: SparkSession, folder: RunFolder) -> DataFrame | None:
+    """Every committed row (a photo may have several: the latest commit is current)."""
+    parts = folder.parts()
+    if not parts:
+        return None
+    return spark.read.parquet(*[str(p) for p in parts])
+
+
+def current(table: DataFrame) -> DataFrame:
+    """One row per photo: the one of its latest commit."""
+    latest = Window.partitionBy("path").orderBy(F.col("commit").desc())
+    return table.withColumn("_rank", F.row_number().over(latest)).filter("_rank = 1").drop("_rank")
 
 
 def classify(
@@ -192,65 +332,267 @@ def classify(
     bursts: str = "off",
     cct: str | None = None,
     burst_gap: float = 3.0,
+    wait: bool = False,
+    settings: ClassifySettings | None = None,
     log: Log = print,
 ) -> dict[str, Any]:
-    """Scores the photos under `images`. With `bursts` 'cct' (sequences from the `cct` JSON's
-    seq_id) or 'time' (photos of one folder taken at most `burst_gap` seconds apart, by file time)
-    the probabilities of a burst's photos are averaged and the burst's class is every photo's
-    prediction; `image_label` keeps each photo's own."""
+    """Scores the photos under `images` into `out`, committing as it goes; a second call with
+    the same arguments continues where the first stopped and ends with exactly one row per
+    photo. With `bursts` 'cct' (sequences from the `cct` JSON's seq_id) or 'time' (photos of
+    one folder taken at most `burst_gap` seconds apart, by file time) the probabilities of a
+    burst's photos are averaged and the burst's class is every photo's prediction;
+    `image_label` keeps each photo's own."""
+    settings = settings or ClassifySettings()
+    if bursts not in ("off", "cct", "time"):
+        raise JobError(f"--bursts must be off, cct or time, not {bursts!r}")
     if bursts == "cct" and cct is None:
         raise JobError("--bursts cct needs --cct, the COCO Camera Traps JSON with seq_id")
     sequences = CctLabels.read(cct).sequences if cct else {}
+    out_dir = Path(out)
+    check_folders(images, out_dir)
     try:
         model = PipelineModel.load(model_dir)
         levels = _levels(model)
     except Exception as e:  # noqa: BLE001 - any failure to load is reported the same way
         raise JobError(f"cannot load a camera-trap model from {model_dir}: {e}") from None
-    out_dir = Path(out)
-    manifest = {
+    run = {
         "images": _qualified(spark, images),
         "model": str(Path(model_dir).resolve()),
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
     }
-    predictions = out_dir / "predictions.parquet"
-    if overwrite and out_dir.exists():
-        shutil.rmtree(out_dir)
-    if (out_dir / "run.json").exists():
-        previous = json.loads((out_dir / "run.json").read_text())
-        if previous != manifest:
-            raise JobError(
-                f"{out} holds results of another run ({previous}); pass --overwrite to replace them"
-            )
-    elif out_dir.exists() and any(out_dir.iterdir()):
-        raise JobError(f"{out} exists and is not a classify output; pass --overwrite to replace it")
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "run.json").write_text(json.dumps(manifest))
+    try:
+        lock = OutputLock(out_dir, wait=wait).__enter__()
+    except FolderError as e:
+        raise JobError(str(e)) from None
+    try:
+        folder = open_folder(out_dir, run, overwrite, log)
+        return _classify(spark, folder, model, levels, run, sequences, burst_gap, settings, log)
+    finally:
+        lock.__exit__()
 
+
+def _classify(
+    spark: SparkSession,
+    folder: RunFolder,
+    model: PipelineModel,
+    levels: list[str],
+    run: dict[str, Any],
+    sequences: dict[str, str],
+    burst_gap: float,
+    settings: ClassifySettings,
+    log: Log,
+) -> dict[str, Any]:
     start = time.perf_counter()
-    photos = list_photos(spark, images)
-    scored_before = 0
-    if predictions.exists():
-        done = spark.read.parquet(str(predictions)).select("path", "modificationTime")
-        scored_before = done.count()
-        photos = photos.join(done, ["path", "modificationTime"], "left_anti")
-    scored = model.transform(decode(photos))
-    failure = F.coalesce("error", "featurizeError")
+    bursts = run["bursts"].split(":")[0]
+    listing = list_files(spark, run["images"])
     if bursts != "off":
-        scored = with_bursts(spark, scored, manifest["images"], bursts, sequences, burst_gap)
+        listing = with_bursts(spark, listing, run["images"], bursts, sequences, burst_gap)
+    else:
+        listing = listing.withColumn("burst", F.lit(None).cast("string"))
+    listing = listing.withColumn("unit", F.coalesce("burst", "path")).cache()
+    table = committed(spark, folder)
+    before = 0
+    todo = listing
+    if table is not None:
+        latest = current(table).select("path", "length", "modificationTime")
+        before = latest.join(listing.select("path"), "path", "left_semi").count()
+        same = (
+            (todo["path"] == latest["path"])
+            & todo["length"].eqNullSafe(latest["length"])
+            & todo["modificationTime"].eqNullSafe(latest["modificationTime"])
+        )
+        todo = todo.join(latest, same, "left_anti")
+    size = featurizer_size(model)
+    scorer = _Scorer(spark, folder, model, levels, size, settings, log, bursts != "off")
+    suspects, level = folder.inflight()
+    try:
+        with _StopOnSignal(spark) as stop:
+            scorer.stop = stop
+            if suspects:
+                held = todo.filter(F.col("path").isin(suspects))
+                todo = todo.filter(~F.col("path").isin(suspects))
+                if level >= 2:
+                    scorer.record_crashed(held)
+                else:
+                    log(
+                        f"[classify] an earlier run died while scoring {len(suspects)} photos; "
+                        "scoring them in smaller parts first"
+                    )
+                    scorer.score_all(held, level + 1)
+            scorer.score_all(todo, 0)
+    except Interrupted as e:
+        folder.clear_inflight()
+        log(
+            f"[classify] stopped by {e}: {scorer.scored} photos committed by this run, "
+            f"{before + scorer.scored} in {folder.folder}; run the same command to continue"
+        )
+        listing.unpersist()
+        raise
+    folder.clear_inflight()
+    summary = finish(spark, folder, listing, levels, run["images"], log)
+    listing.unpersist()
+    seconds = time.perf_counter() - start
+    summary["seconds"] = round(seconds, 2)
+    summary["scored"] = scorer.scored
+    log(
+        f"[classify] {summary['photos']} photos ({summary['failures']} failures) in {folder.folder}"
+        f"; this run {scorer.scored} photos in {seconds:.1f} s "
+        f"({scorer.scored / max(seconds, 1e-9):.1f} photos/s)"
+        + (f"; {summary['removed']} photos no longer there dropped" if summary["removed"] else "")
+    )
+    return summary
+
+
+class _Scorer:
+    """Scores units of work (a burst, or a photo) in commits, sized to the measured rate."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        folder: RunFolder,
+        model: PipelineModel,
+        levels: list[str],
+        size: tuple[int, int],
+        settings: ClassifySettings,
+        log: Log,
+        ensemble: bool,
+    ) -> None:
+        self.ensemble = ensemble
+        self.spark = spark
+        self.folder = folder
+        self.model = model
+        self.levels = levels
+        self.decoder = ImageDecoder(minHeight=size[0], minWidth=size[1])
+        self.settings = settings
+        self.log = log
+        self.scored = 0
+        self.rate: float | None = None  # photos/s of the commits so far
+        self.stop: _StopOnSignal | None = None
+
+    def _chunk_photos(self) -> int:
+        cores = self.spark.sparkContext.defaultParallelism
+        if self.rate is None:
+            return max(1, min(self.settings.commit_every, 8 * cores))
+        by_time = int(self.rate * self.settings.commit_seconds * 0.8)
+        return max(1, min(self.settings.commit_every, by_time))
+
+    def score_all(self, todo: DataFrame, level: int) -> None:
+        """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
+        died on) in sixteenths of a chunk and one photo at a time."""
+        units = todo.select("unit").distinct().orderBy("unit")
+        numbered = units.rdd.zipWithIndex().map(lambda r: (r[0][0], r[1])).toDF(["unit", "_unit"])
+        work = todo.join(numbered, "unit").cache()
+        try:
+            photos, count = (work.count(), numbered.count())
+            if not count:
+                return
+            per_unit = photos / count
+            first = 0
+            while first < count:
+                if self.stop:
+                    self.stop.check()
+                n = self._chunk_photos()
+                n = {0: n, 1: max(1, n // 16), 2: 1}[min(level, 2)]
+                last = min(count, first + max(1, round(n / per_unit)))
+                chunk = work.filter((F.col("_unit") >= first) & (F.col("_unit") < last))
+                self.commit(chunk, level)
+                first = last
+        finally:
+            work.unpersist()
+
+    def commit(self, chunk: DataFrame, level: int) -> None:
+        paths = [r.path for r in chunk.select("path").collect()]
+        if not paths:
+            return
+        self.folder.set_inflight(paths, level)
+        started = time.perf_counter()
+        number = self.folder.next_commit()
+        staged = self.folder.staged(f"commit-{number:08d}")
+        parallelism = max(1, min(len(paths), 2 * self.spark.sparkContext.defaultParallelism))
+        scored = score(
+            chunk.repartition(parallelism), self.model, self.levels, self.decoder, self.ensemble
+        )
+        try:
+            scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
+        except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM
+            if self.stop:
+                self.stop.check()
+            if level >= 2 or len(paths) == 1:
+                self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
+                self.folder.clear_inflight()
+                return
+            self.log(f"[classify] a commit of {len(paths)} photos failed; scoring it in parts")
+            self.folder.clear_inflight()
+            self.score_all(chunk.drop("_unit"), level + 1)
+            return
+        self.folder.commit(staged, number)
+        self.folder.clear_inflight()
+        seconds = time.perf_counter() - started
+        self.scored += len(paths)
+        rate = len(paths) / max(seconds, 1e-6)
+        self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
+
+    def _write_failures(self, chunk: DataFrame, reason: str) -> None:
+        number = self.folder.next_commit()
+        staged = self.folder.staged(f"commit-{number:08d}")
+        rows = chunk.select(
+            "path",
+            "length",
+            "modificationTime",
+            F.lit(None).cast("string").alias("predicted_label"),
+            F.lit(None).cast("double").alias("confidence"),
+            F.lit(None).cast(TOP_K_TYPE).alias("top_k"),
+            F.lit(None).cast("string").alias("image_label"),
+            "burst",
+            F.lit(reason).alias("failure"),
+            F.lit(number).alias("commit"),
+        )
+        rows.repartition(1).write.parquet(str(staged))
+        self.folder.commit(staged, number)
+        self.scored += rows.count()
+
+    def record_failed(self, chunk: DataFrame, reason: str) -> None:
+        self._write_failures(chunk, reason)
+
+    def record_crashed(self, chunk: DataFrame) -> None:
+        """Photos the process died on twice: listed as failures and skipped."""
+        self._write_failures(
+            chunk,
+            "the process died while scoring this file in an earlier run, twice; it was skipped "
+            "(classify with --overwrite to try it again)",
+        )
+        self.folder.clear_inflight()
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__
+
+
+TOP_K_TYPE = "array<struct<label:string,probability:double>>"
+
+
+def score(
+    photos: DataFrame, model: PipelineModel, levels: list[str], decoder: Any, ensemble: bool
+) -> DataFrame:
+    """The prediction rows of listed photos (path, length, modificationTime, burst, ...); with
+    `ensemble`, the probabilities of each burst's photos are averaged."""
+    scored = model.transform(read_files(photos, decoder))
+    failure = F.coalesce("error", "featurizeError")
+    if ensemble:
         # A photo that failed is a burst of its own, so it cannot spoil its neighbours' mean.
         scored = scored.withColumn(
-            "burst", F.when(failure.isNull(), F.col("burst")).otherwise(F.col("path"))
+            "unit", F.when(failure.isNull(), F.col("unit")).otherwise(F.col("path"))
         )
         scored = EnsembleByKey(
-            keys=["burst"],
+            keys=["unit"],
             cols=["probability"],
             colNames=["burst_probability"],
             collapseGroup=False,
         ).transform(scored)
     else:
-        scored = scored.withColumn("burst", F.lit(None).cast("string")).withColumn(
-            "burst_probability", F.col("probability")
-        )
+        scored = scored.withColumn("burst_probability", F.col("probability"))
     top_k = F.expr(
         "slice(transform(array_sort(arrays_zip(final, levels), (a, b) -> "
         "CASE WHEN a.final > b.final THEN -1 WHEN a.final < b.final THEN 1 ELSE 0 END), "
@@ -261,34 +603,119 @@ def classify(
         # A photo that could not be read has no features; its scores mean nothing.
         return F.when(failure.isNull(), column)
 
-    result = (
+    return (
         scored.withColumn("levels", F.array(*[F.lit(v) for v in levels]))
         .withColumn("final", vector_to_array(F.col("burst_probability")))
         .select(
             "path",
+            "length",
             "modificationTime",
             unless_failed(
                 F.expr("element_at(levels, CAST(array_position(final, array_max(final)) AS INT))")
             ).alias("predicted_label"),
-            unless_failed(F.array_max("final")).alias("confidence"),
-            unless_failed(top_k).alias("top_k"),
+            unless_failed(F.array_max("final")).cast("double").alias("confidence"),
+            unless_failed(top_k).cast(TOP_K_TYPE).alias("top_k"),
             unless_failed(F.col("prediction")).alias("image_label"),
             "burst",
             failure.alias("failure"),
         )
     )
-    result.write.mode("append").parquet(str(predictions))
-    everything = spark.read.parquet(str(predictions)).cache()
-    seconds = time.perf_counter() - start
-    summary = write_outputs(everything, out_dir, levels, manifest["images"])
-    summary["seconds"] = round(seconds, 2)
-    new = summary["photos"] - scored_before
-    log(
-        f"[classify] {summary['photos']} photos ({summary['failures']} failures) in {out}; "
-        f"this run {new} photos in {seconds:.1f} s ({new / max(seconds, 1e-9):.1f} photos/s)"
-    )
-    everything.unpersist()
-    return summary
+
+
+#: The committed table keeps at most this many photos' rows per file when a run ends.
+ROWS_PER_FILE = 100_000
+
+
+def finish(
+    spark: SparkSession,
+    folder: RunFolder,
+    listing: DataFrame,
+    levels: list[str],
+    root: str,
+    log: Log,
+) -> dict[str, Any]:
+    """Rewrites the committed table as one current row per photo still present (few large
+    files), then rebuilds predictions.csv and results.json from it, each written atomically."""
+    table = committed(spark, folder)
+    if table is None:
+        photos = 0
+        removed = 0
+    else:
+        old = folder.parts()
+        latest = current(table)
+        present = latest.join(listing.select("path"), "path", "left_semi")
+        photos = present.count()
+        removed = latest.count() - photos
+        if len(old) > max(1, -(-photos // ROWS_PER_FILE)) or removed or photos < table.count():
+            number = folder.next_commit()
+            staged = folder.staged(f"compact-{number:08d}")
+            files = max(1, -(-photos // ROWS_PER_FILE))
+            present.repartitionByRange(files, "path").sortWithinPartitions("path").write.parquet(
+                str(staged)
+            )
+            # The new files hold the same rows (commit numbers kept) as the old ones, so a reader
+            # between the renames and the deletes sees a photo's current row twice, never zero.
+            folder.commit(staged, number)
+            folder.drop_parts(old)
+    rows = committed(spark, folder)
+    failures = 0 if rows is None else rows.filter("failure IS NOT NULL").count()
+    write_outputs(spark, rows, folder, levels, root)
+    return {"photos": photos, "failures": failures, "removed": removed}
+
+
+def _sorted_rows(rows: DataFrame | None) -> Iterator[Any]:
+    """The rows by path, a few thousand at a time (the driver never holds the whole table)."""
+    if rows is None:
+        return iter(())
+    count = rows.count()
+    parts = max(1, -(-count // 10_000))
+    ordered = rows.repartitionByRange(parts, "path").sortWithinPartitions("path")
+    return ordered.toLocalIterator(prefetchPartitions=True)
+
+
+def write_outputs(
+    spark: SparkSession, rows: DataFrame | None, folder: RunFolder, levels: list[str], root: str
+) -> None:
+    """predictions.csv and the MegaDetector-format results.json, streamed from the table."""
+    prefix = root + "/"
+
+    def relative(path: str) -> str:
+        return path[len(prefix) :] if path.startswith(prefix) else path
+
+    def csv_lines() -> Iterator[str]:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(["path", "predicted_label", "confidence", "top_k", "failure"])
+        for r in _sorted_rows(rows):
+            top = ";".join(f"{t.label}:{t.probability:.4f}" for t in (r.top_k or []))
+            confidence = "" if r.confidence is None else f"{r.confidence:.4f}"
+            writer.writerow(
+                [relative(r.path), r.predicted_label or "", confidence, top, r.failure or ""]
+            )
+            if buffer.tell() > 1 << 16:
+                yield buffer.getvalue()
+                buffer.seek(0)
+                buffer.truncate()
+        yield buffer.getvalue()
+
+    def json_text() -> Iterator[str]:
+        yield '{"images": ['
+        for i, r in enumerate(_sorted_rows(rows)):
+            entry = json.dumps(megadetector_entry(relative(r.path), r, levels))
+            yield ("\n " if i == 0 else ",\n ") + entry
+        rest = {
+            "detection_categories": {"1": "animal"},
+            "classification_categories": {str(i): name for i, name in enumerate(levels)},
+            "info": {
+                "format_version": "1.4",
+                "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
+                "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            },
+        }
+        yield "\n], " + json.dumps(rest, indent=1)[1:] + "\n"
+
+    folder.write_output("predictions.csv", csv_lines())
+    folder.write_output("results.json", json_text())
 
 
 def with_bursts(
@@ -322,37 +749,6 @@ def with_bursts(
     )
 
 
-def write_outputs(
-    predictions: DataFrame, out_dir: Path, levels: list[str], root: str
-) -> dict[str, Any]:
-    """CSV and MegaDetector-format JSON from the full predictions table."""
-    rows = predictions.orderBy("path").collect()
-    prefix = root + "/"
-    csv = ["path,predicted_label,confidence,top_k,failure"]
-    images = []
-    for r in rows:
-        relative = r.path[len(prefix) :] if r.path.startswith(prefix) else r.path
-        top = ";".join(f"{t.label}:{t.probability:.4f}" for t in (r.top_k or []))
-        failure = (r.failure or "").replace('"', "'")
-        confidence = "" if r.confidence is None else f"{r.confidence:.4f}"
-        csv.append(f'"{relative}",{r.predicted_label or ""},{confidence},{top},"{failure}"')
-        images.append(megadetector_entry(relative, r, levels))
-    (out_dir / "predictions.csv").write_text("\n".join(csv) + "\n")
-    results = {
-        "images": images,
-        "detection_categories": {"1": "animal"},
-        "classification_categories": {str(i): name for i, name in enumerate(levels)},
-        "info": {
-            "format_version": "1.4",
-            "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
-            "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
-        },
-    }
-    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
-    failures = sum(1 for r in rows if r.failure)
-    return {"photos": len(rows), "failures": failures}
-
-
 def megadetector_entry(relative: str, row: Any, levels: list[str]) -> dict[str, Any]:
     """One image of a MegaDetector batch-output file: a failure, or one whole-image detection
     carrying the classification (no detection when the photo is classified empty)."""
@@ -384,8 +780,12 @@ def evaluate(
     labels: str | None = None,
     log: Log = print,
 ) -> dict[str, Any]:
-    run = json.loads((Path(predictions) / "run.json").read_text())
-    scored = spark.read.parquet(str(Path(predictions) / "predictions.parquet"))
+    folder = RunFolder(Path(predictions))
+    table = committed(spark, folder)
+    if folder.manifest is None or table is None:
+        raise JobError(f"{predictions} holds no classify results (no run.json or no predictions)")
+    run = folder.manifest
+    scored = current(table)
     if labels is None:
         truth = scored.withColumn("label", F.regexp_extract("path", r"/([^/]+)/[^/]+$", 1))
     else:
@@ -456,17 +856,69 @@ def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], 
 DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
 
 
+class DemoFiles:
+    """The files a demo run wrote, listed in ``demo.json`` as it goes. A new demo into the same
+    folder removes those files (and the folders they leave empty) and nothing else; a folder
+    that is not empty and holds no ``demo.json`` is refused."""
+
+    NAME = "demo.json"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.path = folder / self.NAME
+        if folder.exists() and not folder.is_dir():
+            raise JobError(f"--out {folder} is a file, not a folder")
+        if self.path.exists():
+            try:
+                previous = json.loads(self.path.read_text())["files"]
+            except (ValueError, KeyError, TypeError) as e:
+                raise JobError(f"{self.path} is not a readable demo manifest: {e}") from None
+            self._remove(previous)
+        elif folder.exists() and any(folder.iterdir()):
+            names = sorted(p.name for p in folder.iterdir())
+            raise JobError(
+                f"{folder} is not empty and is not a demo output ({len(names)} entries, e.g. "
+                f"{', '.join(names[:3])}); choose a new or empty folder for --out"
+            )
+        self.files: set[str] = set()
+        folder.mkdir(parents=True, exist_ok=True)
+        self._save()
+
+    def _remove(self, names: list[str]) -> None:
+        folders: set[Path] = set()
+        for name in names:
+            path = self.folder / name
+            if path.is_file() or path.is_symlink():
+                path.unlink()
+            folders.update(p for p in path.parents if self.folder in p.parents)
+        for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # holds something the demo did not write
+
+    def _save(self) -> None:
+        atomic_write(self.path, json.dumps({"files": sorted(self.files)}, indent=1))
+
+    def add(self, *paths: Path) -> None:
+        self.files.update(str(p.relative_to(self.folder)) for p in paths)
+        self._save()
+
+    def add_tree(self, folder: Path) -> None:
+        self.add(*[p for p in folder.rglob("*") if p.is_file()])
+
+
 def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
     """Train on three quarters of the embedded photos, classify and evaluate the rest."""
     out_dir = Path(out)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
+    written = DemoFiles(out_dir)
     for split in ("train", "test"):
         for photo in sorted((DEMO_DATA / "images").glob("*/*.jpg")):
             index = int(photo.stem.rsplit("_", 1)[1])
             if (index % 4 == 0) == (split == "test"):
                 target = out_dir / "data" / split / photo.parent.name / photo.name
                 target.parent.mkdir(parents=True, exist_ok=True)
+                written.add(target)
                 shutil.copyfile(photo, target)
     log(
         "[demo] embedded data: synthetic photos drawn in code (deer, fox, empty) and a "
@@ -481,6 +933,7 @@ def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
         str(out_dir / "model"),
         log=log,
     )
+    written.add_tree(out_dir / "model")
     summary = classify(
         spark,
         str(out_dir / "data" / "test"),
@@ -488,7 +941,9 @@ def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
         str(out_dir / "predictions"),
         log=log,
     )
+    written.add_tree(out_dir / "predictions")
     metrics = evaluate(spark, str(out_dir / "predictions"), str(out_dir / "evaluation"), log=log)
+    written.add_tree(out_dir / "evaluation")
     seconds = time.perf_counter() - start
     chance = 1 / len(metrics["labels"])
     log("[demo] stage      photos  failures  seconds  photos/s")
