@@ -9,12 +9,11 @@ results JSON; it resumes an interrupted run. Evaluating compares predictions wit
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import shutil
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -244,8 +243,9 @@ class _StopOnSignal:
             raise Interrupted(self.signum)
 
     def __enter__(self) -> _StopOnSignal:
-        for s in (signal.SIGINT, signal.SIGTERM):
-            self.previous[s] = signal.signal(s, self._handle)
+        if threading.current_thread() is threading.main_thread():  # where Python allows handlers
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self.previous[s] = signal.signal(s, self._handle)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -481,7 +481,9 @@ class _Scorer:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
         died on) in sixteenths of a chunk and one photo at a time."""
         units = todo.select("unit").distinct().orderBy("unit")
-        numbered = units.rdd.zipWithIndex().map(lambda r: (r[0][0], r[1])).toDF(["unit", "_unit"])
+        numbered = self.spark.createDataFrame(
+            units.rdd.zipWithIndex().map(lambda r: (r[0][0], r[1])), "unit string, _unit long"
+        )
         work = todo.join(numbered, "unit").cache()
         try:
             photos, count = (work.count(), numbered.count())
@@ -663,59 +665,106 @@ def finish(
     return {"photos": photos, "failures": failures, "removed": removed}
 
 
-def _sorted_rows(rows: DataFrame | None) -> Iterator[Any]:
-    """The rows by path, a few thousand at a time (the driver never holds the whole table)."""
-    if rows is None:
-        return iter(())
-    count = rows.count()
-    parts = max(1, -(-count // 10_000))
-    ordered = rows.repartitionByRange(parts, "path").sortWithinPartitions("path")
-    return ordered.toLocalIterator(prefetchPartitions=True)
-
-
 def write_outputs(
     spark: SparkSession, rows: DataFrame | None, folder: RunFolder, levels: list[str], root: str
 ) -> None:
-    """predictions.csv and the MegaDetector-format results.json, streamed from the table."""
+    """predictions.csv and the MegaDetector-format results.json, rendered by Spark from the
+    table (sorted by path) and moved into place with a rename: the driver only streams text
+    through, so its memory does not grow with the survey."""
+    if rows is None:
+        rows = spark.createDataFrame([], SCHEMA)
     prefix = root + "/"
+    relative = F.when(
+        F.col("path").startswith(prefix), F.expr(f"substring(path, {len(prefix) + 1})")
+    ).otherwise(F.col("path"))
+    ordered = rows.withColumn("file", relative).orderBy("path").coalesce(1)
 
-    def relative(path: str) -> str:
-        return path[len(prefix) :] if path.startswith(prefix) else path
+    staged = folder.staged("csv")
+    four = "format_string('%.4f', {})"
+    (
+        ordered.select(
+            F.col("file").alias("path"),
+            F.coalesce("predicted_label", F.lit("")).alias("predicted_label"),
+            F.when(F.col("confidence").isNull(), "")
+            .otherwise(F.expr(four.format("confidence")))
+            .alias("confidence"),
+            F.expr(
+                "coalesce(array_join(transform(top_k, t -> concat(t.label, ':', "
+                f"{four.format('t.probability')})), ';'), '')"
+            ).alias("top_k"),
+            F.coalesce("failure", F.lit("")).alias("failure"),
+        )
+        .write.option("header", "true")
+        .option("escape", '"')
+        .option("emptyValue", "")
+        .csv(str(staged))
+    )
+    folder.move_output(next(staged.glob("part-*")), "predictions.csv")
 
-    def csv_lines() -> Iterator[str]:
-        buffer = io.StringIO()
-        writer = csv.writer(buffer, lineterminator="\n")
-        writer.writerow(["path", "predicted_label", "confidence", "top_k", "failure"])
-        for r in _sorted_rows(rows):
-            top = ";".join(f"{t.label}:{t.probability:.4f}" for t in (r.top_k or []))
-            confidence = "" if r.confidence is None else f"{r.confidence:.4f}"
-            writer.writerow(
-                [relative(r.path), r.predicted_label or "", confidence, top, r.failure or ""]
-            )
-            if buffer.tell() > 1 << 16:
-                yield buffer.getvalue()
-                buffer.seek(0)
-                buffer.truncate()
-        yield buffer.getvalue()
+    staged = folder.staged("json")
+    ordered.select(megadetector_entry(levels)).write.text(str(staged))
+    part = next(staged.glob("part-*"))
+    rest = {
+        "detection_categories": {"1": "animal"},
+        "classification_categories": {str(i): name for i, name in enumerate(levels)},
+        "info": {
+            "format_version": "1.4",
+            "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
+            "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        },
+    }
 
-    def json_text() -> Iterator[str]:
+    def text() -> Iterator[str]:
         yield '{"images": ['
-        for i, r in enumerate(_sorted_rows(rows)):
-            entry = json.dumps(megadetector_entry(relative(r.path), r, levels))
-            yield ("\n " if i == 0 else ",\n ") + entry
-        rest = {
-            "detection_categories": {"1": "animal"},
-            "classification_categories": {str(i): name for i, name in enumerate(levels)},
-            "info": {
-                "format_version": "1.4",
-                "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
-                "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            },
-        }
+        with part.open(encoding="utf-8") as lines:
+            for i, line in enumerate(lines):
+                yield ("\n " if i == 0 else ",\n ") + line.rstrip("\n")
         yield "\n], " + json.dumps(rest, indent=1)[1:] + "\n"
 
-    folder.write_output("predictions.csv", csv_lines())
-    folder.write_output("results.json", json_text())
+    folder.write_output("results.json", text())
+    folder.clean_staging()
+
+
+SCHEMA = (
+    "path string, length long, modificationTime timestamp, predicted_label string, "
+    f"confidence double, top_k {TOP_K_TYPE}, image_label string, burst string, "
+    "failure string, commit int"
+)
+
+
+def megadetector_entry(levels: list[str]) -> Any:
+    """One image of a MegaDetector batch-output file as a JSON text column: a failure, or one
+    whole-image detection carrying the classification (none when the photo is classified
+    empty). Built by Spark: its `classifications` are [category, confidence] pairs of mixed
+    types, which no Spark type holds, so the text is assembled around `to_json` pieces."""
+    failed = F.col("failure").isNotNull() | F.col("predicted_label").isNull()
+    failure = F.to_json(
+        F.struct(F.col("file"), F.coalesce("failure", F.lit("not classified")).alias("failure"))
+    )
+    names = "array(" + ", ".join(json.dumps(v).replace("'", "\\'") for v in levels) + ")"
+    empty = json.dumps(EMPTY)
+    animal = (
+        f"1.0 - coalesce(try_element_at(filter(top_k, t -> t.label = {empty}), 1).probability, 0.0)"
+        if EMPTY in levels
+        else "confidence"
+    )
+    conf = f"CAST(round({animal}, 4) AS STRING)"
+    classifications = (
+        "concat('[', array_join(transform(filter(top_k, t -> t.label != "
+        f"{empty}), t -> concat('[\"', CAST(array_position({names}, t.label) - 1 AS STRING), "
+        "'\", ', CAST(round(t.probability, 4) AS STRING), ']')), ', '), ']')"
+    )
+    detections = (
+        f'CASE WHEN predicted_label = {empty} THEN \'[]\' ELSE concat(\'[{{"category": "1", '
+        f'"conf": \', {conf}, \', "bbox": [0.0, 0.0, 1.0, 1.0], "classifications": \', '
+        f"{classifications}, '}}]') END"
+    )
+    file_only = "to_json(named_struct('file', file))"
+    scored = F.expr(
+        f"concat(substring({file_only}, 1, length({file_only}) - 1), "
+        f"', \"max_detection_conf\": ', {conf}, ', \"detections\": ', {detections}, '}}')"
+    )
+    return F.when(failed, failure).otherwise(scored).alias("entry")
 
 
 def with_bursts(
@@ -747,29 +796,6 @@ def with_bursts(
         .withColumn("burst", F.concat_ws("#", "folder", F.sum("starts").over(order).cast("string")))
         .drop("folder", "starts")
     )
-
-
-def megadetector_entry(relative: str, row: Any, levels: list[str]) -> dict[str, Any]:
-    """One image of a MegaDetector batch-output file: a failure, or one whole-image detection
-    carrying the classification (no detection when the photo is classified empty)."""
-    if row.failure or row.predicted_label is None:
-        return {"file": relative, "failure": row.failure or "not classified"}
-    probabilities = {t.label: t.probability for t in row.top_k}
-    animal = 1.0 - probabilities.get(EMPTY, 0.0) if EMPTY in levels else row.confidence
-    classifications = [
-        [str(levels.index(t.label)), round(t.probability, 4)] for t in row.top_k if t.label != EMPTY
-    ]
-    detections = []
-    if row.predicted_label != EMPTY:
-        detections.append(
-            {
-                "category": "1",
-                "conf": round(animal, 4),
-                "bbox": [0.0, 0.0, 1.0, 1.0],
-                "classifications": classifications,
-            }
-        )
-    return {"file": relative, "max_detection_conf": round(animal, 4), "detections": detections}
 
 
 def evaluate(

@@ -273,6 +273,13 @@ class RunFolder:
         except (FileNotFoundError, ValueError, KeyError, TypeError):
             return [], 0
 
+    def move_output(self, source: Path, name: str) -> Path:
+        """Moves a finished file into place as `name`, with one rename."""
+        target = self.folder / name
+        self.record(target)
+        os.replace(source, target)
+        return target
+
     def write_output(self, name: str, chunks: Iterable[str]) -> Path:
         """Streams `chunks` into `name` through a temporary file and a rename."""
         target = self.folder / name

@@ -1,0 +1,593 @@
+"""A survey is never lost: the camera-trap job against hostile input, interrupts, concurrent
+runs and folders it must not touch. Bombs are made here in a few bytes, never stored."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from mmlspark.apps.camera_trap import __main__ as cli
+from mmlspark.apps.camera_trap import job, store
+from mmlspark.image import read_images
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = job.DEMO_DATA
+
+
+def jpeg_claiming(width: int, height: int) -> bytes:
+    """A small valid JPEG whose frame header is rewritten to claim `width` x `height`."""
+    ok, encoded = cv2.imencode(".jpg", np.full((16, 16, 3), 90, np.uint8))
+    assert ok
+    data = bytearray(encoded.tobytes())
+    sof = data.index(b"\xff\xc0")
+    data[sof + 5 : sof + 9] = struct.pack(">HH", height, width)
+    return bytes(data)
+
+
+def blank_png(width: int, height: int) -> bytes:
+    """A valid all-black RGB PNG, compressed row by row (no full-size buffer in this process)."""
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return (
+            struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+        )
+
+    compressor = zlib.compressobj(9)
+    row = b"\x00" * (1 + 3 * width)
+    idat = b"".join(compressor.compress(row) for _ in range(height)) + compressor.flush()
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+    )
+
+
+def copy_photos(target: Path, copies: int = 1, per_label: int | None = None) -> list[Path]:
+    photos = []
+    for k in range(copies):
+        for label in ("deer", "fox", "empty"):
+            for photo in sorted((DEMO / "images" / label).glob("*.jpg"))[:per_label]:
+                destination = target / f"g{k:02d}" / label / photo.name
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(photo, destination)
+                photos.append(destination)
+    return photos
+
+
+@pytest.fixture(scope="module")
+def model(spark, tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("model") / "model"
+    job.train(spark, str(DEMO / "images"), str(DEMO / "featurizer.onnx"), str(path), log=print)
+    return path
+
+
+def rows_of(out: Path) -> list[dict]:
+    return list(csv.DictReader((out / "predictions.csv").open(newline="")))
+
+
+def committed_rows(out: Path) -> dict[str, tuple]:
+    """The current committed row of each photo, read without Spark."""
+    parts = sorted((out / store.TABLE).glob("part-*.parquet"))
+    if not parts:
+        return {}
+    table = pq.ParquetDataset([str(p) for p in parts]).read().to_pylist()
+    latest: dict[str, dict] = {}
+    for r in table:
+        if r["path"] not in latest or r["commit"] > latest[r["path"]]["commit"]:
+            latest[r["path"]] = r
+    return {p: (r["predicted_label"], r["confidence"], r["failure"]) for p, r in latest.items()}
+
+
+def same(a: tuple, b: tuple) -> bool:
+    """Two committed rows agree: label and failure equal, confidence within rel 1e-6."""
+    (label, confidence, failure), (label2, confidence2, failure2) = a, b
+    if (label, failure) != (label2, failure2) or (confidence is None) != (confidence2 is None):
+        return False
+    return confidence is None or abs(confidence - confidence2) <= 1e-6 * abs(confidence2)
+
+
+def classify_args(images: Path, model: Path, out: Path, *extra: str) -> list[str]:
+    return ["classify", "--images", str(images), "--model", str(model), "--out", str(out), *extra]
+
+
+def start_cli(args: list[str], tmp_path: Path) -> subprocess.Popen:
+    """The CLI in a process of its own (its own local JVM, the default settings)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def wait_for(condition, timeout: float = 300.0, what: str = "") -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+# -- never delete what it did not write -----------------------------------------------------
+
+
+def test_overwrite_and_demo_remove_only_their_own_files(spark, model, tmp_path, capsys):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=4)
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    (out / "thesis.docx").write_text("years of work")
+    (out / store.TABLE / "notes.txt").write_text("mine")
+    assert cli.main(classify_args(images, model, out, "--overwrite")) == 0
+    assert (out / "thesis.docx").read_text() == "years of work"
+    assert (out / store.TABLE / "notes.txt").read_text() == "mine"
+    assert len(rows_of(out)) == len(photos)
+
+    # --out equal to, inside or around --images: refused, the photos untouched.
+    for target in (images, images / "g00", tmp_path):
+        assert cli.main(classify_args(images, model, target, "--overwrite")) == 2
+        assert "overlap" in capsys.readouterr().err
+    assert all(p.is_file() for p in photos)
+
+    # A folder this job did not write: refused, and the message suggests no deleting flag.
+    foreign = tmp_path / "documents"
+    foreign.mkdir()
+    (foreign / "report.txt").write_text("x")
+    assert cli.main(classify_args(images, model, foreign)) == 2
+    err = capsys.readouterr().err
+    assert "not a classify output" in err and "report.txt" in err and "--overwrite" not in err
+    assert cli.main(classify_args(images, model, foreign, "--overwrite")) == 2
+    assert (foreign / "report.txt").read_text() == "x"
+
+    # --out naming a file, and a CCT file nested too deeply: exit 2, no traceback.
+    assert cli.main(classify_args(images, model, foreign / "report.txt")) == 2
+    assert "is a file" in capsys.readouterr().err
+    (tmp_path / "deep.json").write_text("[" * 100_000 + "]" * 100_000)
+    args = classify_args(images, model, tmp_path / "r2", "--bursts", "cct", "--cct")
+    assert cli.main([*args, str(tmp_path / "deep.json")]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
+
+    # demo refuses a folder that is not a demo output, and clears only its own files.
+    thesis = tmp_path / "d"
+    thesis.mkdir()
+    (thesis / "thesis.docx").write_text("x")
+    assert cli.main(["demo", "--out", str(thesis)]) == 2
+    assert (thesis / "thesis.docx").read_text() == "x"
+    assert "not a demo output" in capsys.readouterr().err
+    demo = tmp_path / "demo"
+    job.DemoFiles(demo).add_tree(demo)  # an empty demo output
+    (demo / "model").mkdir()
+    (demo / "model" / "keep.txt").write_text("k")
+    listed = demo / "data" / "old.jpg"
+    listed.parent.mkdir()
+    listed.write_text("old")
+    job.DemoFiles(demo).add(listed)
+    job.DemoFiles(demo)  # a new demo run starts: the listed file goes, the other stays
+    assert not listed.exists() and (demo / "model" / "keep.txt").read_text() == "k"
+
+    # train never replaces a folder that is not a saved model.
+    code = cli.main(["train", "--images", str(images), "--featurizer",
+                     str(DEMO / "featurizer.onnx"), "--model-out", str(foreign)])  # fmt: skip
+    assert code == 2 and (foreign / "report.txt").exists()
+
+
+def test_cct_annotations_of_missing_images_are_left_out(tmp_path):
+    cct = {
+        "images": [{"id": 1, "file_name": "a.jpg"}],
+        "annotations": [{"image_id": 1, "category_id": 0}, {"image_id": 99, "category_id": 0}],
+        "categories": [{"id": 0, "name": "empty"}],
+    }
+    (tmp_path / "cct.json").write_text(json.dumps(cct))
+    labels = job.CctLabels.read(str(tmp_path / "cct.json"))
+    assert labels.labels == {"a.jpg": "empty"} and labels.dangling == 1
+
+
+# -- one file never kills a run -------------------------------------------------------------
+
+
+def test_a_hostile_survey_completes_and_lists_every_file(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=14)[:40]
+    for extra in copy_photos(images, per_label=14)[40:]:
+        extra.unlink()
+    bombs = images / "bombs"
+    bombs.mkdir()
+    bomb = jpeg_claiming(25000, 25000)
+    assert len(bomb) < 1000
+    (bombs / "claims_25000.jpg").write_bytes(bomb)
+    png = blank_png(10000, 10000)
+    assert len(png) < 400_000
+    (bombs / "blank_10000.png").write_bytes(png)
+    (bombs / "empty.jpg").write_bytes(b"")
+    (bombs / "gone.jpg").symlink_to(tmp_path / "nowhere.jpg")
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    rows = {r["path"]: r for r in rows_of(out)}
+    assert len(rows) == 44
+    assert all(rows[str(p.relative_to(images))]["predicted_label"] for p in photos)
+    assert "empty file (0 bytes)" in rows["bombs/empty.jpg"]["failure"]
+    assert "broken symbolic link" in rows["bombs/gone.jpg"]["failure"]
+    assert "10000x10000 (100.0 MP)" in rows["bombs/blank_10000.png"]["failure"]
+    results = json.loads((out / "results.json").read_text())
+    assert len(results["images"]) == 44
+
+    # read_images decodes at full size: the 25000x25000 claim is refused from its header.
+    df = read_images(spark, str(bombs)).drop("image").collect()
+    errors = {Path(r.path).name: r.error for r in df}
+    assert len(errors) == 4
+    assert "25000x25000 (625.0 MP), over the limit" in errors["claims_25000.jpg"]
+    assert "spark.mmlspark.image.maxPixels" in errors["claims_25000.jpg"]
+
+
+def test_read_images_lists_links_loops_and_duplicates_once(spark, tmp_path):
+    root = tmp_path / "photos"
+    copy_photos(root, per_label=2)
+    (root / "g00" / "deer" / "loop").symlink_to(root / "g00")  # back to a folder above
+    (root / "zz_again").symlink_to(root / "g00" / "fox")  # the same photos by a second path
+    (root / "g00" / "dangling.jpg").symlink_to(root / "missing.jpg")
+    rows = read_images(spark, str(root)).drop("image").collect()
+    paths = [r.path for r in rows]
+    assert len(paths) == len(set(paths)) == 6 + 2
+    loops = [r for r in rows if r.error and "symbolic link loop" in r.error]
+    assert len(loops) == 1 and loops[0].path.endswith("g00/deer/loop")
+    assert not any("/zz_again/" in p for p in paths)  # each photo once, under its first path
+    assert sum("/g00/fox/" in p for p in paths) == 2
+    assert any(r.error and "broken symbolic link" in r.error for r in rows)
+
+
+def test_unreadable_files_and_folders_are_row_errors(tmp_path):
+    """Permission denied, as a user without root's override gets it: the check runs in a user
+    namespace, where files owned by root get no override."""
+    root = tmp_path / "photos"
+    copy_photos(root, per_label=1)
+    secret = root / "g00" / "deer" / "secret.jpg"
+    shutil.copyfile(next((DEMO / "images" / "deer").glob("*.jpg")), secret)
+    secret.chmod(0)
+    locked = root / "locked"
+    locked.mkdir()
+    (locked / "x.jpg").write_bytes(b"x")
+    locked.chmod(0)
+    script = (
+        "import json, sys, mmlspark\n"
+        "from mmlspark.image import read_images\n"
+        "spark = mmlspark.session('local[2]', {'spark.ui.enabled': 'false'})\n"
+        "rows = read_images(spark, sys.argv[1]).drop('image').collect()\n"
+        "print(json.dumps({r.path.rsplit('/', 1)[-1]: r.error for r in rows}))\n"
+    )
+    try:
+        result = subprocess.run(
+            ["unshare", "--user", sys.executable, "-c", script, str(root)],
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        locked.chmod(0o755)
+        secret.chmod(0o644)
+    assert result.returncode == 0, result.stderr[-3000:]
+    errors = json.loads(result.stdout.strip().splitlines()[-1])
+    assert errors["secret.jpg"] == "cannot read the file: permission denied"
+    assert errors["locked"] == "cannot list folder: permission denied"
+    assert sum(e is None for e in errors.values()) == 3
+
+
+# -- resume that survives anything ----------------------------------------------------------
+
+
+def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, copies=50)
+    assert len(photos) == 6000
+    reference = tmp_path / "reference"
+    job.classify(spark, str(images), str(model), str(reference), log=print)
+    expected = committed_rows(reference)
+    assert len(expected) == 6000
+
+    out = tmp_path / "run"
+    args = classify_args(images, model, out, "--commit-every", "500")
+    kept = []
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        before = len(committed_rows(out))
+        process = start_cli(args, tmp_path)
+        wait_for(lambda b=before: len(committed_rows(out)) >= b + 1000, what="two commits")
+        process.send_signal(sig)
+        stopped = time.monotonic()
+        output, _ = process.communicate(timeout=60)
+        if sig == signal.SIGINT:
+            assert time.monotonic() - stopped < 30  # prompt
+            assert process.returncode == 128 + signal.SIGINT, output[-3000:]
+            assert "run the same command to continue" in output
+        else:
+            assert process.returncode == -signal.SIGKILL
+        rows = committed_rows(out)
+        assert len(rows) >= before + 1000 and len(rows) < 6000
+        assert all(same(rows[p], expected[p]) for p in rows)  # whole commits, right values
+        kept.append(len(rows))
+    print(f"rows kept: {kept[0]} after SIGINT, {kept[1]} after SIGKILL")
+
+    process = start_cli(args, tmp_path)
+    output, _ = process.communicate(timeout=600)
+    assert process.returncode == 0, output[-3000:]
+    rows = committed_rows(out)
+    assert rows.keys() == expected.keys()
+    assert all(same(rows[p], expected[p]) for p in rows)
+    parts = list((out / store.TABLE).glob("part-*.parquet"))
+    table = pq.ParquetDataset([str(p) for p in parts]).read()
+    assert table.num_rows == 6000 and len(parts) == 1  # exactly one row a photo, one file
+    assert len(rows_of(out)) == 6000
+    assert not (out / store.STAGING).exists() or not any((out / store.STAGING).iterdir())
+    assert not (out / store.LOCK).exists() and not (out / store.INFLIGHT).exists()
+
+
+def test_changed_and_deleted_photos_are_rescored_and_dropped(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=3)
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    first = {r["path"]: r for r in rows_of(out)}
+    changed, deleted = photos[0], photos[-1]  # a deer becomes a fox; an empty photo is removed
+    shutil.copyfile(photos[3], changed)
+    os.utime(changed, (time.time() + 10,) * 2)
+    deleted.unlink()
+    lines: list[str] = []
+    summary = job.classify(spark, str(images), str(model), str(out), log=lines.append)
+    assert summary["scored"] == 1 and summary["removed"] == 1, lines
+    after = {r["path"]: r for r in rows_of(out)}
+    name = str(changed.relative_to(images))
+    assert set(after) == set(first) - {str(deleted.relative_to(images))}
+    assert (
+        after[name]["predicted_label"]
+        == first[str(photos[3].relative_to(images))]["predicted_label"]
+    )
+    assert len(committed_rows(out)) == len(photos) - 1
+    assert (
+        pq.ParquetDataset([str(p) for p in (out / store.TABLE).glob("part-*.parquet")])
+        .read()
+        .num_rows
+        == len(photos) - 1
+    )
+
+
+def test_concurrent_runs_are_refused_or_wait(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, copies=2)
+    out = tmp_path / "run"
+    processes = [start_cli(classify_args(images, model, out), tmp_path) for _ in range(2)]
+    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    codes = sorted(p.returncode for p in processes)
+    assert codes == [0, 2], outputs
+    assert any("in use by another classify run" in o for o in outputs)
+    assert len(rows_of(out)) == len(photos) and len(committed_rows(out)) == len(photos)
+
+    # --wait: waits for the holder to let go, then runs.
+    other = tmp_path / "run2"
+    other.mkdir()
+    done = threading.Event()
+    with store.OutputLock(other):
+        waiter = threading.Thread(
+            target=lambda: (
+                done.set() if cli.main(classify_args(images, model, other, "--wait")) == 0 else None
+            )
+        )
+        waiter.start()
+        time.sleep(3)
+        assert not done.is_set() and not (other / store.MANIFEST).exists()
+    waiter.join(timeout=600)
+    assert done.is_set() and len(rows_of(other)) == len(photos)
+
+    # A lock left by a process that no longer exists is taken over.
+    (other / store.LOCK).write_text(json.dumps({"host": os.uname().nodename, "pid": 2**22 + 7}))
+    assert cli.main(classify_args(images, model, other)) == 0
+
+
+# -- survey scale ---------------------------------------------------------------------------
+
+
+def test_a_million_row_survey_is_written_in_few_files_with_bounded_driver_memory(spark, tmp_path):
+    import tracemalloc
+
+    from pyspark.sql import functions as F
+
+    n = 1_000_000
+    folder = store.RunFolder(tmp_path / "run")
+    folder.start({"images": "file:/survey"})
+    photos = spark.range(n).select(
+        F.format_string("file:/survey/cam%03d/IMG_%07d.JPG", F.col("id") % 400, "id").alias("path"),
+        F.lit(3_000_000).cast("long").alias("length"),
+        F.current_timestamp().alias("modificationTime"),
+        F.when(F.col("id") % 3 == 0, "deer").otherwise("empty").alias("predicted_label"),
+        (F.col("id") % 1000 / 1000.0).alias("confidence"),
+        F.array(F.struct(F.lit("deer").alias("label"), F.lit(0.6).alias("probability"))).alias(
+            "top_k"
+        ),
+        F.lit("deer").alias("image_label"),
+        F.lit(None).cast("string").alias("burst"),
+        F.when(F.col("id") % 1000 == 7, "not a decodable image").alias("failure"),
+        (F.col("id") % 250).cast("int").alias("commit"),
+    )
+    # 250 commits of 4,000 photos, as a run committing every 4,000 would leave them.
+    for k, part in enumerate(range(0, 250, 25)):
+        staged = folder.staged("test")
+        photos.filter(F.col("commit").between(part, part + 24)).repartition(25).write.parquet(
+            str(staged)
+        )
+        folder.commit(staged, k + 1)
+    assert len(folder.parts()) == 250
+    listing = photos.select("path")
+    tracemalloc.start()
+    summary = job.finish(spark, folder, listing, ["deer", "empty"], "file:/survey", log=print)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    assert summary["photos"] == n and summary["failures"] == n // 1000
+    assert len(folder.parts()) <= n // 10_000
+    assert peak < 64 * 2**20, f"driver peak {peak / 2**20:.0f} MiB"
+    print(f"1M rows: {len(folder.parts())} files, driver Python peak {peak / 2**20:.1f} MiB")
+    with (folder.folder / "predictions.csv").open() as f:
+        assert sum(1 for _ in f) == n + 1
+    with (folder.folder / "results.json").open() as f:
+        entries = [line for line in f if line.startswith(' {"file"')]
+    assert len(entries) == n
+    assert json.loads(entries[0].rstrip().rstrip(","))["file"] == "cam000/IMG_0000000.JPG"
+    assert json.loads(entries[7 * 2500].rstrip().rstrip(","))["failure"] == "not a decodable image"
+
+
+def reference_entry(relative: str, row: dict, levels: list[str]) -> dict:
+    """MegaDetector's batch-output entry of one photo, written out in plain Python."""
+    if row["failure"] or row["predicted_label"] is None:
+        return {"file": relative, "failure": row["failure"] or "not classified"}
+    probabilities = {t["label"]: t["probability"] for t in row["top_k"]}
+    animal = 1.0 - probabilities.get("empty", 0.0) if "empty" in levels else row["confidence"]
+    classifications = [
+        [str(levels.index(t["label"])), round(t["probability"], 4)]
+        for t in row["top_k"]
+        if t["label"] != "empty"
+    ]
+    detections = []
+    if row["predicted_label"] != "empty":
+        detections.append(
+            {
+                "category": "1",
+                "conf": round(animal, 4),
+                "bbox": [0.0, 0.0, 1.0, 1.0],
+                "classifications": classifications,
+            }
+        )
+    return {"file": relative, "max_detection_conf": round(animal, 4), "detections": detections}
+
+
+def test_outputs_escape_names_and_match_the_megadetector_format(spark, tmp_path):
+    levels = ['red "deer", adult', "empty", "fox"]
+    rows = [
+        ('file:/s/a "quoted", name.jpg', levels[0], 0.7, [(levels[0], 0.7), ("fox", 0.2)], None),
+        ("file:/s/b.jpg", "empty", 0.91, [("empty", 0.91), ("fox", 0.00005)], None),
+        ("file:/s/c.jpg", None, None, None, 'bad "file", truly'),
+        ("file:/s/d\u00e9j\u00e0.jpg", "fox", 0.5, [("fox", 0.5), (levels[0], 0.3)], None),
+    ]
+    table = spark.createDataFrame(
+        [
+            (p, 1, None, label, conf, [{"label": a, "probability": b} for a, b in top or []]
+             if top else None, label, None, failure, 1)
+            for p, label, conf, top, failure in rows
+        ],
+        job.SCHEMA,
+    )  # fmt: skip
+    folder = store.RunFolder(tmp_path / "run")
+    folder.start({"images": "file:/s"})
+    job.write_outputs(spark, table, folder, levels, "file:/s")
+    written = list(csv.DictReader((folder.folder / "predictions.csv").open(newline="")))
+    assert [r["path"] for r in written] == [
+        'a "quoted", name.jpg',
+        "b.jpg",
+        "c.jpg",
+        "d\u00e9j\u00e0.jpg",
+    ]
+    assert written[0]["predicted_label"] == levels[0] and written[0]["confidence"] == "0.7000"
+    assert written[0]["top_k"] == f"{levels[0]}:0.7000;fox:0.2000"
+    assert written[2]["failure"] == 'bad "file", truly' and written[2]["confidence"] == ""
+    results = json.loads((folder.folder / "results.json").read_text())
+    expected = [
+        reference_entry(relative, r.asDict(recursive=True), levels)
+        for relative, r in zip(
+            [w["path"] for w in written], table.orderBy("path").collect(), strict=True
+        )
+    ]
+    assert results["images"] == expected
+    assert results["classification_categories"] == {"0": levels[0], "1": "empty", "2": "fox"}
+
+
+# -- camera-trap-size photos ----------------------------------------------------------------
+
+
+def write_24mp(folder: Path, count: int) -> list[Path]:
+    """`count` 6000x4000 JPEGs with texture, about 10 MB each, as 24 MP trail cameras write."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(3)
+    base = cv2.resize(rng.integers(0, 255, (250, 375, 3), np.uint8), (6000, 4000))
+    written = []
+    for i in range(count):
+        photo = cv2.add(base, rng.integers(0, 30, (4000, 6000, 3), np.uint8))
+        cv2.circle(photo, (1000 + 800 * i, 2000), 600, (20, 40, 200), -1)
+        path = folder / f"IMG_{i:04d}.JPG"
+        assert cv2.imwrite(str(path), photo, [cv2.IMWRITE_JPEG_QUALITY, 90])
+        written.append(path)
+    return written
+
+
+def jvm_peak_rss_mib(process: subprocess.Popen) -> float:
+    """VmHWM of the Java child of `process` (the local Spark JVM), sampled until it exits."""
+    peak = 0.0
+    while process.poll() is None:
+        for child in Path("/proc").iterdir():
+            try:
+                if child.name.isdigit() and (child / "stat").read_text().split()[3] == str(
+                    process.pid
+                ):
+                    for line in (child / "status").read_text().splitlines():
+                        if line.startswith("VmHWM:"):
+                            peak = max(peak, int(line.split()[1]) / 1024)
+            except (OSError, IndexError):
+                continue
+        time.sleep(0.5)
+    return peak
+
+
+def test_24_megapixel_photos_go_through_with_the_default_settings(spark, model, tmp_path):
+    from mmlspark.onnx import ONNXModel
+    from mmlspark.opencv import ImageTransformer
+
+    photos = write_24mp(tmp_path / "survey", 6)
+    out = tmp_path / "run"
+    process = start_cli(classify_args(tmp_path / "survey", model, out), tmp_path)
+    peak = jvm_peak_rss_mib(process)
+    output = process.stdout.read() if process.stdout else ""
+    assert process.returncode == 0, output[-3000:]
+    rows = rows_of(out)
+    assert len(rows) == len(photos) and all(r["predicted_label"] and not r["failure"] for r in rows)
+    print(f"classify of {len(photos)} 24 MP photos: Spark JVM peak RSS {peak:.0f} MiB")
+
+    # read_images -> ImageTransformer -> ONNXModel at full size, in the shared test session
+    # (mmlspark.session()'s defaults): every photo decoded whole, tensors equal opencv-python's.
+    import onnx
+    from onnx import TensorProto, helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 224, 224])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3, 1, 1])
+    graph = helper.make_graph([helper.make_node("GlobalAveragePool", ["x"], ["y"])], "g", [x], [y])
+    mean_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    mean_model.ir_version = 9
+    onnx.checker.check_model(mean_model)
+    images = read_images(spark, str(tmp_path / "survey"))
+    tensors = (
+        ImageTransformer(inputCol="image", outputCol="x", toTensor=True)
+        .resize(size=224, keepAspectRatio=False)
+        .transform(images)
+    )
+    scored = (
+        ONNXModel(feedDict={"x": "x"}, fetchDict={"y": "y"})
+        .setModelPayload(mean_model.SerializeToString())
+        .transform(tensors)
+        .select("path", "error", "y")
+        .collect()
+    )
+    assert len(scored) == len(photos) and all(r.error is None for r in scored)
+    for r in scored:
+        reference = cv2.resize(cv2.imread(r.path[len("file:") :]), (224, 224))
+        means = reference[:, :, ::-1].reshape(-1, 3).mean(axis=0)  # RGB channel means
+        np.testing.assert_allclose(np.array(r.y).ravel(), means, rtol=1e-4)
