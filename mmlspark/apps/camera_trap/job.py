@@ -409,18 +409,22 @@ def _classify(
     try:
         with _StopOnSignal(spark) as stop:
             scorer.stop = stop
-            if suspects:
-                held = todo.filter(F.col("path").isin(suspects))
-                todo = todo.filter(~F.col("path").isin(suspects))
-                if level >= 2:
-                    scorer.record_crashed(held)
-                else:
-                    log(
-                        f"[classify] an earlier run died while scoring {len(suspects)} photos; "
-                        "scoring them in smaller parts first"
-                    )
-                    scorer.score_all(held, level + 1)
-            scorer.score_all(todo, 0)
+            try:
+                if suspects:
+                    held = todo.filter(F.col("path").isin(suspects))
+                    todo = todo.filter(~F.col("path").isin(suspects))
+                    if level >= 2:
+                        scorer.record_crashed(held)
+                    else:
+                        log(
+                            f"[classify] an earlier run died while scoring {len(suspects)} "
+                            "photos; scoring them in smaller parts first"
+                        )
+                        scorer.score_all(held, level + 1)
+                scorer.score_all(todo, 0)
+            except Exception:
+                stop.check()  # a signal's cancelled job fails whichever Spark call was running
+                raise
     except Interrupted as e:
         folder.clear_inflight()
         log(
