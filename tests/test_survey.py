@@ -105,15 +105,25 @@ def classify_args(images: Path, model: Path, out: Path, *extra: str) -> list[str
 
 
 def start_cli(args: list[str], tmp_path: Path) -> subprocess.Popen:
-    """The CLI in a process of its own (its own local JVM, the default settings)."""
-    return subprocess.Popen(
+    """The CLI in a process of its own (its own local JVM, the default settings); what it prints
+    goes to a log file (a pipe nobody reads could fill and stall it), read by `finish`."""
+    log = tmp_path / f"cli-{time.monotonic_ns()}.log"
+    process = subprocess.Popen(
         [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]", *args],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdout=subprocess.PIPE,
+        stdout=log.open("w"),
         stderr=subprocess.STDOUT,
         text=True,
     )
+    process.log = log  # type: ignore[attr-defined]
+    return process
+
+
+def finish(process: subprocess.Popen, timeout: float = 600) -> str:
+    """Waits for the CLI and returns what it printed."""
+    process.wait(timeout=timeout)
+    return process.log.read_text()  # type: ignore[attr-defined,no-any-return]
 
 
 def wait_for(condition, timeout: float = 300.0, what: str = "") -> None:
@@ -309,7 +319,7 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
         wait_for(lambda b=before: len(committed_rows(out)) >= b + 1000, what="two commits")
         process.send_signal(sig)
         stopped = time.monotonic()
-        output, _ = process.communicate(timeout=60)
+        output = finish(process, timeout=60)
         if sig == signal.SIGINT:
             assert time.monotonic() - stopped < 30  # prompt
             assert process.returncode == 128 + signal.SIGINT, output[-3000:]
@@ -323,7 +333,7 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
     print(f"rows kept: {kept[0]} after SIGINT, {kept[1]} after SIGKILL")
 
     process = start_cli(args, tmp_path)
-    output, _ = process.communicate(timeout=600)
+    output = finish(process)
     assert process.returncode == 0, output[-3000:]
     rows = committed_rows(out)
     assert rows.keys() == expected.keys()
@@ -370,7 +380,7 @@ def test_concurrent_runs_are_refused_or_wait(spark, model, tmp_path):
     photos = copy_photos(images, copies=2)
     out = tmp_path / "run"
     processes = [start_cli(classify_args(images, model, out), tmp_path) for _ in range(2)]
-    outputs = [p.communicate(timeout=600)[0] for p in processes]
+    outputs = [finish(p) for p in processes]
     codes = sorted(p.returncode for p in processes)
     assert codes == [0, 2], outputs
     assert any("in use by another classify run" in o for o in outputs)
@@ -556,7 +566,7 @@ def test_24_megapixel_photos_go_through_with_the_default_settings(spark, model, 
     out = tmp_path / "run"
     process = start_cli(classify_args(tmp_path / "survey", model, out), tmp_path)
     peak = jvm_peak_rss_mib(process)
-    output = process.stdout.read() if process.stdout else ""
+    output = finish(process)
     assert process.returncode == 0, output[-3000:]
     rows = rows_of(out)
     assert len(rows) == len(photos) and all(r["predicted_label"] and not r["failure"] for r in rows)

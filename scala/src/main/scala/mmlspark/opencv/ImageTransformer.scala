@@ -11,6 +11,7 @@ import mmlspark.contracts.{
   StageReadable,
   StageWritable
 }
+import mmlspark.image.ImageLimits
 import mmlspark.image.{ImageSchemaUtils, ImageStruct}
 import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat}
@@ -167,7 +168,10 @@ final class ImageTransformer(override val uid: String)
               ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder)),
               null
             )
-          catch { case NonFatal(e) => ImageTensor(null, RowResults.describe(e)) }
+          catch {
+            case NonFatal(e) => ImageTensor(null, RowResults.describe(e))
+            case e: OutOfMemoryError => ImageTensor(null, RowResults.describe(e))
+          }
         }
       } else {
         udf { (row: Row) =>
@@ -177,7 +181,10 @@ final class ImageTransformer(override val uid: String)
                 .run(ops)(row, image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))),
               null
             )
-          catch { case NonFatal(e) => TransformedImage(null, RowResults.describe(e)) }
+          catch {
+            case NonFatal(e) => TransformedImage(null, RowResults.describe(e))
+            case e: OutOfMemoryError => TransformedImage(null, RowResults.describe(e))
+          }
         }
       }
     RowResults.expand(
@@ -201,13 +208,22 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     */
   private[opencv] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
     if (row == null) throw new IllegalArgumentException("no input image (null)")
+    val limit = ImageLimits.maxPixels
+    def refuse(op: ImageOp, height: Long, width: Long): Nothing =
+      throw new IllegalArgumentException(
+        s"${op.op} would make a ${width}x$height image (${ImageLimits.megapixels(height * width)})," +
+          s" over the limit of ${ImageLimits.megapixels(limit)} per image on this executor; " +
+          s"raise ${ImageLimits.MaxPixelsKey}"
+      )
     val first = ImageSchemaUtils.toMat(row)
     var current = Image(first, ImageOps.orderOf(first))
     try {
       ops.foreach { op =>
+        op.fixedSize.foreach { case (h, w) => if (h.toLong * w > limit) refuse(op, h, w) }
         val next = op(current)
         current.mat.release()
         current = next
+        if (current.mat.total() > limit) refuse(op, current.mat.rows(), current.mat.cols())
       }
       output(current)
     } finally current.mat.release()
