@@ -346,6 +346,35 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
     assert not (out / store.LOCK).exists() and not (out / store.INFLIGHT).exists()
 
 
+def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=3)
+    out = tmp_path / "run"
+    folder = store.RunFolder(out)
+    run = {"images": job._qualified(spark, str(images)), "model": str(model), "bursts": "off"}
+    folder.start(run)
+    poison = f"file:{photos[4]}"
+    folder.set_inflight([poison], level=2)  # what a run that died on one photo alone leaves
+    assert cli.main(classify_args(images, model, out)) == 0
+    rows = {r["path"]: r for r in rows_of(out)}
+    assert len(rows) == len(photos)
+    failure = rows[str(photos[4].relative_to(images))]["failure"]
+    assert "the process died while scoring this file" in failure
+    assert sum(bool(r["failure"]) for r in rows.values()) == 1
+    assert not (out / store.INFLIGHT).exists()
+
+    # A run that died on a whole commit: those photos are scored first, in parts, and normally.
+    again = tmp_path / "again"
+    folder = store.RunFolder(again)
+    folder.start(run)
+    folder.set_inflight([f"file:{p}" for p in photos[:5]], level=0)
+    lines: list[str] = []
+    job.classify(spark, str(images), str(model), str(again), log=lines.append)
+    assert any("scoring them in smaller parts first" in line for line in lines)
+    assert committed_rows(again) == committed_rows(out) | {poison: committed_rows(again)[poison]}
+    assert committed_rows(again)[poison][2] is None
+
+
 def test_changed_and_deleted_photos_are_rescored_and_dropped(spark, model, tmp_path):
     images = tmp_path / "survey"
     photos = copy_photos(images, per_label=3)

@@ -524,6 +524,12 @@ class _Scorer:
         except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM
             if self.stop:
                 self.stop.check()
+            if "No space left on device" in str(e):
+                raise JobError(
+                    f"cannot write to {self.folder.folder}: no space left on device; "
+                    f"{self.scored} photos were committed by this run. Free some space and run "
+                    "the same command to continue"
+                ) from None
             if level >= 2 or len(paths) == 1:
                 self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
                 self.folder.clear_inflight()
