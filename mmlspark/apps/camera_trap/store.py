@@ -31,13 +31,14 @@ class FolderError(Exception):
     """The output folder cannot be used as asked; the message says what is there."""
 
 
-def atomic_write(path: Path, text: str) -> None:
-    """Writes `text` to `path` through a temporary file in the same folder and a rename, so that
-    `path` holds the old content or the new, never a part."""
+def atomic_write(path: Path, text: str | Iterable[str]) -> None:
+    """Writes `text` (or its pieces) to `path` through a temporary file in the same folder and a
+    rename, so that `path` holds the old content or the new, never a part."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            for piece in [text] if isinstance(text, str) else text:
+                f.write(piece)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -283,15 +284,6 @@ class RunFolder:
     def write_output(self, name: str, chunks: Iterable[str]) -> Path:
         """Streams `chunks` into `name` through a temporary file and a rename."""
         target = self.folder / name
-        tmp = self.folder / f".{name}.{uuid.uuid4().hex[:8]}.tmp"
         self.record(target)
-        try:
-            with open(tmp, "w", encoding="utf-8", newline="") as f:
-                for chunk in chunks:
-                    f.write(chunk)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, target)
-        finally:
-            tmp.unlink(missing_ok=True)
+        atomic_write(target, chunks)
         return target

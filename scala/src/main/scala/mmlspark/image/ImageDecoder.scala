@@ -99,20 +99,14 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
       listingError: Column,
       conf: org.apache.spark.broadcast.Broadcast[org.apache.spark.util.SerializableConfiguration]
   ): Column = {
-    val (mode, orientation, reduce) = ($(colorMode), $(applyOrientation), $(reduceFactor))
-    val (height, width) = ($(minHeight), $(minWidth))
+    val decode = decoder
     val read = udf { (pathValue: String, error: String) =>
       if (error != null) DecodedImage(null, error)
       else
-        try {
-          val bytes = ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes)
-          val mat = ImageCodec.decode(bytes, mode, orientation, reduce, height, width)
-          try DecodedImage(ImageSchemaUtils.toStruct(mat, pathValue), null)
-          finally mat.release()
-        } catch {
-          case NonFatal(e) => DecodedImage(null, RowResults.describe(e))
-          case e: OutOfMemoryError => DecodedImage(null, RowResults.describe(e))
-        }
+        decode(
+          () => ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes),
+          pathValue
+        )
     }.asNondeterministic()
     read(path, listingError)
   }
@@ -121,19 +115,27 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
     * [[DecodedImage]] struct. Each row is decoded once, on the executors.
     */
   protected def decodeColumn(bytes: Column, origin: Column): Column = {
+    val decode = decoder
+    udf((data: Array[Byte], originValue: String) => decode(() => data, originValue))
+      .asNondeterministic() // keeps Spark from running the decode once per output field
+      .apply(bytes, origin)
+  }
+
+  /** A serializable function from (encoded bytes, origin) to the decoded row, with this stage's
+    * settings: any failure, running out of memory included, is the row's error.
+    */
+  private def decoder: (() => Array[Byte], String) => DecodedImage = {
     val (mode, orientation, reduce) = ($(colorMode), $(applyOrientation), $(reduceFactor))
     val (height, width) = ($(minHeight), $(minWidth))
-    val decode = udf { (data: Array[Byte], originValue: String) =>
+    (bytes, origin) =>
       try {
-        val mat = ImageCodec.decode(data, mode, orientation, reduce, height, width)
-        try DecodedImage(ImageSchemaUtils.toStruct(mat, originValue), null)
+        val mat = ImageCodec.decode(bytes(), mode, orientation, reduce, height, width)
+        try DecodedImage(ImageSchemaUtils.toStruct(mat, origin), null)
         finally mat.release()
       } catch {
         case NonFatal(e) => DecodedImage(null, RowResults.describe(e))
         case e: OutOfMemoryError => DecodedImage(null, RowResults.describe(e))
       }
-    }.asNondeterministic() // keeps Spark from running the decode once per output field
-    decode(bytes, origin)
   }
 }
 
