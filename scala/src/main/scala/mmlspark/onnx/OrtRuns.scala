@@ -1,7 +1,6 @@
 package mmlspark.onnx
 
 import java.util.concurrent.{ConcurrentHashMap, Executors, ThreadFactory, TimeUnit}
-import java.util.concurrent.atomic.AtomicLong
 
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
@@ -54,13 +53,9 @@ object OrtRuns extends Logging {
 
   private val inFlight = ConcurrentHashMap.newKeySet[TaskRuns]()
   private var shuttingDown = false // guarded by `this`
-  private val completedCount = new AtomicLong()
 
   /** How long JVM exit waits for terminated runs to return. */
   private val exitWaitMs = 10000L
-
-  /** Runs completed (or failed) in this JVM since it started. */
-  def completed: Long = completedCount.get()
 
   /** Whether the JVM is exiting (no new run starts). */
   def exiting: Boolean = synchronized(shuttingDown)
@@ -97,7 +92,6 @@ object OrtRuns extends Logging {
       session.run(inputs, outputs, runs.runOptions)
     } finally {
       inFlight.remove(runs)
-      completedCount.incrementAndGet()
       synchronized(notifyAll())
     }
   }
