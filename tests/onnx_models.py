@@ -126,6 +126,86 @@ def small_cnn(classes: int = 5, size: int | str = "H", seed: int = 7) -> bytes:
     )
 
 
+def batch_probe(row_shape: list[int]) -> bytes:
+    """x: float [N, *row_shape] -> rows = N, the number of rows the run was given (float [N]),
+    and mean = the mean of each row's values (float [N]): shows how rows were batched."""
+    f = TensorProto.FLOAT
+    axes = list(range(1, len(row_shape) + 1))
+    return _model(
+        [
+            helper.make_node("Shape", ["x"], ["shape"]),
+            helper.make_node("Slice", ["shape", "zero", "one"], ["n"]),
+            helper.make_node("Cast", ["n"], ["n_float"], to=f),
+            helper.make_node("Expand", ["n_float", "n"], ["rows"]),
+            helper.make_node("ReduceMean", ["x"], ["mean"], axes=axes, keepdims=0),
+        ],
+        [_io("x", f, ["N", *row_shape])],
+        [_io("rows", f, ["N"]), _io("mean", f, ["N"])],
+        [
+            numpy_helper.from_array(np.array([0], dtype=np.int64), "zero"),
+            numpy_helper.from_array(np.array([1], dtype=np.int64), "one"),
+        ],
+    )
+
+
+def wide_output(per_row: int, fixed: bool) -> bytes:
+    """x: float [N, 1] -> y = x repeated `per_row` times, float [N, per_row]; the output's width
+    is declared in the model (`fixed`) or only known once it runs."""
+    f = TensorProto.FLOAT
+    return _model(
+        [helper.make_node("Expand", ["x", "width"], ["y"])],
+        [_io("x", f, ["N", 1])],
+        [_io("y", f, ["N", per_row if fixed else "M"])],
+        [numpy_helper.from_array(np.array([1, per_row], dtype=np.int64), "width")],
+    )
+
+
+def endless_loop(trips: int = 10**12) -> bytes:
+    """x: float [N, 1] -> y = x + trips, computed by a Loop of `trips` iterations that each add
+    one: with the default, a run that never ends on its own."""
+    f = TensorProto.FLOAT
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Add", ["v_in", "one"], ["v_out"]),
+        ],
+        "body",
+        [
+            _io("iteration", TensorProto.INT64, []),
+            _io("cond_in", TensorProto.BOOL, []),
+            _io("v_in", f, ["N", 1]),
+        ],
+        [_io("cond_out", TensorProto.BOOL, []), _io("v_out", f, ["N", 1])],
+        [numpy_helper.from_array(np.array(1, dtype=np.float32), "one")],
+    )
+    return _model(
+        [helper.make_node("Loop", ["trips", "keep_going", "x"], ["y"], body=body)],
+        [_io("x", f, ["N", 1])],
+        [_io("y", f, ["N", 1])],
+        [
+            numpy_helper.from_array(np.array(trips, dtype=np.int64), "trips"),
+            numpy_helper.from_array(np.array(True), "keep_going"),
+        ],
+    )
+
+
+def save_with_external_data(model: bytes, folder: Path, location: str = "weights.bin") -> Path:
+    """Writes `model` as folder/model.onnx with every initializer in the file `location` beside
+    it (ONNX's external data); returns the model's path."""
+    folder.mkdir(parents=True, exist_ok=True)
+    proto = onnx.load_from_string(model)
+    path = folder / "model.onnx"
+    onnx.save_model(
+        proto,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=location,
+        size_threshold=0,
+    )
+    return path
+
+
 SCALA_FIXTURES = {
     "two_in_two_out.onnx": two_in_two_out,
     "fixed_batch.onnx": fixed_batch,

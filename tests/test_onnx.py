@@ -6,9 +6,11 @@ import json
 
 import cv2
 import numpy as np
+import onnx
 import onnx_models
 import onnxruntime as ort
 import pytest
+from conftest import run_job
 from onnx import TensorProto
 from pyspark.errors import IllegalArgumentException
 from pyspark.ml import Pipeline, PipelineModel
@@ -319,3 +321,315 @@ def test_nested_array_column_feeds_an_image_model(spark):
         assert rows[i]["image"] == images[i].tolist()  # passed through unchanged
     ragged = spark.createDataFrame([(0, [[[1.0, 2.0]], [[1.0]], [[3.0, 4.0]]])], df.schema)
     assert "ragged" in model.transform(ragged).first()["onnxError"]
+
+
+# Bounded memory per row: batches sized by the rows present and split by a byte budget, outputs
+# over a per-row limit refused before they reach the JVM heap.
+
+MAX_BATCH = "spark.mmlspark.onnx.maxBatchBytes"
+MAX_OUTPUT = "spark.mmlspark.onnx.maxOutputBytesPerRow"
+
+
+@pytest.fixture
+def onnx_settings(spark):
+    """Sets ONNXModel's Spark settings for one test."""
+    touched = []
+
+    def set_(key: str, value: str) -> None:
+        touched.append(key)
+        spark.conf.set(key, value)
+
+    yield set_
+    for key in touched:
+        spark.conf.unset(key)
+
+
+def test_batches_split_to_fit_the_byte_budget(spark, onnx_settings):
+    # 10 rows of 256 floats (1 KiB each, plus 8 bytes of outputs) in one partition.
+    x = np.random.default_rng(2).normal(size=(10, 256)).astype(np.float32)
+    df = spark.createDataFrame(
+        [(i, x[i].tolist()) for i in range(10)], "id int, x array<float>"
+    ).coalesce(1)
+    model_bytes = onnx_models.batch_probe([256])
+    model = ONNXModel(inputCol="x", fetchDict={"rows": "rows", "mean": "mean"}, miniBatchSize=64)
+    model.setModelPayload(model_bytes)
+    expected = reference(model_bytes, {"x": x})["mean"]
+
+    def batches() -> list[float]:
+        rows = by_id(model.transform(df))
+        assert len(rows) == 10
+        for i in range(10):
+            assert rows[i]["onnxError"] is None
+            np.testing.assert_allclose(rows[i]["mean"], expected[i], rtol=RTOL, atol=1e-7)
+        return [rows[i]["rows"] for i in range(10)]
+
+    assert batches() == [10.0] * 10  # the default budget holds them all: one run
+    onnx_settings(MAX_BATCH, str(3 * 1032))
+    assert batches() == [3.0] * 9 + [1.0]  # three rows per run, then the one left
+    onnx_settings(MAX_BATCH, "1")
+    assert batches() == [1.0] * 10  # a row over the budget runs by itself
+    for bad in ("lots", "0", "4g"):
+        onnx_settings(MAX_BATCH, bad)
+        with pytest.raises(IllegalArgumentException, match=MAX_BATCH):
+            model.transform(df)
+
+
+def _wide_rows(spark):
+    return spark.createDataFrame(
+        [(0, [1.0]), (1, None), (2, [2.0]), (3, [3.0])], "id int, x array<float>"
+    ).coalesce(1)
+
+
+@pytest.mark.parametrize("fixed", [True, False], ids=["declared", "dynamic"])
+def test_output_over_the_per_row_limit_is_each_rows_error(spark, fixed):
+    # 400 MiB per row: with the default limit (64 MiB) every row is refused with the sizes and
+    # the setting named; the null row keeps its own error; rows in equal rows out.
+    model = ONNXModel(inputCol="x", outputCol="y", miniBatchSize=8)
+    rows = by_id(
+        model.setModelPayload(onnx_models.wide_output(100 << 20, fixed)).transform(
+            _wide_rows(spark)
+        )
+    )
+    assert sorted(rows) == [0, 1, 2, 3]
+    message = (
+        "output 'y' is 400.0 MiB per row, over the limit of 64.0 MiB "
+        "(spark.mmlspark.onnx.maxOutputBytesPerRow)"
+    )
+    for i in (0, 2, 3):
+        assert rows[i]["y"] is None and rows[i]["onnxError"] == message
+    assert rows[1]["onnxError"] == "input column 'x' is null"
+
+
+def test_output_limit_is_a_setting(spark, onnx_settings):
+    df = _wide_rows(spark)
+    onnx_settings(MAX_OUTPUT, "1k")
+    model = ONNXModel(inputCol="x", outputCol="y")
+    over = by_id(model.setModelPayload(onnx_models.wide_output(300, False)).transform(df))
+    assert over[0]["onnxError"] == (
+        "output 'y' is 1.2 KiB per row, over the limit of 1.0 KiB "
+        "(spark.mmlspark.onnx.maxOutputBytesPerRow)"
+    )
+    model_bytes = onnx_models.wide_output(200, False)
+    under = by_id(model.setModelPayload(model_bytes).transform(df))
+    expected = reference(model_bytes, {"x": np.array([[1.0], [2.0], [3.0]], np.float32)})["y"]
+    for i, k in ((0, 0), (2, 1), (3, 2)):
+        assert under[i]["onnxError"] is None
+        np.testing.assert_array_equal(under[i]["y"], expected[k])
+
+
+# Persistence: a saved stage is self-contained and runs only the model saved with it.
+
+
+def test_external_data_weights_are_saved_beside_the_model(spark, tmp_path):
+    source = onnx_models.save_with_external_data(onnx_models.small_cnn(), tmp_path / "src")
+    images = np.random.default_rng(4).normal(size=(5, 3, 8, 8)).astype(np.float32)
+    df = spark.createDataFrame(
+        [(i, images[i].tolist()) for i in range(5)], "id int, image array<array<array<float>>>"
+    )
+    expected = reference(onnx_models.small_cnn(), {"image": images})["logits"]
+
+    def check(pipeline) -> None:
+        rows = by_id(pipeline.transform(df))
+        for i in range(5):
+            assert rows[i]["onnxError"] is None
+            np.testing.assert_allclose(rows[i]["logits"], expected[i], rtol=RTOL, atol=1e-6)
+
+    model = ONNXModel(modelLocation=str(source), inputCol="image", outputCol="logits")
+    fitted = Pipeline(stages=[model]).fit(df)
+    check(fitted)
+    fitted.write().save(str(tmp_path / "first"))
+    (stage_dir,) = (tmp_path / "first" / "stages").glob("0_*")
+    weights = (tmp_path / "src" / "weights.bin").read_bytes()
+    assert (stage_dir / "weights.bin").read_bytes() == weights
+    # The original files are gone: the save alone runs, and saves again with its weights.
+    for f in (tmp_path / "src").iterdir():
+        f.unlink()
+    loaded = PipelineModel.load(str(tmp_path / "first"))
+    check(loaded)
+    loaded.write().save(str(tmp_path / "second"))
+    (second_dir,) = (tmp_path / "second" / "stages").glob("0_*")
+    assert (second_dir / "weights.bin").read_bytes() == weights
+    check(PipelineModel.load(str(tmp_path / "second")))
+    # A save missing its weights fails to load, naming the file.
+    (stage_dir / "weights.bin").unlink()
+    with pytest.raises(Exception, match=r"weights\.bin', which is missing"):
+        PipelineModel.load(str(tmp_path / "first"))
+
+
+def test_external_data_outside_the_model_directory_is_refused(spark, tmp_path):
+    proto = onnx.load_from_string(onnx_models.small_cnn())
+    tensor = proto.graph.initializer[0]
+    tensor.data_location = TensorProto.EXTERNAL
+    tensor.ClearField("raw_data")
+    tensor.ClearField("float_data")
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "../secret.bin"
+    (tmp_path / "m.onnx").write_bytes(proto.SerializeToString())
+    with pytest.raises(IllegalArgumentException, match=r"'\.\./secret\.bin', which is not a file"):
+        ONNXModel(modelLocation=str(tmp_path / "m.onnx")).getModelInputs()
+
+
+def test_a_saved_stage_never_falls_back_to_its_model_location(spark, tmp_path):
+    path = tmp_path / "pairs.onnx"
+    path.write_bytes(onnx_models.two_in_two_out())
+    model = ONNXModel(
+        modelLocation=str(path), feedDict={"a": "a", "b": "a"}, fetchDict={"s": "sum"}
+    )
+    df = spark.createDataFrame([(0, [1.0, 2.0, 3.0])], "id int, a array<float>")
+    Pipeline(stages=[model]).fit(df).write().save(str(tmp_path / "saved"))
+    (saved,) = (tmp_path / "saved" / "stages").glob("0_*/model.onnx")
+    saved.write_bytes(b"")
+    with pytest.raises(Exception, match="model.onnx' is empty, but the stage was saved with"):
+        PipelineModel.load(str(tmp_path / "saved"))
+    saved.unlink()  # the file at modelLocation is still there: it must not be used
+    with pytest.raises(Exception, match=r"its model file '.*0_[^']*/model\.onnx' is missing"):
+        PipelineModel.load(str(tmp_path / "saved"))
+
+
+# A JVM of their own: a direct memory limit, and a JVM that exits under a running model.
+
+DIRECT_MEMORY_JOB = """
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, sys.argv[2])
+import mmlspark
+import onnx_models
+from mmlspark.onnx import ONNXModel
+
+spark = mmlspark.session(
+    "local[1]",
+    {
+        "spark.ui.enabled": "false",
+        # Less direct memory than a full mini-batch of these rows (64 x 24 MiB) would take.
+        "spark.driver.extraJavaOptions": "-XX:MaxDirectMemorySize=160m",
+        "spark.mmlspark.onnx.maxBatchBytes": "1g",
+    },
+)
+shape = [3, 1448, 1448]
+size = 3 * 1448 * 1448
+model_bytes = onnx_models.batch_probe(shape)
+model = ONNXModel(inputCol="x", fetchDict={"rows": "rows", "mean": "mean"}, miniBatchSize=64)
+model.setModelPayload(model_bytes)
+reference = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"])
+
+
+def scored(count):
+    # Row i holds the pixel value 60 + i everywhere (bytes as uint8, fed as float).
+    df = spark.range(count).selectExpr(
+        "int(id) as id", f"cast(repeat(char(int(60 + id)), {size}) as binary) as x"
+    )
+    rows = {r["id"]: r for r in model.transform(df.coalesce(1)).drop("x").collect()}
+    assert sorted(rows) == list(range(count)), sorted(rows)
+    for i, row in rows.items():
+        assert row["onnxError"] is None, row["onnxError"]
+        x = np.full([1, *shape], 60 + i, dtype=np.float32)
+        expected = reference.run(["mean"], {"x": x})[0][0]
+        np.testing.assert_allclose(row["mean"], expected, rtol=1e-5)
+    return [rows[i]["rows"] for i in range(count)]
+
+
+# 4 rows (96 MiB) fit: one run, buffers sized for 4 rows, not for miniBatchSize.
+assert scored(4) == [4.0] * 4
+# 12 rows (288 MiB) do not: the allocation fails, and the rows run one by one instead.
+assert scored(12) == [1.0] * 12
+print("ok")
+"""
+
+
+def test_buffers_fit_the_rows_present_and_a_failed_allocation_fails_no_row(tmp_path):
+    result = run_job(tmp_path, DIRECT_MEMORY_JOB, "")
+    assert result.stdout.strip().endswith("ok")
+
+
+CANCEL_JOB = """
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, sys.argv[2])
+import mmlspark
+import onnx_models
+from mmlspark.onnx import ONNXModel
+
+temp = Path(sys.argv[1])
+spark = mmlspark.session(
+    "local[2]",
+    {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temp}"},
+)
+jvm = spark.sparkContext._jvm
+pid = jvm.java.lang.ProcessHandle.current().pid()
+runs = jvm.mmlspark.onnx.OrtRuns
+tick = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds():
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / tick
+
+
+def cpu_over(seconds):
+    start = cpu_seconds()
+    time.sleep(seconds)
+    return cpu_seconds() - start
+
+
+df = spark.createDataFrame([(0, [1.0])], "id int, x array<float>")
+model = ONNXModel(inputCol="x", outputCol="y").setModelPayload(onnx_models.endless_loop())
+errors = []
+
+
+def score():
+    try:
+        model.transform(df).collect()
+    except Exception as e:
+        errors.append(str(e))
+
+
+def start_scoring():
+    thread = threading.Thread(target=score, daemon=True)
+    thread.start()
+    deadline = time.time() + 120
+    while runs.running() == 0:
+        assert time.time() < deadline, "the model never started"
+        time.sleep(0.1)
+    return thread
+
+
+thread = start_scoring()
+busy = cpu_over(2)
+assert busy > 1.0, f"the running model used {busy:.2f} s of CPU in 2 s"
+spark.sparkContext.cancelAllJobs()
+thread.join(60)
+assert not thread.is_alive() and errors and "cancel" in errors[0].lower(), errors
+deadline = time.time() + 10
+while runs.running() > 0 and time.time() < deadline:
+    time.sleep(0.1)
+assert runs.running() == 0, "the cancelled run still runs"
+idle = cpu_over(2)
+assert idle < 0.5, f"after cancelling, the JVM used {idle:.2f} s of CPU in 2 s"
+print(f"busy {busy:.2f} s, idle {idle:.2f} s of CPU in 2 s")
+
+# The JVM exits (its Python driver closes the pipe) while a run is in flight.
+start_scoring()
+gateway = spark.sparkContext._gateway.proc
+gateway.stdin.close()
+code = gateway.wait(60)
+print(f"JVM exit code {code}")
+sys.stdout.flush()
+os._exit(0 if code == 0 else 3)
+"""
+
+
+def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path):
+    temp = tmp_path / "jvm-temp"
+    temp.mkdir()
+    result = run_job(tmp_path, CANCEL_JOB, str(temp))
+    assert "JVM exit code 0" in result.stdout
+    # No native crash at exit, and no temporary directory left behind.
+    assert not list(tmp_path.glob("hs_err_pid*.log"))
+    assert not list(temp.glob("mmlspark-onnx*"))

@@ -17,6 +17,12 @@ import org.apache.spark.sql.SparkSession
   */
 final case class ModelInfo(source: ModelSource, inputs: Seq[TensorSpec], outputs: Seq[TensorSpec]) {
 
+  /** The external data files of the model (relative to its directory). */
+  def externalData: Seq[String] = source match {
+    case h: HadoopModel => h.externalData
+    case _ => Nil
+  }
+
   /** Ships payload models to the executors of `spark` (once per application and model). */
   def ship(spark: SparkSession): Unit = source match {
     case ShippedModel(hash, fileName) =>
@@ -30,15 +36,20 @@ final case class ModelInfo(source: ModelSource, inputs: Seq[TensorSpec], outputs
 object ModelInfo {
 
   private val payloadFiles = new ConcurrentHashMap[String, File]()
-  private val byLocation = new ConcurrentHashMap[(String, Long, Long), ModelInfo]()
+  // By (path, size, modification time): the model and the status of its external data files.
+  private val byLocation = new ConcurrentHashMap[(String, Long, Long), (ModelInfo, Seq[Any])]()
 
-  def sha256(in: InputStream): String = {
+  def sha256(in: InputStream): String = sha256(Seq(() => in))
+
+  /** SHA-256 of the bytes of the streams, one after another (each is opened, read and closed). */
+  def sha256(streams: Seq[() => InputStream]): String = {
     val digest = MessageDigest.getInstance("SHA-256")
-    val stream = new DigestInputStream(in, digest)
-    try {
-      val buffer = new Array[Byte](1 << 20)
-      while (stream.read(buffer) >= 0) {}
-    } finally stream.close()
+    val buffer = new Array[Byte](1 << 20)
+    streams.foreach { open =>
+      val stream = new DigestInputStream(open(), digest)
+      try while (stream.read(buffer) >= 0) {}
+      finally stream.close()
+    }
     digest.digest().map(b => f"$b%02x").mkString
   }
 
@@ -46,40 +57,90 @@ object ModelInfo {
   private def payloadFile(hash: String): File = payloadFiles.get(hash)
 
   def ofPayload(bytes: Array[Byte], what: String): ModelInfo = {
+    val external =
+      try OnnxGraph.externalDataLocations(bytes)
+      catch {
+        case e: OnnxGraph.ExternalDataOutside =>
+          throw new IllegalArgumentException(s"$what: ${e.getMessage}", e)
+        case NonFatal(_) => Nil // not a model: ONNX Runtime says why below
+      }
+    if (external.nonEmpty)
+      throw new IllegalArgumentException(
+        s"$what keeps tensor data in external files (${external.mkString(", ")}), which model " +
+          "bytes cannot carry; give the model as modelLocation, with those files next to it"
+      )
     val hash = sha256(new java.io.ByteArrayInputStream(bytes))
     val file = payloadFiles.computeIfAbsent(
       hash,
       _ => {
-        val dir = Files.createTempDirectory("mmlspark-onnx").toFile
-        val f = new File(dir, s"mmlspark-onnx-$hash.onnx")
+        val f = new File(TempFiles.createDir("mmlspark-onnx"), s"mmlspark-onnx-$hash.onnx")
         Files.write(f.toPath, bytes)
-        f.deleteOnExit()
-        dir.deleteOnExit()
         f
       }
     )
     inspect(ShippedModel(hash, file.getName), file.getPath, what)
   }
 
-  /** The model at a Hadoop filesystem `location`, cached by path, size and modification time. */
+  /** The model at a Hadoop filesystem `location`, with the external data files it names next to it;
+    * cached by path, size and modification time of the model and of those files.
+    */
   def ofLocation(location: String, spark: SparkSession, what: String): ModelInfo = {
     val conf = spark.sparkContext.hadoopConfiguration
     val path = new Path(location)
-    val status =
-      try path.getFileSystem(conf).getFileStatus(path)
-      catch {
+    val (fs, status) =
+      try {
+        val fs = path.getFileSystem(conf)
+        (fs, fs.getFileStatus(path))
+      } catch {
         case NonFatal(e) =>
           throw new IllegalArgumentException(s"$what: cannot read the model at '$location': $e", e)
       }
-    byLocation.computeIfAbsent(
-      (status.getPath.toString, status.getLen, status.getModificationTime),
-      _ => {
-        val hash = sha256(path.getFileSystem(conf).open(path))
-        val source = HadoopModel(hash, status.getPath.toString, new HadoopConf(conf))
-        inspect(source, source.localFile(), what)
-      }
-    )
+    val qualified = status.getPath
+    def externalStatus(locations: Seq[String]): Seq[Any] = locations.map { l =>
+      val file = new Path(qualified.getParent, l)
+      val s =
+        try fs.getFileStatus(file)
+        catch {
+          case _: java.io.FileNotFoundException =>
+            throw new IllegalArgumentException(
+              s"$what keeps tensor data in '$l', but there is no file '$file'"
+            )
+        }
+      (l, s.getLen, s.getModificationTime)
+    }
+    val key = (qualified.toString, status.getLen, status.getModificationTime)
+    Option(byLocation.get(key)) match {
+      case Some((info, external)) if externalStatus(info.externalData) == external => info
+      case _ =>
+        val local =
+          if (fs.getScheme == "file") new File(fs.makeQualified(qualified).toUri).getPath
+          else // to learn the external files; the source then copies the model with them
+            HadoopModel.copyToLocal(fs, qualified, Nil, "model.onnx")
+        val external =
+          try locations(java.nio.file.Paths.get(local), what)
+          finally
+            if (fs.getScheme != "file") TempFiles.deleteRecursively(new File(local).getParentFile)
+        val statuses = externalStatus(external)
+        val hash = sha256(
+          (qualified +: external.map(new Path(qualified.getParent, _))).map(p => () => fs.open(p))
+        )
+        val source = HadoopModel(hash, qualified.toString, external, new HadoopConf(conf))
+        val info = inspect(source, source.localFile(), what)
+        byLocation.put(key, (info, statuses))
+        info
+    }
   }
+
+  /** The external data files of the model file `model`; none for a file that is not a model (ONNX
+    * Runtime then says what is wrong with it).
+    */
+  private def locations(model: java.nio.file.Path, what: String): Seq[String] =
+    try OnnxGraph.externalDataLocations(model)
+    catch {
+      case e: OnnxGraph.ExternalDataOutside =>
+        throw new IllegalArgumentException(s"$what: ${e.getMessage}", e)
+      case NonFatal(_) => Nil
+    }
 
   private def inspect(source: ModelSource, localFile: String, what: String): ModelInfo = {
     val options = new OrtSession.SessionOptions()

@@ -28,6 +28,13 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * partition. A row whose input is null or has the wrong number of values gets null outputs and a
   * message in `errorCol`; a model that cannot be loaded, or inputs, outputs and columns that do not
   * match, fail in `transformSchema` before any job runs.
+  *
+  * Memory per run is bounded by two Spark settings, read when the transform starts: the input and
+  * output tensors of one run hold at most `spark.mmlspark.onnx.maxBatchBytes` (default 256m; a
+  * mini-batch over it is split, a row over it alone runs by itself), and a row's value of an output
+  * over `spark.mmlspark.onnx.maxOutputBytesPerRow` (default 64m) is that row's error, found before
+  * it is copied into the JVM heap. A cancelled or killed task terminates its running ONNX Runtime
+  * calls, and at JVM exit running calls are terminated before ONNX Runtime shuts down.
   */
 final class ONNXModel(override val uid: String)
     extends Transformer
@@ -229,7 +236,7 @@ final class ONNXModel(override val uid: String)
     }
   }
 
-  private def plan(schema: StructType): RunPlan = {
+  private def plan(schema: StructType, limits: RunLimits = RunLimits.default): RunPlan = {
     val info = modelInfo
     val inputs = feeds(schema, info)
     val outputs = fetches(info)
@@ -263,7 +270,8 @@ final class ONNXModel(override val uid: String)
         $(cudnnConvAlgoSearch),
         $(useTensorRT)
       ),
-      $(vectorOutputs)
+      $(vectorOutputs),
+      limits
     )
   }
 
@@ -289,7 +297,7 @@ final class ONNXModel(override val uid: String)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     // transformSchema's gate, keeping the plan it resolves instead of resolving it twice.
-    val p = plan(dataset.schema)
+    val p = plan(dataset.schema, RunLimits.from(dataset.sparkSession.conf))
     val schema = outputSchema(dataset.schema, p)
     modelInfo.ship(dataset.sparkSession)
     val arrays = p.feeds.filter(_.columnType.isInstanceOf[ArrayType]).map(_.ordinal).toSet

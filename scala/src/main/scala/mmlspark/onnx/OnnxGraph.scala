@@ -16,11 +16,18 @@ object OnnxGraph {
 
   // Field numbers from onnx.proto.
   private val ModelGraph = 7
+  private val ModelFunctions = 25
+  private val FunctionNode = 7
   private object Graph {
     val Node = 1; val Initializer = 5; val Input = 11; val Output = 12; val ValueInfo = 13
+    val SparseInitializer = 15
   }
   private object Node { val Input = 1; val Output = 2; val Name = 3; val Attribute = 5 }
-  private object Attribute { val G = 6; val Graphs = 11 }
+  private object Attribute {
+    val T = 5; val G = 6; val Tensors = 10; val Graphs = 11; val SparseTensor = 22
+    val SparseTensors = 23
+  }
+  private object Tensor { val ExternalData = 13; val DataLocation = 14 }
   private val TensorName = 8
   private val ValueInfoName = 1
 
@@ -143,6 +150,141 @@ object OnnxGraph {
               (if (known.distinct.length > 40) ", ..." else "")
           )
       }
+
+  /** A model names an external data file outside its own directory. */
+  final class ExternalDataOutside(message: String) extends IllegalArgumentException(message)
+
+  /** The files a model keeps tensor data in (its external data), as the relative locations the
+    * model names, in first-use order. Every tensor is looked at: initializers (dense and sparse),
+    * tensor attributes and those of subgraphs and functions. The model is read in place (a byte
+    * array, or a memory-mapped file) and large weights are skipped over, never copied. Fails for a
+    * location outside the model's directory (absolute, or with a `..` step), which no save could
+    * carry along.
+    */
+  def externalDataLocations(model: java.nio.ByteBuffer): Seq[String] = {
+    val found = mutable.LinkedHashSet[String]()
+    val limit = model.limit()
+    // The varint at `at`, and the position after it.
+    def varint(at: Int, end: Int): (Long, Int) = {
+      var pos = at
+      var result = 0L
+      var shift = 0
+      var b = 0
+      while ({
+        if (pos >= end || shift > 63)
+          throw new IllegalArgumentException("truncated ONNX model (varint)")
+        b = model.get(pos) & 0xff
+        pos += 1
+        result |= (b & 0x7fL) << shift
+        shift += 7
+        (b & 0x80) != 0
+      }) {}
+      (result, pos)
+    }
+    // Calls `f(number, wireType, start, end)` for each field of the message in [start, end): for a
+    // varint, its bounds; for a length-delimited field, its payload's.
+    def scan(start: Int, end: Int)(f: (Int, Int, Int, Int) => Unit): Unit = {
+      var pos = start
+      while (pos < end) {
+        val (key, afterKey) = varint(pos, end)
+        val (number, wireType) = ((key >>> 3).toInt, (key & 7).toInt)
+        pos = wireType match {
+          case 0 =>
+            val after = varint(afterKey, end)._2
+            f(number, 0, afterKey, after)
+            after
+          case 1 => afterKey + 8
+          case 5 => afterKey + 4
+          case 2 =>
+            val (length, at) = varint(afterKey, end)
+            if (length < 0 || at + length > end)
+              throw new IllegalArgumentException("truncated ONNX model (length-delimited field)")
+            f(number, 2, at, at + length.toInt)
+            at + length.toInt
+          case other => throw new IllegalArgumentException(s"not an ONNX model (wire type $other)")
+        }
+        if (pos > end) throw new IllegalArgumentException("truncated ONNX model")
+      }
+    }
+    def text(start: Int, end: Int): String = {
+      val bytes = new Array[Byte](end - start)
+      model.duplicate().position(start).get(bytes)
+      new String(bytes, UTF_8)
+    }
+    def tensor(start: Int, end: Int): Unit = {
+      var external = false
+      var location: Option[String] = None
+      scan(start, end) {
+        case (Tensor.DataLocation, 0, at, e) => external = varint(at, e)._1 == 1L
+        case (Tensor.ExternalData, 2, s, e) =>
+          var key = ""
+          var value = ""
+          scan(s, e) {
+            case (1, 2, ks, ke) => key = text(ks, ke)
+            case (2, 2, vs, ve) => value = text(vs, ve)
+            case _ =>
+          }
+          if (key == "location") location = Some(value)
+        case _ =>
+      }
+      if (external) location.foreach { l =>
+        val steps = l.split("[/\\\\]")
+        if (l.isEmpty || l.startsWith("/") || l.contains(":") || steps.contains(".."))
+          throw new ExternalDataOutside(
+            s"the model keeps tensor data in '$l', which is not a file in the model's directory"
+          )
+        found += l
+      }
+    }
+    def sparseTensor(start: Int, end: Int): Unit = scan(start, end) {
+      case (1 | 2, 2, s, e) => tensor(s, e) // values, indices
+      case _ =>
+    }
+    def node(start: Int, end: Int): Unit = scan(start, end) {
+      case (Node.Attribute, 2, s, e) =>
+        scan(s, e) {
+          case (Attribute.T | Attribute.Tensors, 2, ts, te) => tensor(ts, te)
+          case (Attribute.G | Attribute.Graphs, 2, gs, ge) => graph(gs, ge)
+          case (Attribute.SparseTensor | Attribute.SparseTensors, 2, ts, te) =>
+            sparseTensor(ts, te)
+          case _ =>
+        }
+      case _ =>
+    }
+    def graph(start: Int, end: Int): Unit = scan(start, end) {
+      case (Graph.Node, 2, s, e) => node(s, e)
+      case (Graph.Initializer, 2, s, e) => tensor(s, e)
+      case (Graph.SparseInitializer, 2, s, e) => sparseTensor(s, e)
+      case _ =>
+    }
+    scan(0, limit) {
+      case (ModelGraph, 2, s, e) => graph(s, e)
+      case (ModelFunctions, 2, s, e) =>
+        scan(s, e) {
+          case (FunctionNode, 2, ns, ne) => node(ns, ne)
+          case _ =>
+        }
+      case _ =>
+    }
+    found.toSeq
+  }
+
+  def externalDataLocations(model: Array[Byte]): Seq[String] =
+    externalDataLocations(java.nio.ByteBuffer.wrap(model))
+
+  /** The external data files of the model file at `path` (read memory-mapped). */
+  def externalDataLocations(path: java.nio.file.Path): Seq[String] = {
+    val channel = java.nio.channels.FileChannel.open(path)
+    try {
+      if (channel.size() > Int.MaxValue)
+        throw new IllegalArgumentException(
+          s"'$path' is ${channel.size()} bytes; an ONNX model file is at most 2 GiB"
+        )
+      externalDataLocations(
+        channel.map(java.nio.channels.FileChannel.MapMode.READ_ONLY, 0, channel.size())
+      )
+    } finally channel.close()
+  }
 
   /** The tensor names of the graph's nodes' outputs, in graph order. */
   def tensorNames(model: Array[Byte]): Seq[String] = graphOf(model)._2.flatMap(_.outputs)

@@ -36,34 +36,77 @@ final case class ShippedModel(hash: String, fileName: String) extends ModelSourc
   def localFile(): String = SparkFiles.get(fileName)
 }
 
-/** A model at a Hadoop filesystem path, copied to local disk once per executor JVM (local paths are
-  * used in place).
+/** A model at a Hadoop filesystem path, with the external data files it names (relative to its
+  * directory), copied to local disk once per executor JVM (local paths are used in place).
   */
-final case class HadoopModel(hash: String, path: String, conf: HadoopConf) extends ModelSource {
+final case class HadoopModel(
+    hash: String,
+    path: String,
+    externalData: Seq[String],
+    conf: HadoopConf
+) extends ModelSource {
   def localFile(): String = HadoopModel.localCopy(this)
 }
 
 object HadoopModel {
   private val copies = new ConcurrentHashMap[String, String]()
 
-  def localCopy(model: HadoopModel): String = copies.computeIfAbsent(
-    model.hash,
-    _ => {
-      val source = new Path(model.path)
-      val fs = source.getFileSystem(model.conf.value)
-      if (fs.getScheme == "file") new File(fs.makeQualified(source).toUri).getPath
-      else {
-        val dir = Files.createTempDirectory("mmlspark-onnx")
-        val target = dir.resolve(s"${model.hash}.onnx")
-        val in = fs.open(source)
-        try Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING)
-        finally in.close()
-        target.toFile.deleteOnExit()
-        dir.toFile.deleteOnExit()
-        target.toString
-      }
+  // Copies of remote models by content: equal content, interchangeable copies.
+  def localCopy(model: HadoopModel): String = {
+    val source = new Path(model.path)
+    val fs = source.getFileSystem(model.conf.value)
+    if (fs.getScheme == "file") new File(fs.makeQualified(source).toUri).getPath
+    else
+      copies.computeIfAbsent(
+        model.hash,
+        _ => copyToLocal(fs, source, model.externalData, s"${model.hash}.onnx")
+      )
+  }
+
+  /** Copies the model at `source` to a new local temporary directory as `name`, with the external
+    * data files `externalData` beside it as ONNX Runtime expects them; returns the model's path.
+    */
+  def copyToLocal(
+      fs: org.apache.hadoop.fs.FileSystem,
+      source: Path,
+      externalData: Seq[String],
+      name: String
+  ): String = {
+    val dir = TempFiles.createDir("mmlspark-onnx").toPath
+    def copy(from: Path, to: java.nio.file.Path): Unit = {
+      Files.createDirectories(to.getParent)
+      val in = fs.open(from)
+      try Files.copy(in, to, StandardCopyOption.REPLACE_EXISTING)
+      finally in.close()
     }
+    copy(source, dir.resolve(name))
+    externalData.foreach(l => copy(new Path(source.getParent, l), dir.resolve(l)))
+    dir.resolve(name).toString
+  }
+}
+
+/** Temporary directories of this JVM (model copies, payload files), deleted with their contents
+  * when the JVM exits.
+  */
+object TempFiles {
+  private val dirs = ConcurrentHashMap.newKeySet[File]()
+
+  private lazy val cleanup: Unit = Runtime.getRuntime.addShutdownHook(
+    new Thread(() => dirs.forEach(d => deleteRecursively(d)), "mmlspark-onnx-temp-cleanup")
   )
+
+  def createDir(prefix: String): File = {
+    cleanup
+    val dir = Files.createTempDirectory(prefix).toFile
+    dirs.add(dir)
+    dir
+  }
+
+  def deleteRecursively(file: File): Unit = {
+    if (file.isDirectory && !Files.isSymbolicLink(file.toPath))
+      Option(file.listFiles()).foreach(_.foreach(deleteRecursively))
+    file.delete()
+  }
 }
 
 /** A Hadoop configuration that can travel to executors (Configuration is Writable, not
@@ -206,8 +249,11 @@ final case class SessionKey(modelHash: String, device: Device, settings: Session
   */
 object OrtSessions extends Logging {
 
-  lazy val environment: OrtEnvironment =
-    OrtEnvironment.getEnvironment(OrtLoggingLevel.ORT_LOGGING_LEVEL_WARNING, "mmlspark")
+  lazy val environment: OrtEnvironment = {
+    val env = OrtEnvironment.getEnvironment(OrtLoggingLevel.ORT_LOGGING_LEVEL_WARNING, "mmlspark")
+    OrtRuns.install()
+    env
+  }
 
   private final class Entry {
     @volatile var session: OrtSession = _
@@ -298,6 +344,16 @@ object OrtSessions extends Logging {
         if (e.session == null) entries.remove(key)
       }
     }
+  }
+
+  /** Closes every session (at JVM exit, once no run is in flight). */
+  private[onnx] def closeAll(): Unit = {
+    val all = synchronized {
+      val open = entries.asScala.values.flatMap(e => Option(e.session)).toSeq
+      entries.clear()
+      open
+    }
+    all.foreach(_.close())
   }
 
   /** Closes the sessions no task has held for `idleMs` milliseconds; returns how many. */

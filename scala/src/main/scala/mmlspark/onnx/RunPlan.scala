@@ -1,13 +1,63 @@
 package mmlspark.onnx
 
+import java.util.concurrent.ConcurrentHashMap
+
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
 import ai.onnxruntime.{OnnxTensor, OrtSession}
 import mmlspark.contracts.RowResults
-import org.apache.spark.TaskContext
+import org.apache.spark.{TaskContext, TaskKilledException}
+import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.sql.RuntimeConfig
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.catalyst.expressions.GenericRow
+
+/** How much memory one ONNX Runtime run of [[ONNXModel]] may hold, from Spark settings (read on the
+  * driver when the transform is planned, so `spark.conf.set` applies to the next transform).
+  *
+  * @param maxBatchBytes
+  *   bytes of input and output tensors one run may hold; a mini-batch over it is split, and a row
+  *   over it alone runs by itself
+  * @param maxOutputBytesPerRow
+  *   bytes one row's value of one output may take; a larger one is that row's error
+  */
+final case class RunLimits(maxBatchBytes: Long, maxOutputBytesPerRow: Long)
+
+object RunLimits {
+  val MaxBatchBytesKey = "spark.mmlspark.onnx.maxBatchBytes"
+  val MaxOutputBytesPerRowKey = "spark.mmlspark.onnx.maxOutputBytesPerRow"
+  val DefaultMaxBatchBytes = "256m"
+  val DefaultMaxOutputBytesPerRow = "64m"
+
+  val default: RunLimits = RunLimits(256L << 20, 64L << 20)
+
+  /** The limits set in `conf` (sizes such as "256m", "1g" or a number of bytes), checked: a
+    * misconfiguration fails here, on the driver, naming the setting.
+    */
+  def from(conf: RuntimeConfig): RunLimits = {
+    def bytes(key: String, default: String): Long = {
+      val text = conf.get(key, default)
+      val value =
+        try JavaUtils.byteStringAsBytes(text)
+        catch {
+          case NonFatal(_) =>
+            throw new IllegalArgumentException(
+              s"$key must be a size such as 256m or 1g (or a number of bytes), not '$text'"
+            )
+        }
+      if (value < 1 || value > TensorBatch.MaxBuffer)
+        throw new IllegalArgumentException(
+          s"$key must be between 1 byte and ${Bytes.show(BigInt(TensorBatch.MaxBuffer))}, not '$text'"
+        )
+      value
+    }
+    RunLimits(
+      bytes(MaxBatchBytesKey, DefaultMaxBatchBytes),
+      bytes(MaxOutputBytesPerRowKey, DefaultMaxOutputBytesPerRow)
+    )
+  }
+}
 
 /** Everything an executor needs to run an [[ONNXModel]] over a partition: resolved on the driver by
   * `transformSchema`'s checks, shipped with the task.
@@ -26,12 +76,16 @@ final case class RunPlan(
     batchSize: Int,
     deviceType: String,
     settings: SessionSettings,
-    asVector: Boolean
+    asVector: Boolean,
+    limits: RunLimits = RunLimits.default
 ) {
 
   private def fetchNames: java.util.Set[String] = fetches.map(_._2.name).toSet.asJava
 
-  /** The output rows of a partition: each input row, its outputs and its error, in input order. */
+  /** The output rows of a partition: each input row, its outputs and its error, in input order.
+    * Rows are read a mini-batch at a time and given back a run at a time, so that the outputs of
+    * one run at most are held at once.
+    */
   def run(rows: Iterator[Row]): Iterator[Row] = {
     if (!rows.hasNext) return Iterator.empty // no session for an empty partition
     val cuda = deviceType != "cpu" && Device.cudaAvailable
@@ -44,88 +98,183 @@ final case class RunPlan(
           .getOrElse(1)
     val key = SessionKey(source.hash, device, settings.copy(intraOpThreads = threads))
     val session = OrtSessions.acquireForTask(key, source)
-    val batch = new TensorBatch(feeds, batchSize)
-    rows.grouped(batchSize).flatMap(group => runGroup(session, batch, group))
+    val partition = new PartitionRun(session, key)
+    rows.grouped(batchSize).flatMap(group => partition.group(group.toIndexedSeq))
   }
 
-  private def runGroup(session: OrtSession, batch: TensorBatch, rows: Seq[Row]): Seq[Row] = {
-    val results = new Array[Either[String, Array[Any]]](rows.length)
-    val shapes = rows.map { row =>
-      try
-        Right(feeds.map { f =>
-          val value = row.get(f.ordinal)
-          if (value == null)
-            throw new IllegalArgumentException(s"input column '${f.column}' is null")
-          f.rowShape(value)
-        })
-      catch { case NonFatal(e) => Left(RowResults.describe(e)) }
-    }
-    // Rows of equal shapes run together; a row that cannot be fed only fails itself.
-    var i = 0
-    while (i < rows.length) shapes(i) match {
-      case Left(error) =>
-        results(i) = Left(error)
-        i += 1
-      case Right(shape) =>
-        var j = i + 1
-        while (j < rows.length && shapes(j) == shapes(i)) j += 1
-        runRows(session, batch, rows, i until j, shape, results)
-        i = j
-    }
-    rows.indices.map(k => outputRow(rows(k), results(k)))
+  /** Input bytes of one row of the per-row `shapes` (a string counted as a reference). */
+  private def inputBytes(shapes: Seq[Seq[Long]]): BigInt = feeds.indices.foldLeft(BigInt(0)) {
+    (sum, f) => sum + shapes(f).foldLeft(BigInt(RunPlan.bytesOf(feeds(f).element)))(_ * _)
   }
 
-  /** Runs rows `indices` as one batch; if the run fails, runs them one by one so that only the rows
-    * the model rejects get an error.
-    */
-  private def runRows(
-      session: OrtSession,
-      batch: TensorBatch,
-      rows: Seq[Row],
-      indices: Range,
-      shapes: Seq[Seq[Long]],
-      results: Array[Either[String, Array[Any]]]
-  ): Unit =
-    try {
-      val values = execute(session, batch, indices.map(rows), shapes)
-      indices.zip(values).foreach { case (k, v) => results(k) = Right(v) }
-    } catch {
-      case NonFatal(_) if indices.length > 1 =>
-        indices.foreach(k => runRows(session, batch, rows, k to k, shapes, results))
-      case NonFatal(e) => results(indices.head) = Left(RowResults.describe(e))
+  /** The state of one partition: its session, its reused input buffers and its runs. */
+  private final class PartitionRun(session: OrtSession, key: SessionKey) {
+    private val batch = new TensorBatch(feeds)
+    private val runs = OrtRuns.forTask()
+    Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit](_ => batch.release()))
+
+    // An output fixed in the model at more bytes per row than the limit: no row can get it.
+    private val fixedOutputError: Option[OutputTooLarge] = fetches.iterator
+      .flatMap { case (_, spec, element) =>
+        Outputs
+          .fixedRowBytes(spec, element)
+          .filter(_ > limits.maxOutputBytesPerRow)
+          .map(Outputs.tooLarge(spec, _, limits.maxOutputBytesPerRow))
+      }
+      .nextOption()
+
+    private val fixedOutputBytes: Option[BigInt] = {
+      val sizes = fetches.map { case (_, spec, element) => Outputs.fixedRowBytes(spec, element) }
+      if (sizes.forall(_.isDefined)) Some(sizes.flatten.sum) else None
     }
 
-  private def execute(
-      session: OrtSession,
-      batch: TensorBatch,
-      rows: Seq[Row],
-      shapes: Seq[Seq[Long]]
-  ): Seq[Array[Any]] = {
-    val n = rows.length
-    batch.reserve(n, shapes)
-    feeds.indices.foreach { f =>
-      val count = shapes(f).product
-      var k = 0
-      while (k < n) {
-        batch.fill(f, k, count, rows(k).get(feeds(f).ordinal))
-        k += 1
+    /** How many rows of the per-row `shapes` one run takes: as many as fit the byte budget, at
+      * least one. Outputs count once their size per row is known, from the model or from an earlier
+      * run of rows of these shapes; until then a single row runs first, so that a model whose
+      * output is huge per row never runs a whole batch of them.
+      */
+    def rowsPerRun(shapes: Seq[Seq[Long]]): Int =
+      fixedOutputBytes.orElse(RunPlan.learnedOutputBytes(key, shapes)) match {
+        case None => 1
+        case Some(output) =>
+          val perRow = inputBytes(shapes) + output
+          if (perRow <= 0) batchSize
+          else (BigInt(limits.maxBatchBytes) / perRow).max(1).min(batchSize).toInt
       }
-    }
-    val env = OrtSessions.environment
-    val tensors = new java.util.HashMap[String, OnnxTensor]()
-    try {
-      feeds.indices.foreach { f =>
-        val batched = feeds(f).spec.batchDim.isDefined
-        tensors.put(feeds(f).spec.name, batch.tensor(env, f, n, shapes(f), batched))
+
+    /** The output rows of a mini-batch, produced a run at a time as they are read. */
+    def group(rows: IndexedSeq[Row]): Iterator[Row] = {
+      val shapes: IndexedSeq[Either[String, Seq[Seq[Long]]]] = rows.map { row =>
+        try
+          Right(feeds.map { f =>
+            val value = row.get(f.ordinal)
+            if (value == null)
+              throw new IllegalArgumentException(s"input column '${f.column}' is null")
+            f.rowShape(value)
+          })
+        catch { case NonFatal(e) => Left(RowResults.describe(e)) }
       }
-      val result = session.run(tensors, fetchNames)
-      try {
-        val perOutput = fetches.map { case (_, spec, element) =>
-          Outputs.perRow(result.get(spec.name).get(), spec, element, n, asVector)
+      // Runs of consecutive rows of equal shapes, split to fit the budget; a row that cannot be
+      // fed only fails itself.
+      new Iterator[Iterator[Row]] {
+        private var i = 0
+        def hasNext: Boolean = i < rows.length
+        def next(): Iterator[Row] = shapes(i) match {
+          case Left(error) =>
+            i += 1
+            Iterator.single(outputRow(rows(i - 1), Left(error)))
+          case Right(shape) =>
+            val limit = i + rowsPerRun(shape)
+            var j = i + 1
+            while (j < rows.length && j < limit && shapes(j) == shapes(i)) j += 1
+            val indices = i until j
+            val results = new Array[Either[String, Array[Any]]](indices.length)
+            runRows(rows, indices, shape, results, indices.start)
+            i = j
+            indices.iterator.map(k => outputRow(rows(k), results(k - indices.start)))
         }
-        (0 until n).map(k => perOutput.map(_(k)).toArray)
-      } finally result.close()
-    } finally tensors.values().forEach(_.close())
+      }.flatten
+    }
+
+    /** Runs rows `indices` as one batch into `results` (from `results(indices.start - offset)`); if
+      * the run fails, runs them one by one so that only the rows the model rejects get an error. An
+      * output too large per row fails every row at once; an `OutOfMemoryError` frees the buffers
+      * and fails the row, never the task.
+      */
+    private def runRows(
+        rows: IndexedSeq[Row],
+        indices: Range,
+        shapes: Seq[Seq[Long]],
+        results: Array[Either[String, Array[Any]]],
+        offset: Int
+    ): Unit = {
+      def retryOneByOne(): Unit =
+        indices.foreach(k => runRows(rows, k to k, shapes, results, offset))
+      def failAll(message: String): Unit =
+        indices.foreach(k => results(k - offset) = Left(message))
+      try {
+        fixedOutputError.foreach(e => throw e)
+        val values = execute(rows, indices, shapes)
+        indices.zip(values).foreach { case (k, v) => results(k - offset) = Right(v) }
+      } catch {
+        case e: OutputTooLarge => failAll(e.getMessage)
+        case e: OutOfMemoryError =>
+          batch.release()
+          if (indices.length > 1) retryOneByOne()
+          else
+            failAll(
+              s"out of memory running the model on this row (its inputs are " +
+                s"${Bytes.show(inputBytes(shapes))}): ${e.getMessage}"
+            )
+        case NonFatal(e) =>
+          stopIfTerminated()
+          if (indices.length > 1) retryOneByOne() else failAll(RowResults.describe(e))
+      }
+    }
+
+    /** After a failed run: if the task was killed, ends it as killed (its runs were terminated, so
+      * retrying rows would only fail them); if the JVM is exiting, fails it.
+      */
+    private def stopIfTerminated(): Unit =
+      runs.terminated.orElse(if (OrtRuns.exiting) Some("the JVM is exiting") else None).foreach {
+        why =>
+          if (Option(TaskContext.get()).exists(_.isInterrupted()))
+            throw new TaskKilledException(why)
+          throw new IllegalStateException(s"ONNX Runtime runs were terminated: $why")
+      }
+
+    private def execute(
+        rows: IndexedSeq[Row],
+        indices: Range,
+        shapes: Seq[Seq[Long]]
+    ): Seq[Array[Any]] = {
+      val n = indices.length
+      batch.reserve(n, shapes)
+      feeds.indices.foreach { f =>
+        val count = shapes(f).product
+        var k = 0
+        while (k < n) {
+          batch.fill(f, k, count, rows(indices.start + k).get(feeds(f).ordinal))
+          k += 1
+        }
+      }
+      val env = OrtSessions.environment
+      val tensors = new java.util.HashMap[String, OnnxTensor]()
+      try {
+        feeds.indices.foreach { f =>
+          val batched = feeds(f).spec.batchDim.isDefined
+          tensors.put(feeds(f).spec.name, batch.tensor(env, f, n, shapes(f), batched))
+        }
+        val result = OrtRuns.run(runs, session, tensors, fetchNames)
+        try {
+          learn(shapes, result, n)
+          val perOutput = fetches.map { case (_, spec, element) =>
+            Outputs.perRow(
+              result.get(spec.name).get(),
+              spec,
+              element,
+              n,
+              asVector,
+              limits.maxOutputBytesPerRow
+            )
+          }
+          (0 until n).map(k => perOutput.map(_(k)).toArray)
+        } finally result.close()
+      } finally tensors.values().forEach(_.close())
+    }
+
+    /** Records the output bytes per row of a run, for the batch sizes of later runs. */
+    private def learn(shapes: Seq[Seq[Long]], result: OrtSession.Result, rows: Int): Unit =
+      if (fixedOutputBytes.isEmpty) {
+        val perRow = fetches.foldLeft(BigInt(0)) { case (sum, (_, spec, element)) =>
+          result.get(spec.name).get() match {
+            case t: OnnxTensor =>
+              sum + BigInt(t.getInfo.getNumElements / rows) * RunPlan.bytesOf(element)
+            case _ => sum
+          }
+        }
+        RunPlan.recordOutputBytes(key, shapes, perRow)
+      }
   }
 
   private def outputRow(input: Row, result: Either[String, Array[Any]]): Row = {
@@ -142,5 +291,24 @@ final case class RunPlan(
       case Left(error) => out(out.length - 1) = error
     }
     new GenericRow(out)
+  }
+}
+
+object RunPlan {
+
+  /** Bytes of one value of `e` in a run (a string counted as a reference). */
+  private def bytesOf(e: ElementType): Int = if (e == ElementType.Str) 8 else e.bytes
+
+  // Output bytes per row seen in this JVM, by session and per-row input shapes: the largest seen,
+  // as outputs of a data-dependent size (detections) vary from run to run.
+  private val outputBytes = new ConcurrentHashMap[(SessionKey, Seq[Seq[Long]]), BigInt]()
+  private val maxRemembered = 4096
+
+  private def learnedOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]]): Option[BigInt] =
+    Option(outputBytes.get((key, shapes)))
+
+  private def recordOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]], perRow: BigInt): Unit = {
+    if (outputBytes.size() > maxRemembered) outputBytes.clear()
+    outputBytes.merge((key, shapes), perRow, (a, b) => a.max(b))
   }
 }

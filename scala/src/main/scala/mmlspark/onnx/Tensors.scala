@@ -115,30 +115,54 @@ object Feed {
 }
 
 /** The input tensors of one run, filled from rows into direct, native-order buffers that are reused
-  * run after run (ONNX Runtime reads them in place). Not thread-safe: one per task.
+  * run after run (ONNX Runtime reads them in place). A buffer is sized for the rows of the batch at
+  * hand, grown when a larger batch comes, and freed at once when replaced or [[release]]d, never
+  * left to the garbage collector. Not thread-safe: one per task.
   */
-final class TensorBatch(feeds: Seq[Feed], capacityRows: Int) {
+final class TensorBatch(feeds: Seq[Feed]) {
 
   private val buffers = new Array[ByteBuffer](feeds.length)
   private val addresses = new Array[Long](feeds.length)
   private val strings = new Array[Array[String]](feeds.length)
 
+  /** Bytes of direct memory the buffers hold now. */
+  def allocated: Long = buffers.iterator.filter(_ != null).map(_.capacity().toLong).sum
+
   /** Prepares room for `rows` rows of the per-row `shapes` (one per feed). */
   def reserve(rows: Int, shapes: Seq[Seq[Long]]): Unit = feeds.indices.foreach { f =>
-    val elements = Math.multiplyExact(rows.toLong, shapes(f).product)
-    if (feeds(f).element == Str) {
-      if (strings(f) == null || strings(f).length < elements)
-        strings(f) = new Array[String](Math.toIntExact(elements))
+    val feed = feeds(f)
+    val perRow = shapes(f).product
+    val elements = rows.toLong * perRow
+    if (feed.element == Str) {
+      if (elements > TensorBatch.MaxArray)
+        throw TensorBatch.tooLarge(feed, rows, elements, "values", TensorBatch.MaxArray)
+      if (strings(f) == null || strings(f).length < elements) {
+        strings(f) = null
+        strings(f) = new Array[String](elements.toInt)
+      }
     } else {
-      val bytes = Math.toIntExact(elements * feeds(f).element.bytes)
+      val bytes = BigInt(elements) * feed.element.bytes
+      if (bytes > TensorBatch.MaxBuffer)
+        throw TensorBatch.tooLarge(feed, rows, bytes, "bytes", TensorBatch.MaxBuffer)
       if (buffers(f) == null || buffers(f).capacity() < bytes) {
-        // Sized for a full batch of the largest rows seen, so a partition allocates once.
-        val full =
-          math.max(bytes.toLong, capacityRows.toLong * shapes(f).product * feeds(f).element.bytes)
-        buffers(f) = ByteBuffer.allocateDirect(Math.toIntExact(full)).order(ByteOrder.nativeOrder())
+        free(f)
+        buffers(f) = ByteBuffer.allocateDirect(bytes.toInt).order(ByteOrder.nativeOrder())
         addresses(f) = TensorBatch.address(buffers(f))
       }
     }
+  }
+
+  private def free(f: Int): Unit = {
+    val buffer = buffers(f)
+    buffers(f) = null
+    addresses(f) = 0L
+    if (buffer != null) TensorBatch.free(buffer)
+  }
+
+  /** Frees every buffer now (the next [[reserve]] allocates again). */
+  def release(): Unit = feeds.indices.foreach { f =>
+    free(f)
+    strings(f) = null
   }
 
   /** Writes the value of feed `f` for the row at position `row` (`count` elements per row). */
@@ -194,6 +218,47 @@ final class TensorBatch(feeds: Seq[Feed], capacityRows: Int) {
 }
 
 object TensorBatch {
+
+  /** The most bytes one direct buffer can hold (its capacity is an Int). */
+  val MaxBuffer: Long = Int.MaxValue.toLong - 8
+
+  /** The most elements one JVM array can hold. */
+  val MaxArray: Long = Int.MaxValue.toLong - 8
+
+  /** The error of a batch (or row) too large for one buffer: names the input, its size and the
+    * limit. A batch of several rows is retried row by row, so the message a row gets is per row.
+    */
+  private def tooLarge(
+      feed: Feed,
+      rows: Int,
+      amount: BigInt,
+      unit: String,
+      limit: Long
+  ): IllegalArgumentException = {
+    def show(n: BigInt) = if (unit == "bytes") Bytes.show(n) else s"$n values"
+    val limitText = if (unit == "bytes") Bytes.show(BigInt(limit)) else s"$limit values"
+    new IllegalArgumentException(
+      if (rows == 1)
+        s"input '${feed.spec.name}' (from column '${feed.column}') is ${show(amount)} per row, " +
+          s"over the limit of $limitText that one ONNX Runtime input tensor can hold"
+      else
+        s"input '${feed.spec.name}' is ${show(amount)} for a batch of $rows rows, over the limit " +
+          s"of $limitText that one ONNX Runtime input tensor can hold"
+    )
+  }
+
+  // Frees a direct buffer's memory now (the JDK's own Unsafe.invokeCleaner, the one supported
+  // way); without it the memory stays reserved until a garbage collection finds the buffer.
+  private val invokeCleaner: ByteBuffer => Unit = {
+    val unsafeClass = Class.forName("sun.misc.Unsafe")
+    val field = unsafeClass.getDeclaredField("theUnsafe")
+    field.setAccessible(true)
+    val unsafe = field.get(null)
+    val method = unsafeClass.getMethod("invokeCleaner", classOf[ByteBuffer])
+    buffer => method.invoke(unsafe, buffer)
+  }
+
+  def free(buffer: ByteBuffer): Unit = invokeCleaner(buffer)
 
   private val addressField = {
     val field = classOf[java.nio.Buffer].getDeclaredField("address")
@@ -403,6 +468,21 @@ object TensorBatch {
     }
 }
 
+/** An output too large for a row: every row of the batch gets this error, without a retry. */
+final class OutputTooLarge(message: String) extends IllegalArgumentException(message)
+
+/** Byte counts for people: binary units with one decimal ("400.0 MiB"). */
+object Bytes {
+  def show(bytes: BigInt): String = {
+    val units = Seq("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB")
+    var value = bytes.toDouble
+    var unit = 0
+    while (value >= 1024 && unit < units.length - 1) { value /= 1024; unit += 1 }
+    if (unit == 0) s"$bytes bytes"
+    else "%.1f %s".formatLocal(java.util.Locale.ROOT, value, units(unit))
+  }
+}
+
 /** Turns a fetched tensor into one value per row: a primitive array, a vector or a scalar. */
 object Outputs {
 
@@ -412,13 +492,31 @@ object Outputs {
     else if (asVector && element.isFloating) VectorType
     else ArrayType(element.sparkType, containsNull = false)
 
-  /** The values of `value` for `rows` rows, split along its first (batch) dimension. */
+  /** Bytes of one row's value of an output whose per-row shape is fixed in the model (None for
+    * dynamic shapes and strings, known only once the model ran).
+    */
+  def fixedRowBytes(spec: TensorSpec, element: ElementType): Option[BigInt] =
+    if (element == Str || spec.rowShape.exists(_ < 0)) None
+    else Some(spec.rowShape.foldLeft(BigInt(element.bytes))(_ * _))
+
+  /** The error every row of a batch gets when an output is larger per row than `limit` bytes. */
+  def tooLarge(spec: TensorSpec, perRow: BigInt, limit: Long): OutputTooLarge =
+    new OutputTooLarge(
+      s"output '${spec.name}' is ${Bytes.show(perRow)} per row, over the limit of " +
+        s"${Bytes.show(BigInt(limit))} (${RunLimits.MaxOutputBytesPerRowKey})"
+    )
+
+  /** The values of `value` for `rows` rows, split along its first (batch) dimension. Fails with
+    * [[OutputTooLarge]], before anything is copied into the JVM heap, when a row's value is over
+    * `maxBytesPerRow` bytes.
+    */
   def perRow(
       value: OnnxValue,
       spec: TensorSpec,
       element: ElementType,
       rows: Int,
-      asVector: Boolean
+      asVector: Boolean,
+      maxBytesPerRow: Long
   ): Array[Any] = {
     val tensor = value match {
       case t: OnnxTensor => t
@@ -433,7 +531,21 @@ object Outputs {
       throw new IllegalStateException(
         s"model output '${spec.name}' has shape ${Feed.show(shape.toSeq)}, not $rows rows first"
       )
-    val per = Math.toIntExact(total / rows)
+    val perElements = total / rows
+    val perBytes = BigInt(perElements) * element.bytes
+    if (perBytes > maxBytesPerRow) throw tooLarge(spec, perBytes, maxBytesPerRow)
+    if (perElements > TensorBatch.MaxArray)
+      throw new OutputTooLarge(
+        s"output '${spec.name}' has $perElements values per row, over the limit of " +
+          s"${TensorBatch.MaxArray} values that one row can hold"
+      )
+    if (BigInt(total) * element.bytes > TensorBatch.MaxBuffer)
+      // Readable only in parts: the caller runs the rows one by one.
+      throw new IllegalStateException(
+        s"output '${spec.name}' is ${Bytes.show(BigInt(total) * element.bytes)} for a batch of " +
+          s"$rows rows, over the ${Bytes.show(BigInt(TensorBatch.MaxBuffer))} one read can hold"
+      )
+    val per = perElements.toInt
     val scalar = spec.rowShape.isEmpty && per == 1
     val out = new Array[Any](rows)
     def each[A](read: Int => A): Unit = {

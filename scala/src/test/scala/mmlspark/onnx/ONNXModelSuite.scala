@@ -6,6 +6,7 @@ import mmlspark.contracts.{SparkTestSession, TestObject, TransformerSuite}
 import org.apache.spark.ml.linalg.{Vector, Vectors}
 import org.apache.spark.scheduler.{SparkListener, SparkListenerJobStart}
 import org.apache.spark.sql.{DataFrame, Row}
+import org.apache.spark.sql.types.BinaryType
 
 object OnnxFixtures {
 
@@ -196,5 +197,29 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
       val job = intercept[Exception](pairModel.setDeviceType("cuda").transform(pairs).collect())
       assert(job.getMessage.contains("no CUDA provider"))
     }
+  }
+
+  test("input buffers hold the rows of the batch; an input too large says what and the limit") {
+    val spec = TensorSpec("x", Some(ElementType.Float32), "float", Seq(-1L, 3L, -1L, -1L), Nil)
+    val feed = Feed(spec, ElementType.Float32, "x", 0, BinaryType, Seq(3L, -1L, -1L))
+    val batch = new TensorBatch(Seq(feed))
+    val rowBytes = 3L * 1448 * 1448 * 4
+    try {
+      batch.reserve(4, Seq(Seq(3L, 1448L, 1448L)))
+      assert(batch.allocated == 4 * rowBytes) // not miniBatchSize (64) rows' worth
+      batch.reserve(2, Seq(Seq(3L, 1448L, 1448L)))
+      assert(batch.allocated == 4 * rowBytes) // reused
+      batch.release()
+      assert(batch.allocated == 0)
+      val huge = intercept[IllegalArgumentException](batch.reserve(1, Seq(Seq(3L, 1L << 28, 1L))))
+      assert(
+        huge.getMessage == "input 'x' (from column 'x') is 3.0 GiB per row, over the limit of " +
+          "2.0 GiB that one ONNX Runtime input tensor can hold"
+      )
+      assert(batch.allocated == 0)
+    } finally batch.release()
+    assert(Bytes.show(BigInt(400L << 20)) == "400.0 MiB")
+    assert(Bytes.show(BigInt(1023)) == "1023 bytes")
+    assert(Bytes.show(BigInt(1536)) == "1.5 KiB")
   }
 }
