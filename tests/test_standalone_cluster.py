@@ -119,21 +119,21 @@ def _active_stages(ui_port: int) -> list[dict[str, Any]]:
         return []
 
 
-def kill_mid_job(cluster: StandaloneCluster, ui_port: int, done: threading.Event) -> dict:
-    """Waits until the classify write is under way (a task finished, others running), then
-    SIGKILLs worker 0's executor. Returns what it saw and did."""
+def kill_mid_job(
+    cluster: StandaloneCluster, ui_port: int, out: Path, done: threading.Event
+) -> dict:
+    """Waits until classify is mid-run (a commit made, a scoring task running), then SIGKILLs
+    worker 0's executor. Returns what it saw and did."""
     while not done.is_set():
-        for stage in _active_stages(ui_port):
-            if (
-                stage["name"].startswith("parquet")
-                and stage["numCompleteTasks"] >= 1
-                and stage["numActiveTasks"] >= 1
-                and stage["numCompleteTasks"] + stage["numActiveTasks"] < stage["numTasks"]
-            ):
-                pids = cluster.executor_pids()[0]
-                if pids:
-                    os.kill(pids[0], 9)
-                    return {"killed": pids[0], "stage": stage}
+        if any((out / "predictions.parquet").glob("part-*.parquet")):
+            for stage in _active_stages(ui_port):
+                # Any stage: scoring runs in the shuffle stage before each commit's one-file
+                # write, which adaptive execution submits under a call site of its own.
+                if stage["numActiveTasks"] >= 1:
+                    pids = cluster.executor_pids()[0]
+                    if pids:
+                        os.kill(pids[0], 9)
+                        return {"killed": pids[0], "stage": stage}
         time.sleep(0.05)
     return {}
 
@@ -172,7 +172,10 @@ def test_executor_killed_mid_job_loses_and_duplicates_nothing(cluster, spark, tm
     process = submit(cluster, args, events, ui_port)
     done = threading.Event()
     seen: dict[str, Any] = {}
-    killer = threading.Thread(target=lambda: seen.update(kill_mid_job(cluster, ui_port, done)))
+    killed = tmp_path / "killed"
+    killer = threading.Thread(
+        target=lambda: seen.update(kill_mid_job(cluster, ui_port, killed, done))
+    )
     killer.start()
     try:
         output = finish(process)

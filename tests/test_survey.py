@@ -375,6 +375,49 @@ def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark,
     assert committed_rows(again)[poison][2] is None
 
 
+def test_a_full_disk_keeps_the_commits_and_the_next_run_finishes(model, tmp_path):
+    """--out on a 256 KiB filesystem (a tmpfs in a user and mount namespace of this test's own):
+    the run stops with exit 2 and what to do, keeps its commits, and after the filesystem grows
+    the same command finishes with one row per photo."""
+    images = tmp_path / "survey"
+    photos = copy_photos(images, copies=5)
+    out, snapshots = tmp_path / "small", tmp_path / "snapshots"
+    out.mkdir()
+    snapshots.mkdir()
+    command = " ".join(
+        [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]"]
+        + classify_args(images, model, out, "--commit-every", "50")
+    )
+    script = f"""
+        mount -t tmpfs -o size=256k tmpfs {out}
+        {command} > {snapshots}/first.log 2>&1; echo $? > {snapshots}/first.code
+        mkdir {snapshots}/first && cp -r {out}/{store.TABLE} {snapshots}/first/
+        mount -o remount,size=64m {out}
+        {command} > {snapshots}/second.log 2>&1; echo $? > {snapshots}/second.code
+        cp -r {out} {snapshots}/out
+    """
+    result = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    first = (snapshots / "first.log").read_text()
+    assert (snapshots / "first.code").read_text().strip() == "2", first[-3000:]
+    assert "no space left on device" in first and "run the same command to continue" in first
+    assert "Traceback" not in first
+    kept = committed_rows(snapshots / "first")
+    assert 0 < len(kept) <= len(photos)  # commits made before the disk filled are kept
+    second = (snapshots / "second.log").read_text()
+    assert (snapshots / "second.code").read_text().strip() == "0", second[-3000:]
+    rows = committed_rows(snapshots / "out")
+    assert len(rows) == len(photos) and all(rows[p] == kept[p] for p in kept)
+    assert len(rows_of(snapshots / "out")) == len(photos)
+
+
 def test_changed_and_deleted_photos_are_rescored_and_dropped(spark, model, tmp_path):
     images = tmp_path / "survey"
     photos = copy_photos(images, per_label=3)

@@ -35,7 +35,8 @@ def read_images(
     is read once) and read and decoded with OpenCV in the tasks, never on the driver. A file that
     cannot be read (permission denied) is a row with its reason, never a failed job. Images over
     the executors' pixel limit (``spark.mmlspark.image.maxPixels``, by default what one task's
-    share of the heap holds) are refused from their header, before any memory is allocated. ``image`` is Spark's image struct (``origin, height, width,
+    share of the heap holds) are refused from their header, before any memory is allocated.
+    ``image`` is Spark's image struct (``origin, height, width,
     nChannels, mode, data``; BGR or BGRA channels, OpenCV type codes), readable with
     :func:`to_ndarray` or ``pyspark.ml.image.ImageSchema.toNDArray`` (8-bit only). A file that
     cannot be decoded (not an image, truncated, empty) gives a null ``image`` and an ``error``

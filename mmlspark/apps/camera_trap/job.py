@@ -9,6 +9,7 @@ results JSON; it resumes an interrupted run. Evaluating compares predictions wit
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from py4j.protocol import Py4JError
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.classification import LogisticRegression
 from pyspark.ml.functions import vector_to_array
@@ -368,8 +370,22 @@ def classify(
     try:
         folder = open_folder(out_dir, run, overwrite, log)
         return _classify(spark, folder, model, levels, run, sequences, burst_gap, settings, log)
+    except (OSError, Py4JError) as e:
+        if not _disk_full(e):
+            raise
+        raise JobError(
+            f"cannot write to {out}: no space left on device. What was committed is kept: free "
+            "some space and run the same command to continue"
+        ) from None
     finally:
         lock.__exit__()
+
+
+def _disk_full(e: BaseException) -> bool:
+    """Whether `e` (from Python or from a Spark job) says a disk is full."""
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or (
+        "No space left on device" in str(e)
+    )
 
 
 def _classify(
@@ -524,12 +540,8 @@ class _Scorer:
         except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM
             if self.stop:
                 self.stop.check()
-            if "No space left on device" in str(e):
-                raise JobError(
-                    f"cannot write to {self.folder.folder}: no space left on device; "
-                    f"{self.scored} photos were committed by this run. Free some space and run "
-                    "the same command to continue"
-                ) from None
+            if _disk_full(e):
+                raise
             if level >= 2 or len(paths) == 1:
                 self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
                 self.folder.clear_inflight()
