@@ -557,7 +557,8 @@ class _Scorer:
         rate = len(paths) / max(seconds, 1e-6)
         self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
 
-    def _write_failures(self, chunk: DataFrame, reason: str) -> None:
+    def record_failed(self, chunk: DataFrame, reason: str) -> None:
+        """Commits `chunk`'s photos as failures with `reason`."""
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
         rows = chunk.select(
@@ -576,12 +577,9 @@ class _Scorer:
         self.folder.commit(staged, number)
         self.scored += rows.count()
 
-    def record_failed(self, chunk: DataFrame, reason: str) -> None:
-        self._write_failures(chunk, reason)
-
     def record_crashed(self, chunk: DataFrame) -> None:
         """Photos the process died on twice: listed as failures and skipped."""
-        self._write_failures(
+        self.record_failed(
             chunk,
             "the process died while scoring this file in an earlier run, twice; it was skipped "
             "(classify with --overwrite to try it again)",
