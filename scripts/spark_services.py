@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -173,6 +174,7 @@ class StandaloneCluster(_Service):
                     str(self.web_port),
                 ],
             )
+            _wait("standalone master", self._bound, timeout, self.logs())
             _wait("standalone master", lambda: self._state() is not None, timeout, self.logs())
             for i in range(self.workers):
                 work = self.directory / f"worker-{i}"
@@ -207,12 +209,25 @@ class StandaloneCluster(_Service):
             raise
         return self
 
+    def _bound(self) -> bool:
+        """Whether the master has said where it listens. Spark moves to the next port when the
+        one asked for was taken in the meantime, so the ports are read back from its log."""
+        log = self.directory / "master.log"
+        text = log.read_text(errors="replace") if log.exists() else ""
+        master = re.search(r"Starting Spark master at (spark://\S+:(\d+))", text)
+        web = re.search(r"MasterWebUI.* started at https?://\S+:(\d+)", text)
+        if master is None or web is None:
+            return False
+        self.master_url, self.port = master.group(1), int(master.group(2))
+        self.web_port = int(web.group(1))
+        return True
+
     def _state(self) -> dict[str, Any] | None:
         try:
             url = f"http://127.0.0.1:{self.web_port}/json/"
             with urllib.request.urlopen(url, timeout=2) as response:
                 return dict(json.load(response))
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or a page that is not the master's JSON
             return None
 
     def applications(self) -> list[dict[str, Any]]:

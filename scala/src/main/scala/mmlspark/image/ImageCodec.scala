@@ -30,7 +30,9 @@ object ImageCodec {
     * @param minHeight
     *   with `minWidth`, when either is positive: decode a JPEG (`color` or `grayscale`) at the
     *   smallest of 1/8, 1/4, 1/2 and full scale whose (oriented) size still covers `minHeight` x
-    *   `minWidth`, in place of `reduceFactor`; other formats are decoded at full size
+    *   `minWidth`, in place of `reduceFactor`; other formats are decoded at full size, except a
+    *   PNG, TIFF, BMP or GIF over `maxPixels`, which is read keeping every n-th pixel of every n-th
+    *   row for the largest n whose size still covers the minimum (see [[SubsampledDecode]])
     * @param maxPixels
     *   the most pixels the decoded image may have
     */
@@ -53,6 +55,7 @@ object ImageCodec {
     }
     val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
     val header = ImageHeader.read(bytes)
+    val wanted = minHeight > 0 || minWidth > 0
     val scaled = header.exists(_.scalable) && colorMode != "unchanged"
     val factor = header match {
       case Some(h) if scaled && (minHeight > 0 || minWidth > 0) =>
@@ -60,12 +63,21 @@ object ImageCodec {
         Seq(8, 4, 2)
           .find(f => ceilDiv(width, f) >= minWidth && ceilDiv(height, f) >= minHeight)
           .getOrElse(1)
-      case _ if minHeight > 0 || minWidth > 0 => 1
+      case _ if wanted => 1
       case _ => reduceFactor
     }
     header.foreach { h =>
       val decodedPixels =
         if (scaled) ceilDiv(h.width, factor).toLong * ceilDiv(h.height, factor) else h.pixels
+      if (
+        decodedPixels > maxPixels && wanted && colorMode != "unchanged" &&
+        SubsampledDecode.Formats(h.format)
+      ) {
+        val step = SubsampledDecode.step(h, minHeight, minWidth)
+        if (step > 1 && SubsampledDecode.pixels(h, step) <= maxPixels) {
+          return SubsampledDecode.decode(bytes, colorMode, step)
+        }
+      }
       if (decodedPixels > maxPixels) {
         val atScale =
           if (scaled && factor > 1)

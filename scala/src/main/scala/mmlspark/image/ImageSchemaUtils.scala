@@ -43,12 +43,25 @@ object ImageSchemaUtils {
     * `Mat.get` into a Java array is several times slower than decoding the image).
     */
   def rawBytes(mat: Mat): Array[Byte] = {
-    require(mat.isContinuous, "rawBytes needs a continuous Mat")
-    val length = Math.toIntExact(mat.total() * mat.elemSize())
-    val bytes = new Array[Byte](length)
+    val length = mat.total() * mat.elemSize()
+    if (length > MaxRowBytes) {
+      throw new UndecodableImageException(
+        s"a ${mat.cols()}x${mat.rows()} image of ${mat.elemSize()} bytes per pixel needs " +
+          s"$length bytes, more than the $MaxRowBytes a Spark row can hold"
+      )
+    }
+    if (!mat.isContinuous) {
+      val copy = mat.clone()
+      try return rawBytes(copy)
+      finally copy.release()
+    }
+    val bytes = new Array[Byte](length.toInt)
     Platform.copyMemory(null, mat.dataAddr(), bytes, Platform.BYTE_ARRAY_OFFSET, length)
     bytes
   }
+
+  /** The largest array a JVM allocates, less room for the rest of the row. */
+  val MaxRowBytes: Long = Int.MaxValue - 1024L
 
   /** The samples of a continuous CV_32F `mat`, copied with one memcpy. */
   def rawFloats(mat: Mat): Array[Float] = {

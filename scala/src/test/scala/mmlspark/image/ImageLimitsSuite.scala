@@ -88,6 +88,50 @@ class ImageLimitsSuite extends AnyFunSuite {
     assert(refused.getMessage.contains("image is 4000x3000 (12.0 MP)"), refused.getMessage)
   }
 
+  test(
+    "a PNG or TIFF over the limit is read subsampled when a smaller size is all that is needed"
+  ) {
+    OpenCV.ensureLoaded()
+    val (height, width) = (2000, 3000)
+    val pixels = new Array[Byte](height * width * 3)
+    for (y <- 0 until height; x <- 0 until width) {
+      val o = (y * width + x) * 3
+      pixels(o) = ((x * 7 + y * 3) % 256).toByte
+      pixels(o + 1) = ((x * x + y) % 256).toByte
+      pixels(o + 2) = ((y * 5) % 251).toByte
+    }
+    val source = new Mat(height, width, CvType.CV_8UC3)
+    source.put(0, 0, pixels)
+    for (ext <- Seq(".png", ".tiff")) {
+      val buffer = new org.opencv.core.MatOfByte()
+      assert(Imgcodecs.imencode(ext, source, buffer))
+      val bytes = buffer.toArray
+      buffer.release()
+      // 224 x 224 is covered by every 8th pixel (250 x 375), not by every 9th (223 rows).
+      val reduced = ImageCodec.decode(bytes, "color", true, 1, 224, 224, maxPixels = 1000000L)
+      assert((reduced.rows(), reduced.cols()) == (250, 375), ext)
+      val got = new Array[Byte](250 * 375 * 3)
+      reduced.get(0, 0, got)
+      reduced.release()
+      val expected =
+        for (y <- 0 until 250; x <- 0 until 375; c <- 0 until 3)
+          yield pixels((y * 8 * width + x * 8) * 3 + c)
+      assert(got.toSeq == expected, ext)
+      val gray = ImageCodec.decode(bytes, "grayscale", true, 1, 224, 224, maxPixels = 1000000L)
+      assert((gray.rows(), gray.cols(), gray.channels()) == (250, 375, 1), ext)
+      gray.release()
+      // Under the limit the ordinary full decode runs; with no minimum size it is refused.
+      val full = ImageCodec.decode(bytes, "color", true, 1, 224, 224)
+      assert((full.rows(), full.cols()) == (height, width), ext)
+      full.release()
+      val refused = intercept[UndecodableImageException] {
+        ImageCodec.decode(bytes, "color", true, 1, maxPixels = 1000000L)
+      }
+      assert(refused.getMessage.contains("image is 3000x2000"), refused.getMessage)
+    }
+    source.release()
+  }
+
   test("the default limit gives each task slot an equal share of the heap") {
     val expected = (Runtime.getRuntime.maxMemory * 0.6 / ImageLimits.taskSlots).toLong /
       ImageLimits.BytesPerPixel
