@@ -223,7 +223,8 @@ def test_cct_labels_join_keeps_the_photos_partitions(spark, tmp_path):
     labeled = job.with_labels(spark, photos, str(tmp_path / "survey"), str(tmp_path / "cct.json"))
     assert labeled.rdd.getNumPartitions() == 3
     got = {r.relative_path: r.label for r in labeled.collect()}
-    assert got == {f"cam/{i}.jpg": (None if i >= 40 else ["empty", "deer"][i % 2]) for i in range(50)}
+    labels = ["empty", "deer"]
+    assert got == {f"cam/{i}.jpg": (labels[i % 2] if i < 40 else None) for i in range(50)}
 
 
 # -- one file never kills a run -------------------------------------------------------------
