@@ -6,6 +6,8 @@
 
 import java.nio.file.Files
 
+import mmlspark.codegen.SharedParams
+
 ThisBuild / organization := "mmlspark"
 ThisBuild / version := IO.read(file("VERSION")).trim
 ThisBuild / scalaVersion := "2.13.18"
@@ -84,6 +86,14 @@ lazy val core = (project in file("scala"))
       "org.openpnp" % "opencv" % "4.9.0-0",
       "com.microsoft.onnxruntime" % onnxRuntimeArtifact % onnxRuntimeVersion
     ),
+    // The shared param traits, written from the table in project/SharedParamsSpec.scala before
+    // the library compiles (the codegen project writes their Python twins from the same table).
+    Compile / sourceGenerators += Def.task {
+      val out = (Compile / sourceManaged).value / "mmlspark" / "contracts" / "SharedParams.scala"
+      val source = SharedParams.scalaSource()
+      if (!out.isFile || IO.read(out) != source) IO.write(out, source)
+      Seq(out)
+    }.taskValue,
     // Read by the Python package and the code generator to check that both sides match.
     Compile / resourceGenerators += Def.task {
       val out = (Compile / resourceManaged).value / "mmlspark" / "build.properties"
@@ -154,6 +164,8 @@ lazy val codegen = (project in file("codegen"))
   .settings(commonSettings)
   .settings(
     publish / skip := true,
+    // The shared param table, compiled here too so the Python mixins come from the same rows.
+    Compile / unmanagedSources += (ThisBuild / baseDirectory).value / "project" / "SharedParamsSpec.scala",
     run / fork := true,
     run / javaOptions ++= sparkJavaOptions,
     // The generator reads and writes files relative to the repository root.

@@ -9,13 +9,13 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
-from mmlspark.core.shared_params import HasLabelCol
+from mmlspark.core.shared_params import HasLabelCol, HasPredictionCol
 from mmlspark.core.wrapper import MMLModel, to_stage
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _BestModel(MMLModel, HasLabelCol):
+class _BestModel(MMLModel, HasLabelCol, HasPredictionCol):
     """The JVM model ``mmlspark.automl.BestModel``.
 
     Parameters
@@ -23,11 +23,11 @@ class _BestModel(MMLModel, HasLabelCol):
     bestModel : JavaParams, optional
         the chosen fitted model.
     evaluationMetric : str, optional
-        the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy). Default: ``"accuracy"``.
+        the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors. Default: ``"accuracy"``.
     labelCol : str, optional
         name of the label column. Default: ``"label"``.
     predictionCol : str, optional
-        name of the column the models write their prediction to (default: prediction). Default: ``"prediction"``.
+        name of the column with the predicted class or value. Default: ``"prediction"``.
     """
 
     _java_class_name = "mmlspark.automl.BestModel"
@@ -42,14 +42,7 @@ class _BestModel(MMLModel, HasLabelCol):
     evaluationMetric: "Param[str]" = Param(
         Params._dummy(),
         "evaluationMetric",
-        "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy)",
-        typeConverter=TypeConverters.toString,
-    )
-
-    predictionCol: "Param[str]" = Param(
-        Params._dummy(),
-        "predictionCol",
-        "name of the column the models write their prediction to (default: prediction)",
+        "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors",
         typeConverter=TypeConverters.toString,
     )
 
@@ -91,13 +84,5 @@ class _BestModel(MMLModel, HasLabelCol):
         return self.getOrDefault(self.evaluationMetric)
 
     def setEvaluationMetric(self: _P, value: str) -> _P:
-        """Sets ``evaluationMetric``: the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy)."""
+        """Sets ``evaluationMetric``: the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors."""
         return self._set(evaluationMetric=value)
-
-    def getPredictionCol(self) -> str:
-        """Gets the value of ``predictionCol`` or its default."""
-        return self.getOrDefault(self.predictionCol)
-
-    def setPredictionCol(self: _P, value: str) -> _P:
-        """Sets ``predictionCol``: name of the column the models write their prediction to (default: prediction)."""
-        return self._set(predictionCol=value)

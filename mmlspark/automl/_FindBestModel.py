@@ -9,25 +9,25 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
-from mmlspark.core.shared_params import HasLabelCol
+from mmlspark.core.shared_params import HasLabelCol, HasPredictionCol
 from mmlspark.core.wrapper import MMLEstimator, to_stages
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _FindBestModel(MMLEstimator, HasLabelCol):
+class _FindBestModel(MMLEstimator, HasLabelCol, HasPredictionCol):
     """The JVM estimator ``mmlspark.automl.FindBestModel``.
 
     Parameters
     ----------
     evaluationMetric : str, optional
-        the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy). Default: ``"accuracy"``.
+        the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors. Default: ``"accuracy"``.
     labelCol : str, optional
         name of the label column. Default: ``"label"``.
     models : list[JavaParams], optional
         the fitted models to compare (Transformers, e.g. the models of TrainClassifier); holds stages: not settable over Spark Connect.
     predictionCol : str, optional
-        name of the column the models write their prediction to (default: prediction). Default: ``"prediction"``.
+        name of the column with the predicted class or value. Default: ``"prediction"``.
     """
 
     _java_class_name = "mmlspark.automl.FindBestModel"
@@ -36,7 +36,7 @@ class _FindBestModel(MMLEstimator, HasLabelCol):
     evaluationMetric: "Param[str]" = Param(
         Params._dummy(),
         "evaluationMetric",
-        "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy)",
+        "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors",
         typeConverter=TypeConverters.toString,
     )
 
@@ -45,13 +45,6 @@ class _FindBestModel(MMLEstimator, HasLabelCol):
         "models",
         "the fitted models to compare (Transformers, e.g. the models of TrainClassifier); holds stages: not settable over Spark Connect",
         typeConverter=to_stages,
-    )
-
-    predictionCol: "Param[str]" = Param(
-        Params._dummy(),
-        "predictionCol",
-        "name of the column the models write their prediction to (default: prediction)",
-        typeConverter=TypeConverters.toString,
     )
 
     @keyword_only
@@ -84,7 +77,7 @@ class _FindBestModel(MMLEstimator, HasLabelCol):
         return self.getOrDefault(self.evaluationMetric)
 
     def setEvaluationMetric(self: _P, value: str) -> _P:
-        """Sets ``evaluationMetric``: the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy)."""
+        """Sets ``evaluationMetric``: the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', 'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', 'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors."""
         return self._set(evaluationMetric=value)
 
     def getModels(self) -> list[JavaParams]:
@@ -94,11 +87,3 @@ class _FindBestModel(MMLEstimator, HasLabelCol):
     def setModels(self: _P, value: list[JavaParams]) -> _P:
         """Sets ``models``: the fitted models to compare (Transformers, e.g. the models of TrainClassifier); holds stages: not settable over Spark Connect."""
         return self._set(models=value)
-
-    def getPredictionCol(self) -> str:
-        """Gets the value of ``predictionCol`` or its default."""
-        return self.getOrDefault(self.predictionCol)
-
-    def setPredictionCol(self: _P, value: str) -> _P:
-        """Sets ``predictionCol``: name of the column the models write their prediction to (default: prediction)."""
-        return self._set(predictionCol=value)

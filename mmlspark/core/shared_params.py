@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 
-__all__ = ["HasInputCol", "HasOutputCol", "HasInputCols", "HasOutputCols", "HasLabelCol", "HasFeaturesCol", "HasWeightCol", "HasErrorCol", "HasMiniBatchSize"]
+__all__ = ["HasInputCol", "HasOutputCol", "HasInputCols", "HasOutputCols", "HasLabelCol", "HasFeaturesCol", "HasWeightCol", "HasErrorCol", "HasMiniBatchSize", "HasPredictionCol", "HasTensorChannelOrder"]
 
 _P = TypeVar("_P", bound=Params)
 
@@ -181,3 +181,41 @@ class HasMiniBatchSize(Params):
     def setMiniBatchSize(self: _P, value: int) -> _P:
         """Sets ``miniBatchSize``: number of rows grouped into one batch (at least 1)."""
         return self._set(miniBatchSize=value)
+
+
+class HasPredictionCol(Params):
+    """Mixin for shared param ``predictionCol``: name of the column with the predicted class or value."""
+
+    predictionCol: "Param[str]" = Param(
+        Params._dummy(),
+        "predictionCol",
+        "name of the column with the predicted class or value",
+        typeConverter=TypeConverters.toString,
+    )
+
+    def getPredictionCol(self) -> str:
+        """Gets the value of ``predictionCol`` or its default."""
+        return self.getOrDefault(self.predictionCol)
+
+    def setPredictionCol(self: _P, value: str) -> _P:
+        """Sets ``predictionCol``: name of the column with the predicted class or value."""
+        return self._set(predictionCol=value)
+
+
+class HasTensorChannelOrder(Params):
+    """Mixin for shared param ``tensorChannelOrder``: channel order of the tensor: 'RGB' or 'BGR'."""
+
+    tensorChannelOrder: "Param[str]" = Param(
+        Params._dummy(),
+        "tensorChannelOrder",
+        "channel order of the tensor: 'RGB' or 'BGR'",
+        typeConverter=TypeConverters.toString,
+    )
+
+    def getTensorChannelOrder(self) -> str:
+        """Gets the value of ``tensorChannelOrder`` or its default."""
+        return self.getOrDefault(self.tensorChannelOrder)
+
+    def setTensorChannelOrder(self: _P, value: str) -> _P:
+        """Sets ``tensorChannelOrder``: channel order of the tensor: 'RGB' or 'BGR'."""
+        return self._set(tensorChannelOrder=value)

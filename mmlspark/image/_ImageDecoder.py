@@ -20,11 +20,11 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     Parameters
     ----------
     applyOrientation : bool, optional
-        rotate or flip JPEGs as their EXIF orientation tag says (default: true). Default: ``True``.
+        rotate or flip JPEGs as their EXIF orientation tag says. Default: ``True``.
     colorMode : str, optional
-        how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits). Default: ``"color"``.
+        how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits). Default: ``"color"``.
     dropInvalid : bool, optional
-        drop the rows that cannot be decoded instead of keeping them with a null image (default: false). Default: ``False``.
+        drop the rows that cannot be decoded instead of keeping them with a null image. Default: ``False``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"error"``.
     inputCol : str, optional
@@ -34,11 +34,11 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     minWidth : int, optional
         the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum. Default: ``0``.
     originCol : str, optional
-        string column copied into each image's origin field, such as the file path (default: '', none). Default: ``""``.
+        string column copied into each image's origin field, such as the file path ('': none). Default: ``""``.
     outputCol : str, optional
         name of the output column. Default: ``"image"``.
     reduceFactor : int, optional
-        decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8. Default: ``1``.
+        decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8. Default: ``1``.
     """
 
     _java_class_name = "mmlspark.image.ImageDecoder"
@@ -46,21 +46,21 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     applyOrientation: "Param[bool]" = Param(
         Params._dummy(),
         "applyOrientation",
-        "rotate or flip JPEGs as their EXIF orientation tag says (default: true)",
+        "rotate or flip JPEGs as their EXIF orientation tag says",
         typeConverter=TypeConverters.toBoolean,
     )
 
     colorMode: "Param[str]" = Param(
         Params._dummy(),
         "colorMode",
-        "how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)",
+        "how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)",
         typeConverter=TypeConverters.toString,
     )
 
     dropInvalid: "Param[bool]" = Param(
         Params._dummy(),
         "dropInvalid",
-        "drop the rows that cannot be decoded instead of keeping them with a null image (default: false)",
+        "drop the rows that cannot be decoded instead of keeping them with a null image",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -81,14 +81,14 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     originCol: "Param[str]" = Param(
         Params._dummy(),
         "originCol",
-        "string column copied into each image's origin field, such as the file path (default: '', none)",
+        "string column copied into each image's origin field, such as the file path ('': none)",
         typeConverter=TypeConverters.toString,
     )
 
     reduceFactor: "Param[int]" = Param(
         Params._dummy(),
         "reduceFactor",
-        "decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8",
+        "decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8",
         typeConverter=TypeConverters.toInt,
     )
 
@@ -134,7 +134,7 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         return self.getOrDefault(self.applyOrientation)
 
     def setApplyOrientation(self: _P, value: bool) -> _P:
-        """Sets ``applyOrientation``: rotate or flip JPEGs as their EXIF orientation tag says (default: true)."""
+        """Sets ``applyOrientation``: rotate or flip JPEGs as their EXIF orientation tag says."""
         return self._set(applyOrientation=value)
 
     def getColorMode(self) -> str:
@@ -142,7 +142,7 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         return self.getOrDefault(self.colorMode)
 
     def setColorMode(self: _P, value: str) -> _P:
-        """Sets ``colorMode``: how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)."""
+        """Sets ``colorMode``: how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)."""
         return self._set(colorMode=value)
 
     def getDropInvalid(self) -> bool:
@@ -150,7 +150,7 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         return self.getOrDefault(self.dropInvalid)
 
     def setDropInvalid(self: _P, value: bool) -> _P:
-        """Sets ``dropInvalid``: drop the rows that cannot be decoded instead of keeping them with a null image (default: false)."""
+        """Sets ``dropInvalid``: drop the rows that cannot be decoded instead of keeping them with a null image."""
         return self._set(dropInvalid=value)
 
     def getMinHeight(self) -> int:
@@ -174,7 +174,7 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         return self.getOrDefault(self.originCol)
 
     def setOriginCol(self: _P, value: str) -> _P:
-        """Sets ``originCol``: string column copied into each image's origin field, such as the file path (default: '', none)."""
+        """Sets ``originCol``: string column copied into each image's origin field, such as the file path ('': none)."""
         return self._set(originCol=value)
 
     def getReduceFactor(self) -> int:
@@ -182,5 +182,5 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         return self.getOrDefault(self.reduceFactor)
 
     def setReduceFactor(self: _P, value: int) -> _P:
-        """Sets ``reduceFactor``: decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8."""
+        """Sets ``reduceFactor``: decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8."""
         return self._set(reduceFactor=value)

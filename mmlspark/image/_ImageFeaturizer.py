@@ -8,43 +8,43 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
-from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize
+from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasTensorChannelOrder
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize):
+class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasTensorChannelOrder):
     """The JVM transformer ``mmlspark.image.ImageFeaturizer``.
 
     Parameters
     ----------
     channelMeans : list[float], optional
-        per-channel means subtracted after scaling, in tensorChannelOrder (default: ImageNet's [0.485, 0.456, 0.406]). Default: ``[0.485, 0.456, 0.406]``.
+        per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values). Default: ``[0.485, 0.456, 0.406]``.
     channelStds : list[float], optional
-        per-channel standard deviations divided by, in tensorChannelOrder (default: ImageNet's [0.229, 0.224, 0.225]). Default: ``[0.229, 0.224, 0.225]``.
+        per-channel standard deviations divided by, in tensorChannelOrder (1 or 3 values, above 0). Default: ``[0.229, 0.224, 0.225]``.
     colorScaleFactor : float, optional
-        factor pixel values are multiplied by before normalizing (default: 1/255, above 0). Default: ``0.00392156862745098``.
+        factor pixel values are multiplied by before normalizing (above 0). Default: ``0.00392156862745098``.
     deviceType : str, optional
-        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource (default: auto). Default: ``"auto"``.
+        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"featurizeError"``.
     featureTensorName : str, optional
-        node or tensor of the model whose value is the feature vector; the model is cut there (default: none, the model's own output).
+        node or tensor of the model whose value is the feature vector; the model is cut there (unset: the model's own output).
     imageHeight : int, optional
-        height images are resized to (default: 224, at least 1). Default: ``224``.
+        height images are resized to (at least 1). Default: ``224``.
     imageWidth : int, optional
-        width images are resized to (default: 224, at least 1). Default: ``224``.
+        width images are resized to (at least 1). Default: ``224``.
     inputCol : str, optional
         name of the input column. Default: ``"image"``.
     miniBatchSize : int, optional
         number of rows grouped into one batch (at least 1). Default: ``64``.
     modelLocation : str, optional
-        path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence (default: none).
+        path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence.
     outputCol : str, optional
         name of the output column. Default: ``"features"``.
     tensorChannelOrder : str, optional
-        channel order the model expects: 'RGB' (default) or 'BGR'. Default: ``"RGB"``.
+        channel order of the tensor: 'RGB' or 'BGR'. Default: ``"RGB"``.
     """
 
     _java_class_name = "mmlspark.image.ImageFeaturizer"
@@ -52,63 +52,56 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     channelMeans: "Param[list[float]]" = Param(
         Params._dummy(),
         "channelMeans",
-        "per-channel means subtracted after scaling, in tensorChannelOrder (default: ImageNet's [0.485, 0.456, 0.406])",
+        "per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values)",
         typeConverter=TypeConverters.toListFloat,
     )
 
     channelStds: "Param[list[float]]" = Param(
         Params._dummy(),
         "channelStds",
-        "per-channel standard deviations divided by, in tensorChannelOrder (default: ImageNet's [0.229, 0.224, 0.225])",
+        "per-channel standard deviations divided by, in tensorChannelOrder (1 or 3 values, above 0)",
         typeConverter=TypeConverters.toListFloat,
     )
 
     colorScaleFactor: "Param[float]" = Param(
         Params._dummy(),
         "colorScaleFactor",
-        "factor pixel values are multiplied by before normalizing (default: 1/255, above 0)",
+        "factor pixel values are multiplied by before normalizing (above 0)",
         typeConverter=TypeConverters.toFloat,
     )
 
     deviceType: "Param[str]" = Param(
         Params._dummy(),
         "deviceType",
-        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource (default: auto)",
+        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource",
         typeConverter=TypeConverters.toString,
     )
 
     featureTensorName: "Param[str]" = Param(
         Params._dummy(),
         "featureTensorName",
-        "node or tensor of the model whose value is the feature vector; the model is cut there (default: none, the model's own output)",
+        "node or tensor of the model whose value is the feature vector; the model is cut there (unset: the model's own output)",
         typeConverter=TypeConverters.toString,
     )
 
     imageHeight: "Param[int]" = Param(
         Params._dummy(),
         "imageHeight",
-        "height images are resized to (default: 224, at least 1)",
+        "height images are resized to (at least 1)",
         typeConverter=TypeConverters.toInt,
     )
 
     imageWidth: "Param[int]" = Param(
         Params._dummy(),
         "imageWidth",
-        "width images are resized to (default: 224, at least 1)",
+        "width images are resized to (at least 1)",
         typeConverter=TypeConverters.toInt,
     )
 
     modelLocation: "Param[str]" = Param(
         Params._dummy(),
         "modelLocation",
-        "path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence (default: none)",
-        typeConverter=TypeConverters.toString,
-    )
-
-    tensorChannelOrder: "Param[str]" = Param(
-        Params._dummy(),
-        "tensorChannelOrder",
-        "channel order the model expects: 'RGB' (default) or 'BGR'",
+        "path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence",
         typeConverter=TypeConverters.toString,
     )
 
@@ -160,7 +153,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.channelMeans)
 
     def setChannelMeans(self: _P, value: list[float]) -> _P:
-        """Sets ``channelMeans``: per-channel means subtracted after scaling, in tensorChannelOrder (default: ImageNet's [0.485, 0.456, 0.406])."""
+        """Sets ``channelMeans``: per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values)."""
         return self._set(channelMeans=value)
 
     def getChannelStds(self) -> list[float]:
@@ -168,7 +161,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.channelStds)
 
     def setChannelStds(self: _P, value: list[float]) -> _P:
-        """Sets ``channelStds``: per-channel standard deviations divided by, in tensorChannelOrder (default: ImageNet's [0.229, 0.224, 0.225])."""
+        """Sets ``channelStds``: per-channel standard deviations divided by, in tensorChannelOrder (1 or 3 values, above 0)."""
         return self._set(channelStds=value)
 
     def getColorScaleFactor(self) -> float:
@@ -176,7 +169,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.colorScaleFactor)
 
     def setColorScaleFactor(self: _P, value: float) -> _P:
-        """Sets ``colorScaleFactor``: factor pixel values are multiplied by before normalizing (default: 1/255, above 0)."""
+        """Sets ``colorScaleFactor``: factor pixel values are multiplied by before normalizing (above 0)."""
         return self._set(colorScaleFactor=value)
 
     def getDeviceType(self) -> str:
@@ -184,7 +177,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.deviceType)
 
     def setDeviceType(self: _P, value: str) -> _P:
-        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource (default: auto)."""
+        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource."""
         return self._set(deviceType=value)
 
     def getFeatureTensorName(self) -> str:
@@ -192,7 +185,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.featureTensorName)
 
     def setFeatureTensorName(self: _P, value: str) -> _P:
-        """Sets ``featureTensorName``: node or tensor of the model whose value is the feature vector; the model is cut there (default: none, the model's own output)."""
+        """Sets ``featureTensorName``: node or tensor of the model whose value is the feature vector; the model is cut there (unset: the model's own output)."""
         return self._set(featureTensorName=value)
 
     def getImageHeight(self) -> int:
@@ -200,7 +193,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.imageHeight)
 
     def setImageHeight(self: _P, value: int) -> _P:
-        """Sets ``imageHeight``: height images are resized to (default: 224, at least 1)."""
+        """Sets ``imageHeight``: height images are resized to (at least 1)."""
         return self._set(imageHeight=value)
 
     def getImageWidth(self) -> int:
@@ -208,7 +201,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.imageWidth)
 
     def setImageWidth(self: _P, value: int) -> _P:
-        """Sets ``imageWidth``: width images are resized to (default: 224, at least 1)."""
+        """Sets ``imageWidth``: width images are resized to (at least 1)."""
         return self._set(imageWidth=value)
 
     def getModelLocation(self) -> str:
@@ -216,13 +209,5 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.modelLocation)
 
     def setModelLocation(self: _P, value: str) -> _P:
-        """Sets ``modelLocation``: path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence (default: none)."""
+        """Sets ``modelLocation``: path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence."""
         return self._set(modelLocation=value)
-
-    def getTensorChannelOrder(self) -> str:
-        """Gets the value of ``tensorChannelOrder`` or its default."""
-        return self.getOrDefault(self.tensorChannelOrder)
-
-    def setTensorChannelOrder(self: _P, value: str) -> _P:
-        """Sets ``tensorChannelOrder``: channel order the model expects: 'RGB' (default) or 'BGR'."""
-        return self._set(tensorChannelOrder=value)

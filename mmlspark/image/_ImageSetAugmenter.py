@@ -20,9 +20,9 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
     Parameters
     ----------
     flipLeftRight : bool, optional
-        add a copy mirrored left to right (default: true). Default: ``True``.
+        add a copy mirrored left to right. Default: ``True``.
     flipUpDown : bool, optional
-        add a copy mirrored top to bottom (default: false). Default: ``False``.
+        add a copy mirrored top to bottom. Default: ``False``.
     inputCol : str, optional
         name of the input column. Default: ``"image"``.
     outputCol : str, optional
@@ -34,14 +34,14 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
     flipLeftRight: "Param[bool]" = Param(
         Params._dummy(),
         "flipLeftRight",
-        "add a copy mirrored left to right (default: true)",
+        "add a copy mirrored left to right",
         typeConverter=TypeConverters.toBoolean,
     )
 
     flipUpDown: "Param[bool]" = Param(
         Params._dummy(),
         "flipUpDown",
-        "add a copy mirrored top to bottom (default: false)",
+        "add a copy mirrored top to bottom",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -75,7 +75,7 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
         return self.getOrDefault(self.flipLeftRight)
 
     def setFlipLeftRight(self: _P, value: bool) -> _P:
-        """Sets ``flipLeftRight``: add a copy mirrored left to right (default: true)."""
+        """Sets ``flipLeftRight``: add a copy mirrored left to right."""
         return self._set(flipLeftRight=value)
 
     def getFlipUpDown(self) -> bool:
@@ -83,5 +83,5 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
         return self.getOrDefault(self.flipUpDown)
 
     def setFlipUpDown(self: _P, value: bool) -> _P:
-        """Sets ``flipUpDown``: add a copy mirrored top to bottom (default: false)."""
+        """Sets ``flipUpDown``: add a copy mirrored top to bottom."""
         return self._set(flipUpDown=value)

@@ -20,13 +20,13 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
     Parameters
     ----------
     applyOrientation : bool, optional
-        rotate or flip JPEGs as their EXIF orientation tag says (default: true). Default: ``True``.
+        rotate or flip JPEGs as their EXIF orientation tag says. Default: ``True``.
     colorMode : str, optional
-        how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits). Default: ``"color"``.
+        how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits). Default: ``"color"``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"error"``.
     height : int, optional
-        height to resize to before unrolling (0, default: keep the size). Default: ``0``.
+        height to resize to before unrolling (0: keep the size). Default: ``0``.
     inputCol : str, optional
         name of the input column. Default: ``"content"``.
     minHeight : int, optional
@@ -36,9 +36,9 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
     outputCol : str, optional
         name of the output column. Default: ``"unrolled"``.
     reduceFactor : int, optional
-        decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8. Default: ``1``.
+        decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8. Default: ``1``.
     width : int, optional
-        width to resize to before unrolling (0, default: keep the size). Default: ``0``.
+        width to resize to before unrolling (0: keep the size). Default: ``0``.
     """
 
     _java_class_name = "mmlspark.image.UnrollBinaryImage"
@@ -46,21 +46,21 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
     applyOrientation: "Param[bool]" = Param(
         Params._dummy(),
         "applyOrientation",
-        "rotate or flip JPEGs as their EXIF orientation tag says (default: true)",
+        "rotate or flip JPEGs as their EXIF orientation tag says",
         typeConverter=TypeConverters.toBoolean,
     )
 
     colorMode: "Param[str]" = Param(
         Params._dummy(),
         "colorMode",
-        "how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)",
+        "how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)",
         typeConverter=TypeConverters.toString,
     )
 
     height: "Param[int]" = Param(
         Params._dummy(),
         "height",
-        "height to resize to before unrolling (0, default: keep the size)",
+        "height to resize to before unrolling (0: keep the size)",
         typeConverter=TypeConverters.toInt,
     )
 
@@ -81,14 +81,14 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
     reduceFactor: "Param[int]" = Param(
         Params._dummy(),
         "reduceFactor",
-        "decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8",
+        "decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8",
         typeConverter=TypeConverters.toInt,
     )
 
     width: "Param[int]" = Param(
         Params._dummy(),
         "width",
-        "width to resize to before unrolling (0, default: keep the size)",
+        "width to resize to before unrolling (0: keep the size)",
         typeConverter=TypeConverters.toInt,
     )
 
@@ -134,7 +134,7 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         return self.getOrDefault(self.applyOrientation)
 
     def setApplyOrientation(self: _P, value: bool) -> _P:
-        """Sets ``applyOrientation``: rotate or flip JPEGs as their EXIF orientation tag says (default: true)."""
+        """Sets ``applyOrientation``: rotate or flip JPEGs as their EXIF orientation tag says."""
         return self._set(applyOrientation=value)
 
     def getColorMode(self) -> str:
@@ -142,7 +142,7 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         return self.getOrDefault(self.colorMode)
 
     def setColorMode(self: _P, value: str) -> _P:
-        """Sets ``colorMode``: how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)."""
+        """Sets ``colorMode``: how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' (as stored: gray, BGR or BGRA, 8 or 16 bits)."""
         return self._set(colorMode=value)
 
     def getHeight(self) -> int:
@@ -150,7 +150,7 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         return self.getOrDefault(self.height)
 
     def setHeight(self: _P, value: int) -> _P:
-        """Sets ``height``: height to resize to before unrolling (0, default: keep the size)."""
+        """Sets ``height``: height to resize to before unrolling (0: keep the size)."""
         return self._set(height=value)
 
     def getMinHeight(self) -> int:
@@ -174,7 +174,7 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         return self.getOrDefault(self.reduceFactor)
 
     def setReduceFactor(self: _P, value: int) -> _P:
-        """Sets ``reduceFactor``: decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8."""
+        """Sets ``reduceFactor``: decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8."""
         return self._set(reduceFactor=value)
 
     def getWidth(self) -> int:
@@ -182,5 +182,5 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         return self.getOrDefault(self.width)
 
     def setWidth(self: _P, value: int) -> _P:
-        """Sets ``width``: width to resize to before unrolling (0, default: keep the size)."""
+        """Sets ``width``: width to resize to before unrolling (0: keep the size)."""
         return self._set(width=value)

@@ -20,37 +20,37 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     Parameters
     ----------
     argMaxDict : str, optional
-        JSON object mapping a fetched column to a new column that receives the index of its largest value, as a double (default: {}, none). Default: ``"{}"``.
+        JSON object mapping a fetched column to a new column that receives the index of its largest value, as a double. Default: ``"{}"``.
     cudaMemoryLimit : int, optional
-        bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (default: 0, at least 0). Default: ``0``.
+        bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (at least 0). Default: ``0``.
     cudnnConvAlgoSearch : str, optional
-        how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT' (default: EXHAUSTIVE). Default: ``"EXHAUSTIVE"``.
+        how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT'. Default: ``"EXHAUSTIVE"``.
     deviceType : str, optional
-        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource (default: auto). Default: ``"auto"``.
+        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"onnxError"``.
     feedDict : str, optional
-        JSON object mapping each model input to the column it is read from, e.g. {"input": "features"} (default: {}, meaning the model's only input reads inputCol). Default: ``"{}"``.
+        JSON object mapping each model input to the column it is read from, e.g. {"input": "features"} ({}: the model's only input reads inputCol). Default: ``"{}"``.
     fetchDict : str, optional
-        JSON object mapping each new column to the model output it receives, e.g. {"scores": "output"} (default: {}, meaning outputCol receives the model's only output). Default: ``"{}"``.
+        JSON object mapping each new column to the model output it receives, e.g. {"scores": "output"} ({}: outputCol receives the model's only output). Default: ``"{}"``.
     inputCol : str, optional
         name of the input column.
     intraOpThreads : int, optional
-        threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus (default: 0, at least 0). Default: ``0``.
+        threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus (at least 0). Default: ``0``.
     miniBatchSize : int, optional
         number of rows grouped into one batch (at least 1). Default: ``64``.
     modelLocation : str, optional
-        path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence (default: none).
+        path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence.
     optimizationLevel : str, optional
-        ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all' (default: all). Default: ``"all"``.
+        ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'. Default: ``"all"``.
     outputCol : str, optional
         name of the output column.
     softMaxDict : str, optional
-        JSON object mapping a fetched column to a new column that receives its softmax (default: {}, none). Default: ``"{}"``.
+        JSON object mapping a fetched column to a new column that receives its softmax. Default: ``"{}"``.
     useTensorRT : bool, optional
-        on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed; default: false). Default: ``False``.
+        on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed). Default: ``False``.
     vectorOutputs : bool, optional
-        float and double outputs become ML vectors instead of arrays (default: false). Default: ``False``.
+        float and double outputs become ML vectors instead of arrays. Default: ``False``.
     """
 
     _java_class_name = "mmlspark.onnx.ONNXModel"
@@ -58,84 +58,84 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     argMaxDict: "Param[str]" = Param(
         Params._dummy(),
         "argMaxDict",
-        "JSON object mapping a fetched column to a new column that receives the index of its largest value, as a double (default: {}, none)",
+        "JSON object mapping a fetched column to a new column that receives the index of its largest value, as a double",
         typeConverter=TypeConverters.toString,
     )
 
     cudaMemoryLimit: "Param[int]" = Param(
         Params._dummy(),
         "cudaMemoryLimit",
-        "bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (default: 0, at least 0)",
+        "bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (at least 0)",
         typeConverter=TypeConverters.toInt,
     )
 
     cudnnConvAlgoSearch: "Param[str]" = Param(
         Params._dummy(),
         "cudnnConvAlgoSearch",
-        "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT' (default: EXHAUSTIVE)",
+        "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT'",
         typeConverter=TypeConverters.toString,
     )
 
     deviceType: "Param[str]" = Param(
         Params._dummy(),
         "deviceType",
-        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource (default: auto)",
+        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource",
         typeConverter=TypeConverters.toString,
     )
 
     feedDict: "Param[str]" = Param(
         Params._dummy(),
         "feedDict",
-        "JSON object mapping each model input to the column it is read from, e.g. {\"input\": \"features\"} (default: {}, meaning the model's only input reads inputCol)",
+        "JSON object mapping each model input to the column it is read from, e.g. {\"input\": \"features\"} ({}: the model's only input reads inputCol)",
         typeConverter=TypeConverters.toString,
     )
 
     fetchDict: "Param[str]" = Param(
         Params._dummy(),
         "fetchDict",
-        "JSON object mapping each new column to the model output it receives, e.g. {\"scores\": \"output\"} (default: {}, meaning outputCol receives the model's only output)",
+        "JSON object mapping each new column to the model output it receives, e.g. {\"scores\": \"output\"} ({}: outputCol receives the model's only output)",
         typeConverter=TypeConverters.toString,
     )
 
     intraOpThreads: "Param[int]" = Param(
         Params._dummy(),
         "intraOpThreads",
-        "threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus (default: 0, at least 0)",
+        "threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus (at least 0)",
         typeConverter=TypeConverters.toInt,
     )
 
     modelLocation: "Param[str]" = Param(
         Params._dummy(),
         "modelLocation",
-        "path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence (default: none)",
+        "path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence",
         typeConverter=TypeConverters.toString,
     )
 
     optimizationLevel: "Param[str]" = Param(
         Params._dummy(),
         "optimizationLevel",
-        "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all' (default: all)",
+        "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'",
         typeConverter=TypeConverters.toString,
     )
 
     softMaxDict: "Param[str]" = Param(
         Params._dummy(),
         "softMaxDict",
-        "JSON object mapping a fetched column to a new column that receives its softmax (default: {}, none)",
+        "JSON object mapping a fetched column to a new column that receives its softmax",
         typeConverter=TypeConverters.toString,
     )
 
     useTensorRT: "Param[bool]" = Param(
         Params._dummy(),
         "useTensorRT",
-        "on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed; default: false)",
+        "on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed)",
         typeConverter=TypeConverters.toBoolean,
     )
 
     vectorOutputs: "Param[bool]" = Param(
         Params._dummy(),
         "vectorOutputs",
-        "float and double outputs become ML vectors instead of arrays (default: false)",
+        "float and double outputs become ML vectors instead of arrays",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -193,7 +193,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.argMaxDict)
 
     def setArgMaxDict(self: _P, value: str) -> _P:
-        """Sets ``argMaxDict``: JSON object mapping a fetched column to a new column that receives the index of its largest value, as a double (default: {}, none)."""
+        """Sets ``argMaxDict``: JSON object mapping a fetched column to a new column that receives the index of its largest value, as a double."""
         return self._set(argMaxDict=value)
 
     def getCudaMemoryLimit(self) -> int:
@@ -201,7 +201,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.cudaMemoryLimit)
 
     def setCudaMemoryLimit(self: _P, value: int) -> _P:
-        """Sets ``cudaMemoryLimit``: bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (default: 0, at least 0)."""
+        """Sets ``cudaMemoryLimit``: bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (at least 0)."""
         return self._set(cudaMemoryLimit=value)
 
     def getCudnnConvAlgoSearch(self) -> str:
@@ -209,7 +209,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.cudnnConvAlgoSearch)
 
     def setCudnnConvAlgoSearch(self: _P, value: str) -> _P:
-        """Sets ``cudnnConvAlgoSearch``: how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT' (default: EXHAUSTIVE)."""
+        """Sets ``cudnnConvAlgoSearch``: how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT'."""
         return self._set(cudnnConvAlgoSearch=value)
 
     def getDeviceType(self) -> str:
@@ -217,7 +217,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.deviceType)
 
     def setDeviceType(self: _P, value: str) -> _P:
-        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource (default: auto)."""
+        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource."""
         return self._set(deviceType=value)
 
     def getFeedDict(self) -> str:
@@ -225,7 +225,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.feedDict)
 
     def setFeedDict(self: _P, value: str) -> _P:
-        """Sets ``feedDict``: JSON object mapping each model input to the column it is read from, e.g. {"input": "features"} (default: {}, meaning the model's only input reads inputCol)."""
+        """Sets ``feedDict``: JSON object mapping each model input to the column it is read from, e.g. {"input": "features"} ({}: the model's only input reads inputCol)."""
         return self._set(feedDict=value)
 
     def getFetchDict(self) -> str:
@@ -233,7 +233,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.fetchDict)
 
     def setFetchDict(self: _P, value: str) -> _P:
-        """Sets ``fetchDict``: JSON object mapping each new column to the model output it receives, e.g. {"scores": "output"} (default: {}, meaning outputCol receives the model's only output)."""
+        """Sets ``fetchDict``: JSON object mapping each new column to the model output it receives, e.g. {"scores": "output"} ({}: outputCol receives the model's only output)."""
         return self._set(fetchDict=value)
 
     def getIntraOpThreads(self) -> int:
@@ -241,7 +241,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.intraOpThreads)
 
     def setIntraOpThreads(self: _P, value: int) -> _P:
-        """Sets ``intraOpThreads``: threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus (default: 0, at least 0)."""
+        """Sets ``intraOpThreads``: threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus (at least 0)."""
         return self._set(intraOpThreads=value)
 
     def getModelLocation(self) -> str:
@@ -249,7 +249,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.modelLocation)
 
     def setModelLocation(self: _P, value: str) -> _P:
-        """Sets ``modelLocation``: path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence (default: none)."""
+        """Sets ``modelLocation``: path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence."""
         return self._set(modelLocation=value)
 
     def getOptimizationLevel(self) -> str:
@@ -257,7 +257,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.optimizationLevel)
 
     def setOptimizationLevel(self: _P, value: str) -> _P:
-        """Sets ``optimizationLevel``: ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all' (default: all)."""
+        """Sets ``optimizationLevel``: ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'."""
         return self._set(optimizationLevel=value)
 
     def getSoftMaxDict(self) -> str:
@@ -265,7 +265,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.softMaxDict)
 
     def setSoftMaxDict(self: _P, value: str) -> _P:
-        """Sets ``softMaxDict``: JSON object mapping a fetched column to a new column that receives its softmax (default: {}, none)."""
+        """Sets ``softMaxDict``: JSON object mapping a fetched column to a new column that receives its softmax."""
         return self._set(softMaxDict=value)
 
     def getUseTensorRT(self) -> bool:
@@ -273,7 +273,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.useTensorRT)
 
     def setUseTensorRT(self: _P, value: bool) -> _P:
-        """Sets ``useTensorRT``: on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed; default: false)."""
+        """Sets ``useTensorRT``: on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed)."""
         return self._set(useTensorRT=value)
 
     def getVectorOutputs(self) -> bool:
@@ -281,5 +281,5 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.vectorOutputs)
 
     def setVectorOutputs(self: _P, value: bool) -> _P:
-        """Sets ``vectorOutputs``: float and double outputs become ML vectors instead of arrays (default: false)."""
+        """Sets ``vectorOutputs``: float and double outputs become ML vectors instead of arrays."""
         return self._set(vectorOutputs=value)

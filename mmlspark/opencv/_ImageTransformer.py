@@ -8,13 +8,13 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
-from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol
+from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasTensorChannelOrder
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
+class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasTensorChannelOrder):
     """The JVM transformer ``mmlspark.opencv.ImageTransformer``.
 
     Parameters
@@ -24,13 +24,13 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     inputCol : str, optional
         name of the input column. Default: ``"image"``.
     operations : str, optional
-        the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; default: [], none). Default: ``"[]"``.
+        the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; [] applies none). Default: ``"[]"``.
     outputCol : str, optional
         name of the output column. Default: ``"transformed"``.
     tensorChannelOrder : str, optional
-        channel order of the tensor output: 'RGB' (default) or 'BGR'. Default: ``"RGB"``.
+        channel order of the tensor: 'RGB' or 'BGR'. Default: ``"RGB"``.
     toTensor : bool, optional
-        output a flat float array in CHW layout instead of an image struct (default: false). Default: ``False``.
+        output a flat float array in CHW layout instead of an image struct. Default: ``False``.
     """
 
     _java_class_name = "mmlspark.opencv.ImageTransformer"
@@ -38,21 +38,14 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     operations: "Param[str]" = Param(
         Params._dummy(),
         "operations",
-        "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; default: [], none)",
-        typeConverter=TypeConverters.toString,
-    )
-
-    tensorChannelOrder: "Param[str]" = Param(
-        Params._dummy(),
-        "tensorChannelOrder",
-        "channel order of the tensor output: 'RGB' (default) or 'BGR'",
+        "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; [] applies none)",
         typeConverter=TypeConverters.toString,
     )
 
     toTensor: "Param[bool]" = Param(
         Params._dummy(),
         "toTensor",
-        "output a flat float array in CHW layout instead of an image struct (default: false)",
+        "output a flat float array in CHW layout instead of an image struct",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -90,21 +83,13 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         return self.getOrDefault(self.operations)
 
     def setOperations(self: _P, value: str) -> _P:
-        """Sets ``operations``: the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; default: [], none)."""
+        """Sets ``operations``: the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; [] applies none)."""
         return self._set(operations=value)
-
-    def getTensorChannelOrder(self) -> str:
-        """Gets the value of ``tensorChannelOrder`` or its default."""
-        return self.getOrDefault(self.tensorChannelOrder)
-
-    def setTensorChannelOrder(self: _P, value: str) -> _P:
-        """Sets ``tensorChannelOrder``: channel order of the tensor output: 'RGB' (default) or 'BGR'."""
-        return self._set(tensorChannelOrder=value)
 
     def getToTensor(self) -> bool:
         """Gets the value of ``toTensor`` or its default."""
         return self.getOrDefault(self.toTensor)
 
     def setToTensor(self: _P, value: bool) -> _P:
-        """Sets ``toTensor``: output a flat float array in CHW layout instead of an image struct (default: false)."""
+        """Sets ``toTensor``: output a flat float array in CHW layout instead of an image struct."""
         return self._set(toTensor=value)

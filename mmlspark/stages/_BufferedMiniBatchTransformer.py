@@ -20,7 +20,7 @@ class _BufferedMiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
     Parameters
     ----------
     maxBufferMillis : int, optional
-        longest time in milliseconds a batch stays open after its first row (at least 1; default 1000). Default: ``1000``.
+        longest time in milliseconds a batch stays open after its first row (at least 1). Default: ``1000``.
     miniBatchSize : int, optional
         number of rows grouped into one batch (at least 1). Default: ``64``.
     """
@@ -30,7 +30,7 @@ class _BufferedMiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
     maxBufferMillis: "Param[int]" = Param(
         Params._dummy(),
         "maxBufferMillis",
-        "longest time in milliseconds a batch stays open after its first row (at least 1; default 1000)",
+        "longest time in milliseconds a batch stays open after its first row (at least 1)",
         typeConverter=TypeConverters.toInt,
     )
 
@@ -60,5 +60,5 @@ class _BufferedMiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
         return self.getOrDefault(self.maxBufferMillis)
 
     def setMaxBufferMillis(self: _P, value: int) -> _P:
-        """Sets ``maxBufferMillis``: longest time in milliseconds a batch stays open after its first row (at least 1; default 1000)."""
+        """Sets ``maxBufferMillis``: longest time in milliseconds a batch stays open after its first row (at least 1)."""
         return self._set(maxBufferMillis=value)

@@ -19,7 +19,7 @@ class _Cacher(MMLTransformer):
     Parameters
     ----------
     disable : bool, optional
-        pass the data through without caching it (default: false). Default: ``False``.
+        pass the data through without caching it. Default: ``False``.
     """
 
     _java_class_name = "mmlspark.stages.Cacher"
@@ -27,7 +27,7 @@ class _Cacher(MMLTransformer):
     disable: "Param[bool]" = Param(
         Params._dummy(),
         "disable",
-        "pass the data through without caching it (default: false)",
+        "pass the data through without caching it",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -55,5 +55,5 @@ class _Cacher(MMLTransformer):
         return self.getOrDefault(self.disable)
 
     def setDisable(self: _P, value: bool) -> _P:
-        """Sets ``disable``: pass the data through without caching it (default: false)."""
+        """Sets ``disable``: pass the data through without caching it."""
         return self._set(disable=value)

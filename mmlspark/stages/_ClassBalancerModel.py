@@ -20,7 +20,7 @@ class _ClassBalancerModel(MMLModel, HasInputCol, HasOutputCol):
     Parameters
     ----------
     broadcastJoin : bool, optional
-        send the weight table to every executor instead of shuffling (default: true; the table has one row per class). Default: ``True``.
+        send the weight table to every executor instead of shuffling (the table has one row per class). Default: ``True``.
     inputCol : str, optional
         name of the input column. Default: ``"label"``.
     outputCol : str, optional
@@ -32,7 +32,7 @@ class _ClassBalancerModel(MMLModel, HasInputCol, HasOutputCol):
     broadcastJoin: "Param[bool]" = Param(
         Params._dummy(),
         "broadcastJoin",
-        "send the weight table to every executor instead of shuffling (default: true; the table has one row per class)",
+        "send the weight table to every executor instead of shuffling (the table has one row per class)",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -64,5 +64,5 @@ class _ClassBalancerModel(MMLModel, HasInputCol, HasOutputCol):
         return self.getOrDefault(self.broadcastJoin)
 
     def setBroadcastJoin(self: _P, value: bool) -> _P:
-        """Sets ``broadcastJoin``: send the weight table to every executor instead of shuffling (default: true; the table has one row per class)."""
+        """Sets ``broadcastJoin``: send the weight table to every executor instead of shuffling (the table has one row per class)."""
         return self._set(broadcastJoin=value)

@@ -19,15 +19,15 @@ class _EnsembleByKey(MMLTransformer):
     Parameters
     ----------
     colNames : list[str], optional
-        names of the output columns, one per entry of cols (default: empty, meaning 'mean(<col>)'). Default: ``[]``.
+        names of the output columns, one per entry of cols (empty: 'mean(<col>)'). Default: ``[]``.
     collapseGroup : bool, optional
-        output one row per group (true, default) or keep every row with its group's averages (false). Default: ``True``.
+        output one row per group (true) or keep every row with its group's averages (false). Default: ``True``.
     cols : list[str], optional
         names of the numeric or vector columns to average within each group (at least one).
     keys : list[str], optional
         names of the columns to group by (at least one).
     strategy : str, optional
-        how a group's values are combined: 'mean' (default; the only strategy so far). Default: ``"mean"``.
+        how a group's values are combined: 'mean' (the only strategy so far). Default: ``"mean"``.
     """
 
     _java_class_name = "mmlspark.stages.EnsembleByKey"
@@ -35,14 +35,14 @@ class _EnsembleByKey(MMLTransformer):
     colNames: "Param[list[str]]" = Param(
         Params._dummy(),
         "colNames",
-        "names of the output columns, one per entry of cols (default: empty, meaning 'mean(<col>)')",
+        "names of the output columns, one per entry of cols (empty: 'mean(<col>)')",
         typeConverter=TypeConverters.toListString,
     )
 
     collapseGroup: "Param[bool]" = Param(
         Params._dummy(),
         "collapseGroup",
-        "output one row per group (true, default) or keep every row with its group's averages (false)",
+        "output one row per group (true) or keep every row with its group's averages (false)",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -63,7 +63,7 @@ class _EnsembleByKey(MMLTransformer):
     strategy: "Param[str]" = Param(
         Params._dummy(),
         "strategy",
-        "how a group's values are combined: 'mean' (default; the only strategy so far)",
+        "how a group's values are combined: 'mean' (the only strategy so far)",
         typeConverter=TypeConverters.toString,
     )
 
@@ -99,7 +99,7 @@ class _EnsembleByKey(MMLTransformer):
         return self.getOrDefault(self.colNames)
 
     def setColNames(self: _P, value: list[str]) -> _P:
-        """Sets ``colNames``: names of the output columns, one per entry of cols (default: empty, meaning 'mean(<col>)')."""
+        """Sets ``colNames``: names of the output columns, one per entry of cols (empty: 'mean(<col>)')."""
         return self._set(colNames=value)
 
     def getCollapseGroup(self) -> bool:
@@ -107,7 +107,7 @@ class _EnsembleByKey(MMLTransformer):
         return self.getOrDefault(self.collapseGroup)
 
     def setCollapseGroup(self: _P, value: bool) -> _P:
-        """Sets ``collapseGroup``: output one row per group (true, default) or keep every row with its group's averages (false)."""
+        """Sets ``collapseGroup``: output one row per group (true) or keep every row with its group's averages (false)."""
         return self._set(collapseGroup=value)
 
     def getCols(self) -> list[str]:
@@ -131,5 +131,5 @@ class _EnsembleByKey(MMLTransformer):
         return self.getOrDefault(self.strategy)
 
     def setStrategy(self: _P, value: str) -> _P:
-        """Sets ``strategy``: how a group's values are combined: 'mean' (default; the only strategy so far)."""
+        """Sets ``strategy``: how a group's values are combined: 'mean' (the only strategy so far)."""
         return self._set(strategy=value)

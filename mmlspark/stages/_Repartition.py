@@ -19,7 +19,7 @@ class _Repartition(MMLTransformer):
     Parameters
     ----------
     disable : bool, optional
-        pass the data through unchanged instead of repartitioning (default: false). Default: ``False``.
+        pass the data through unchanged instead of repartitioning. Default: ``False``.
     n : int, optional
         number of partitions to redistribute the rows over (at least 1).
     """
@@ -29,7 +29,7 @@ class _Repartition(MMLTransformer):
     disable: "Param[bool]" = Param(
         Params._dummy(),
         "disable",
-        "pass the data through unchanged instead of repartitioning (default: false)",
+        "pass the data through unchanged instead of repartitioning",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -66,7 +66,7 @@ class _Repartition(MMLTransformer):
         return self.getOrDefault(self.disable)
 
     def setDisable(self: _P, value: bool) -> _P:
-        """Sets ``disable``: pass the data through unchanged instead of repartitioning (default: false)."""
+        """Sets ``disable``: pass the data through unchanged instead of repartitioning."""
         return self._set(disable=value)
 
     def getN(self) -> int:

@@ -20,7 +20,7 @@ class _Timer(MMLEstimator):
     Parameters
     ----------
     materialize : bool, optional
-        run the wrapped transform to completion (caching its output) so the time measured is the real work, not just planning (default: true; streams are never materialized). Default: ``True``.
+        run the wrapped transform to completion (caching its output) so the time measured is the real work, not just planning (streams are never materialized). Default: ``True``.
     stage : JavaParams, optional
         the stage to time: for a Timer, a Transformer or an Estimator; for a TimerModel, the Transformer it runs.
     """
@@ -31,7 +31,7 @@ class _Timer(MMLEstimator):
     materialize: "Param[bool]" = Param(
         Params._dummy(),
         "materialize",
-        "run the wrapped transform to completion (caching its output) so the time measured is the real work, not just planning (default: true; streams are never materialized)",
+        "run the wrapped transform to completion (caching its output) so the time measured is the real work, not just planning (streams are never materialized)",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -68,7 +68,7 @@ class _Timer(MMLEstimator):
         return self.getOrDefault(self.materialize)
 
     def setMaterialize(self: _P, value: bool) -> _P:
-        """Sets ``materialize``: run the wrapped transform to completion (caching its output) so the time measured is the real work, not just planning (default: true; streams are never materialized)."""
+        """Sets ``materialize``: run the wrapped transform to completion (caching its output) so the time measured is the real work, not just planning (streams are never materialized)."""
         return self._set(materialize=value)
 
     def getStage(self) -> JavaParams:

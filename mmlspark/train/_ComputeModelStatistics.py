@@ -8,25 +8,25 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
-from mmlspark.core.shared_params import HasLabelCol
+from mmlspark.core.shared_params import HasLabelCol, HasPredictionCol
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _ComputeModelStatistics(MMLTransformer, HasLabelCol):
+class _ComputeModelStatistics(MMLTransformer, HasLabelCol, HasPredictionCol):
     """The JVM transformer ``mmlspark.train.ComputeModelStatistics``.
 
     Parameters
     ----------
     evaluationMetric : str, optional
-        the task: 'classification', 'regression', or 'auto' (default): classification when the input has a probability or rawPrediction column or the prediction is not floating-point or names its classes in its metadata, regression otherwise. Default: ``"auto"``.
+        the task: 'classification', 'regression', or 'auto': classification when the input has a probability or rawPrediction column or the prediction is not floating-point or names its classes in its metadata, regression otherwise. Default: ``"auto"``.
     labelCol : str, optional
         name of the label column. Default: ``"label"``.
     predictionCol : str, optional
-        name of the column with the predicted class or value (default: prediction). Default: ``"prediction"``.
+        name of the column with the predicted class or value. Default: ``"prediction"``.
     probabilityCol : str, optional
-        name of the vector column of class probabilities, used for AUC and log-loss when present (rawPrediction is used for AUC when it is not; default: probability). Default: ``"probability"``.
+        name of the vector column of class probabilities, used for AUC and log-loss when present (rawPrediction is used for AUC when it is not). Default: ``"probability"``.
     """
 
     _java_class_name = "mmlspark.train.ComputeModelStatistics"
@@ -34,21 +34,14 @@ class _ComputeModelStatistics(MMLTransformer, HasLabelCol):
     evaluationMetric: "Param[str]" = Param(
         Params._dummy(),
         "evaluationMetric",
-        "the task: 'classification', 'regression', or 'auto' (default): classification when the input has a probability or rawPrediction column or the prediction is not floating-point or names its classes in its metadata, regression otherwise",
-        typeConverter=TypeConverters.toString,
-    )
-
-    predictionCol: "Param[str]" = Param(
-        Params._dummy(),
-        "predictionCol",
-        "name of the column with the predicted class or value (default: prediction)",
+        "the task: 'classification', 'regression', or 'auto': classification when the input has a probability or rawPrediction column or the prediction is not floating-point or names its classes in its metadata, regression otherwise",
         typeConverter=TypeConverters.toString,
     )
 
     probabilityCol: "Param[str]" = Param(
         Params._dummy(),
         "probabilityCol",
-        "name of the vector column of class probabilities, used for AUC and log-loss when present (rawPrediction is used for AUC when it is not; default: probability)",
+        "name of the vector column of class probabilities, used for AUC and log-loss when present (rawPrediction is used for AUC when it is not)",
         typeConverter=TypeConverters.toString,
     )
 
@@ -82,21 +75,13 @@ class _ComputeModelStatistics(MMLTransformer, HasLabelCol):
         return self.getOrDefault(self.evaluationMetric)
 
     def setEvaluationMetric(self: _P, value: str) -> _P:
-        """Sets ``evaluationMetric``: the task: 'classification', 'regression', or 'auto' (default): classification when the input has a probability or rawPrediction column or the prediction is not floating-point or names its classes in its metadata, regression otherwise."""
+        """Sets ``evaluationMetric``: the task: 'classification', 'regression', or 'auto': classification when the input has a probability or rawPrediction column or the prediction is not floating-point or names its classes in its metadata, regression otherwise."""
         return self._set(evaluationMetric=value)
-
-    def getPredictionCol(self) -> str:
-        """Gets the value of ``predictionCol`` or its default."""
-        return self.getOrDefault(self.predictionCol)
-
-    def setPredictionCol(self: _P, value: str) -> _P:
-        """Sets ``predictionCol``: name of the column with the predicted class or value (default: prediction)."""
-        return self._set(predictionCol=value)
 
     def getProbabilityCol(self) -> str:
         """Gets the value of ``probabilityCol`` or its default."""
         return self.getOrDefault(self.probabilityCol)
 
     def setProbabilityCol(self: _P, value: str) -> _P:
-        """Sets ``probabilityCol``: name of the vector column of class probabilities, used for AUC and log-loss when present (rawPrediction is used for AUC when it is not; default: probability)."""
+        """Sets ``probabilityCol``: name of the vector column of class probabilities, used for AUC and log-loss when present (rawPrediction is used for AUC when it is not)."""
         return self._set(probabilityCol=value)

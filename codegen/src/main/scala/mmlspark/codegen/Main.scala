@@ -10,7 +10,8 @@ import scala.jdk.CollectionConverters._
 import mmlspark.contracts.Stages
 
 /** Generates every derived source of the project from the compiled stages and the shared param
-  * table, and checks that the committed copies are current.
+  * table, and checks that the committed copies are current. (The Scala shared param traits are not
+  * among them: the build writes those from the same table before the library compiles.)
   *
   * Usage: `Main [--check]`, from the repository root (or with `-Dmmlspark.root`). Without `--check`
   * it writes the files; with it, it lists the differences and fails.
@@ -70,8 +71,7 @@ object Main {
       classOf[org.apache.spark.ml.evaluation.Evaluator]
     ).flatMap(services)
     (Seq(
-      "scala/src/main/scala/mmlspark/contracts/SharedParams.scala" -> SharedParamsCodeGen.scalaSource,
-      "mmlspark/core/shared_params.py" -> SharedParamsCodeGen.pythonSource,
+      "mmlspark/core/shared_params.py" -> SharedParamsCodeGen.pythonSource(),
       "mmlspark/_version.py" -> version
     ) ++ perStage ++ perArea ++ registry).toMap
   }

@@ -1,55 +1,35 @@
 package mmlspark.codegen
 
-/** How one Scala param value type is written in Scala and in Python.
-  *
-  * Every param type a stage may use has a row here; the generator fails on any other, so Python
-  * never receives a param it cannot convert (the Spark Connect-safe set: numbers, strings, booleans
-  * and arrays of those, plus pipeline stages for meta-estimators).
+import mmlspark.contracts.{StageArrayParam, StageParam}
+import org.apache.spark.ml.PipelineStage
+import org.apache.spark.ml.param._
+
+/** The [[ParamType]] of a stage's param, keyed by the class of the Param object and the value class
+  * its getter returns (the value class tells the generic `Param[T]` apart, whose `T` is erased).
+  * Every param a stage declares must have a row; the generator fails on any other, so Python never
+  * receives a param it cannot convert.
   */
-final case class ParamType(
-    scalaType: String,
-    scalaParamClass: String,
-    pythonType: String,
-    pythonConverter: String
-)
-
 object ParamTypes {
-  val all: Seq[ParamType] = Seq(
-    ParamType("String", "Param[String]", "str", "TypeConverters.toString"),
-    ParamType("Int", "IntParam", "int", "TypeConverters.toInt"),
-    ParamType("Long", "LongParam", "int", "TypeConverters.toInt"),
-    ParamType("Float", "FloatParam", "float", "TypeConverters.toFloat"),
-    ParamType("Double", "DoubleParam", "float", "TypeConverters.toFloat"),
-    ParamType("Boolean", "BooleanParam", "bool", "TypeConverters.toBoolean"),
-    ParamType("Array[String]", "StringArrayParam", "list[str]", "TypeConverters.toListString"),
-    ParamType("Array[Int]", "IntArrayParam", "list[int]", "TypeConverters.toListInt"),
-    ParamType("Array[Double]", "DoubleArrayParam", "list[float]", "TypeConverters.toListFloat"),
-    ParamType("PipelineStage", "Param[PipelineStage]", "JavaParams", "to_stage"),
-    ParamType(
-      "Array[PipelineStage]",
-      "Param[Array[PipelineStage]]",
-      "list[JavaParams]",
-      "to_stages"
-    )
+
+  private val byParamClass: Map[(Class[_], Class[_]), ParamType] = Map(
+    (classOf[Param[_]], classOf[String]) -> ParamType.string,
+    (classOf[IntParam], java.lang.Integer.TYPE) -> ParamType.int,
+    (classOf[LongParam], java.lang.Long.TYPE) -> ParamType.long,
+    (classOf[FloatParam], java.lang.Float.TYPE) -> ParamType.float,
+    (classOf[DoubleParam], java.lang.Double.TYPE) -> ParamType.double,
+    (classOf[BooleanParam], java.lang.Boolean.TYPE) -> ParamType.boolean,
+    (classOf[StringArrayParam], classOf[Array[String]]) -> ParamType.stringArray,
+    (classOf[IntArrayParam], classOf[Array[Int]]) -> ParamType.intArray,
+    (classOf[DoubleArrayParam], classOf[Array[Double]]) -> ParamType.doubleArray,
+    (classOf[StageParam], classOf[PipelineStage]) -> ParamType.stage,
+    (classOf[StageArrayParam], classOf[Array[PipelineStage]]) -> ParamType.stageArray
   )
 
-  private val byJvmClass: Map[Class[_], ParamType] = Map(
-    classOf[String] -> all(0),
-    java.lang.Integer.TYPE -> all(1),
-    java.lang.Long.TYPE -> all(2),
-    java.lang.Float.TYPE -> all(3),
-    java.lang.Double.TYPE -> all(4),
-    java.lang.Boolean.TYPE -> all(5),
-    classOf[Array[String]] -> all(6),
-    classOf[Array[Int]] -> all(7),
-    classOf[Array[Double]] -> all(8),
-    classOf[org.apache.spark.ml.PipelineStage] -> all(9),
-    classOf[Array[org.apache.spark.ml.PipelineStage]] -> all(10)
-  )
+  /** Every Param class a stage may use, for error messages. */
+  def supported: Seq[String] =
+    byParamClass.keys.toSeq.map { case (p, v) => s"${p.getSimpleName}[${v.getSimpleName}]" }.sorted
 
-  def of(scalaType: String): ParamType =
-    all.find(_.scalaType == scalaType).getOrElse(sys.error(s"codegen: no ParamType '$scalaType'"))
-
-  /** The type of a param, read from the return type of its getter. */
-  def ofGetter(getterType: Class[_]): Option[ParamType] = byJvmClass.get(getterType)
+  /** The type of `param`, whose getter returns `getterType`. */
+  def of(param: Param[_], getterType: Class[_]): Option[ParamType] =
+    byParamClass.get((param.getClass, getterType))
 }

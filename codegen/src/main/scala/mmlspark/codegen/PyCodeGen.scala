@@ -45,10 +45,7 @@ object StageInfo {
   def of(cls: Class[_]): StageInfo = {
     val instance = cls.getConstructor().newInstance().asInstanceOf[Params]
     val params = instance.params.toSeq.sortBy(_.name).map(p => pyParam(cls, instance, p))
-    val shared = SharedParamsCodeGen.table.filter { sp =>
-      Class.forName(s"mmlspark.contracts.${sp.traitName}").isAssignableFrom(cls)
-    }
-    StageInfo(cls, params, shared)
+    StageInfo(cls, params, SharedParamsCodeGen.of(cls))
   }
 
   private def pyParam(cls: Class[_], instance: Params, p: Param[_]): PyParam = {
@@ -57,10 +54,11 @@ object StageInfo {
       cls.getMethods.find(m => m.getName == getter && m.getParameterCount == 0).getOrElse {
         sys.error(s"codegen: ${cls.getName} has param '${p.name}' but no method $getter")
       }
-    val paramType = ParamTypes.ofGetter(method.getReturnType).getOrElse {
+    val paramType = ParamTypes.of(p, method.getReturnType).getOrElse {
       sys.error(
-        s"codegen: ${cls.getName}.${p.name} has type ${method.getReturnType.getName}, which is not " +
-          s"one of the Connect-safe param types (${ParamTypes.all.map(_.scalaType).mkString(", ")})"
+        s"codegen: ${cls.getName}.${p.name} is a ${p.getClass.getName} whose getter returns " +
+          s"${method.getReturnType.getName}, which is not one of the Connect-safe param types " +
+          s"(${ParamTypes.supported.mkString(", ")})"
       )
     }
     require(p.doc.nonEmpty, s"codegen: ${cls.getName}.${p.name} has no doc")

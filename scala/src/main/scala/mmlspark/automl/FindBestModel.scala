@@ -1,6 +1,13 @@
 package mmlspark.automl
 
-import mmlspark.contracts.{HasLabelCol, SchemaUtils, StageArrayParam, StageReadable, StageWritable}
+import mmlspark.contracts.{
+  HasLabelCol,
+  HasPredictionCol,
+  SchemaUtils,
+  StageArrayParam,
+  StageReadable,
+  StageWritable
+}
 import mmlspark.train.ComputeModelStatistics
 import org.apache.spark.internal.Logging
 import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
@@ -10,30 +17,21 @@ import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.types._
 
 /** Params of [[FindBestModel]] and [[BestModel]]. */
-private[automl] trait FindBestModelParams extends Params with HasLabelCol {
+private[automl] trait FindBestModelParams extends Params with HasLabelCol with HasPredictionCol {
 
   final val evaluationMetric: Param[String] = new Param[String](
     this,
     "evaluationMetric",
     "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', " +
       "'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', " +
-      "'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors (default: accuracy)",
+      "'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors",
     ParamValidators.inArray(FindBestModel.metrics.keys.toArray)
-  )
-
-  final val predictionCol: Param[String] = new Param[String](
-    this,
-    "predictionCol",
-    "name of the column the models write their prediction to (default: prediction)",
-    (name: String) => name != null && name.nonEmpty
   )
 
   setDefault(labelCol -> "label", evaluationMetric -> "accuracy", predictionCol -> "prediction")
 
   def getEvaluationMetric: String = $(evaluationMetric)
   def setEvaluationMetric(value: String): this.type = set(evaluationMetric, value)
-  def getPredictionCol: String = $(predictionCol)
-  def setPredictionCol(value: String): this.type = set(predictionCol, value)
 
   protected def statistics: ComputeModelStatistics =
     new ComputeModelStatistics()

@@ -27,7 +27,7 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
   final val colorMode: Param[String] = new Param[String](
     this,
     "colorMode",
-    "how to decode: 'color' (8-bit BGR, default), 'grayscale' (8-bit) or 'unchanged' " +
+    "how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' " +
       "(as stored: gray, BGR or BGRA, 8 or 16 bits)",
     ParamValidators.inArray(ImageCodec.ColorModes)
   )
@@ -35,13 +35,13 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
   final val applyOrientation: BooleanParam = new BooleanParam(
     this,
     "applyOrientation",
-    "rotate or flip JPEGs as their EXIF orientation tag says (default: true)"
+    "rotate or flip JPEGs as their EXIF orientation tag says"
   )
 
   final val reduceFactor: IntParam = new IntParam(
     this,
     "reduceFactor",
-    "decode at 1/reduceFactor of the size, for very large images: 1 (default, full size), 2, 4 or 8",
+    "decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8",
     ParamValidators.inArray(Array(1, 2, 4, 8))
   )
 
@@ -156,13 +156,13 @@ final class ImageDecoder(override val uid: String)
   final val originCol: Param[String] = new Param[String](
     this,
     "originCol",
-    "string column copied into each image's origin field, such as the file path (default: '', none)"
+    "string column copied into each image's origin field, such as the file path ('': none)"
   )
 
   final val dropInvalid: BooleanParam = new BooleanParam(
     this,
     "dropInvalid",
-    "drop the rows that cannot be decoded instead of keeping them with a null image (default: false)"
+    "drop the rows that cannot be decoded instead of keeping them with a null image"
   )
 
   setDefault(

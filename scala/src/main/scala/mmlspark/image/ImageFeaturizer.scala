@@ -26,6 +26,7 @@ final class ImageFeaturizer(override val uid: String)
     with HasOutputCol
     with HasErrorCol
     with HasMiniBatchSize
+    with HasTensorChannelOrder
     with HasDeviceType
     with HasOnnxModel {
 
@@ -35,7 +36,7 @@ final class ImageFeaturizer(override val uid: String)
     this,
     "featureTensorName",
     "node or tensor of the model whose value is the feature vector; the model is cut there " +
-      "(default: none, the model's own output)",
+      "(unset: the model's own output)",
     (name: String) => name != null && name.nonEmpty
   )
 
@@ -43,7 +44,7 @@ final class ImageFeaturizer(override val uid: String)
     new IntParam(
       this,
       "imageHeight",
-      "height images are resized to (default: 224, at least 1)",
+      "height images are resized to (at least 1)",
       ParamValidators.gtEq(1)
     )
 
@@ -51,38 +52,30 @@ final class ImageFeaturizer(override val uid: String)
     new IntParam(
       this,
       "imageWidth",
-      "width images are resized to (default: 224, at least 1)",
+      "width images are resized to (at least 1)",
       ParamValidators.gtEq(1)
     )
 
   final val channelMeans: DoubleArrayParam = new DoubleArrayParam(
     this,
     "channelMeans",
-    "per-channel means subtracted after scaling, in tensorChannelOrder (default: ImageNet's " +
-      "[0.485, 0.456, 0.406])",
+    "per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values)",
     (a: Array[Double]) => a.length == 1 || a.length == 3
   )
 
   final val channelStds: DoubleArrayParam = new DoubleArrayParam(
     this,
     "channelStds",
-    "per-channel standard deviations divided by, in tensorChannelOrder (default: ImageNet's " +
-      "[0.229, 0.224, 0.225])",
+    "per-channel standard deviations divided by, in tensorChannelOrder (1 or 3 values, " +
+      "above 0)",
     (a: Array[Double]) => (a.length == 1 || a.length == 3) && a.forall(_ > 0)
   )
 
   final val colorScaleFactor: DoubleParam = new DoubleParam(
     this,
     "colorScaleFactor",
-    "factor pixel values are multiplied by before normalizing (default: 1/255, above 0)",
+    "factor pixel values are multiplied by before normalizing (above 0)",
     ParamValidators.gt(0)
-  )
-
-  final val tensorChannelOrder: Param[String] = new Param[String](
-    this,
-    "tensorChannelOrder",
-    "channel order the model expects: 'RGB' (default) or 'BGR'",
-    ParamValidators.inArray(Array("RGB", "BGR"))
   )
 
   setDefault(
@@ -110,8 +103,6 @@ final class ImageFeaturizer(override val uid: String)
   def setChannelStds(value: Array[Double]): this.type = set(channelStds, value)
   def getColorScaleFactor: Double = $(colorScaleFactor)
   def setColorScaleFactor(value: Double): this.type = set(colorScaleFactor, value)
-  def getTensorChannelOrder: String = $(tensorChannelOrder)
-  def setTensorChannelOrder(value: String): this.type = set(tensorChannelOrder, value)
 
   private def tensorCol = s"__tensor_$uid"
   private def imageErrorCol = s"__imageError_$uid"

@@ -24,10 +24,10 @@ final class ImageSetAugmenter(override val uid: String)
   def this() = this(Identifiable.randomUID("ImageSetAugmenter"))
 
   final val flipLeftRight: BooleanParam =
-    new BooleanParam(this, "flipLeftRight", "add a copy mirrored left to right (default: true)")
+    new BooleanParam(this, "flipLeftRight", "add a copy mirrored left to right")
 
   final val flipUpDown: BooleanParam =
-    new BooleanParam(this, "flipUpDown", "add a copy mirrored top to bottom (default: false)")
+    new BooleanParam(this, "flipUpDown", "add a copy mirrored top to bottom")
 
   setDefault(
     inputCol -> "image",

@@ -39,7 +39,7 @@ final class UnrollBinaryImage(override val uid: String)
     new IntParam(
       this,
       "height",
-      "height to resize to before unrolling (0, default: keep the size)",
+      "height to resize to before unrolling (0: keep the size)",
       ParamValidators.gtEq(0)
     )
 
@@ -47,7 +47,7 @@ final class UnrollBinaryImage(override val uid: String)
     new IntParam(
       this,
       "width",
-      "width to resize to before unrolling (0, default: keep the size)",
+      "width to resize to before unrolling (0: keep the size)",
       ParamValidators.gtEq(0)
     )
 

@@ -20,7 +20,7 @@ trait HasOnnxModel extends Params with StageWritable {
     this,
     "modelLocation",
     "path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), " +
-      "read once per executor; a payload set with setModelPayload takes precedence (default: none)",
+      "read once per executor; a payload set with setModelPayload takes precedence",
     (p: String) => p != null && p.nonEmpty
   )
 
@@ -193,8 +193,7 @@ trait HasDeviceType extends Params {
     this,
     "deviceType",
     "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), " +
-      "'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource " +
-      "(default: auto)",
+      "'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource",
     ParamValidators.inArray(Array("auto", "cpu", "cuda"))
   )
 

@@ -51,7 +51,7 @@ final class ONNXModel(override val uid: String)
     this,
     "feedDict",
     "JSON object mapping each model input to the column it is read from, e.g. " +
-      "{\"input\": \"features\"} (default: {}, meaning the model's only input reads inputCol)",
+      "{\"input\": \"features\"} ({}: the model's only input reads inputCol)",
     ONNXModel.isStringMap _
   )
 
@@ -59,15 +59,14 @@ final class ONNXModel(override val uid: String)
     this,
     "fetchDict",
     "JSON object mapping each new column to the model output it receives, e.g. " +
-      "{\"scores\": \"output\"} (default: {}, meaning outputCol receives the model's only output)",
+      "{\"scores\": \"output\"} ({}: outputCol receives the model's only output)",
     ONNXModel.isStringMap _
   )
 
   final val softMaxDict: Param[String] = new Param[String](
     this,
     "softMaxDict",
-    "JSON object mapping a fetched column to a new column that receives its softmax " +
-      "(default: {}, none)",
+    "JSON object mapping a fetched column to a new column that receives its softmax",
     ONNXModel.isStringMap _
   )
 
@@ -75,7 +74,7 @@ final class ONNXModel(override val uid: String)
     this,
     "argMaxDict",
     "JSON object mapping a fetched column to a new column that receives the index of its " +
-      "largest value, as a double (default: {}, none)",
+      "largest value, as a double",
     ONNXModel.isStringMap _
   )
 
@@ -83,21 +82,21 @@ final class ONNXModel(override val uid: String)
     this,
     "intraOpThreads",
     "threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus " +
-      "(default: 0, at least 0)",
+      "(at least 0)",
     ParamValidators.gtEq(0)
   )
 
   final val optimizationLevel: Param[String] = new Param[String](
     this,
     "optimizationLevel",
-    "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all' (default: all)",
+    "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'",
     ParamValidators.inArray(Array("none", "basic", "extended", "all"))
   )
 
   final val cudaMemoryLimit: LongParam = new LongParam(
     this,
     "cudaMemoryLimit",
-    "bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (default: 0, at least 0)",
+    "bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (at least 0)",
     ParamValidators.gtEq(0)
   )
 
@@ -105,7 +104,7 @@ final class ONNXModel(override val uid: String)
     this,
     "cudnnConvAlgoSearch",
     "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), " +
-      "'HEURISTIC' or 'DEFAULT' (default: EXHAUSTIVE)",
+      "'HEURISTIC' or 'DEFAULT'",
     ParamValidators.inArray(Array("EXHAUSTIVE", "HEURISTIC", "DEFAULT"))
   )
 
@@ -113,13 +112,13 @@ final class ONNXModel(override val uid: String)
     this,
     "useTensorRT",
     "on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT " +
-      "and TensorRT installed; default: false)"
+      "and TensorRT installed)"
   )
 
   final val vectorOutputs: BooleanParam = new BooleanParam(
     this,
     "vectorOutputs",
-    "float and double outputs become ML vectors instead of arrays (default: false)"
+    "float and double outputs become ML vectors instead of arrays"
   )
 
   setDefault(

@@ -6,6 +6,7 @@ import mmlspark.contracts.{
   HasErrorCol,
   HasInputCol,
   HasOutputCol,
+  HasTensorChannelOrder,
   RowResults,
   SchemaUtils,
   StageReadable,
@@ -38,6 +39,7 @@ final class ImageTransformer(override val uid: String)
     with HasInputCol
     with HasOutputCol
     with HasErrorCol
+    with HasTensorChannelOrder
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageTransformer"))
@@ -46,22 +48,15 @@ final class ImageTransformer(override val uid: String)
     this,
     "operations",
     "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order " +
-      "(set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, normalize; " +
-      "default: [], none)",
+      "(set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, " +
+      "normalize; [] applies none)",
     (json: String) => { ImageOp.fromJson(json); true }
   )
 
   final val toTensor: BooleanParam = new BooleanParam(
     this,
     "toTensor",
-    "output a flat float array in CHW layout instead of an image struct (default: false)"
-  )
-
-  final val tensorChannelOrder: Param[String] = new Param[String](
-    this,
-    "tensorChannelOrder",
-    "channel order of the tensor output: 'RGB' (default) or 'BGR'",
-    ParamValidators.inArray(Array("RGB", "BGR"))
+    "output a flat float array in CHW layout instead of an image struct"
   )
 
   setDefault(
@@ -80,10 +75,6 @@ final class ImageTransformer(override val uid: String)
   def getToTensor: Boolean = $(toTensor)
 
   def setToTensor(value: Boolean): this.type = set(toTensor, value)
-
-  def getTensorChannelOrder: String = $(tensorChannelOrder)
-
-  def setTensorChannelOrder(value: String): this.type = set(tensorChannelOrder, value)
 
   /** The operations, parsed. */
   def getOps: Seq[ImageOp] = ImageOp.fromJson($(operations))

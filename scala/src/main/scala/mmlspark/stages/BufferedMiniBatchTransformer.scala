@@ -25,7 +25,7 @@ final class BufferedMiniBatchTransformer(override val uid: String)
   final val maxBufferMillis: LongParam = new LongParam(
     this,
     "maxBufferMillis",
-    "longest time in milliseconds a batch stays open after its first row (at least 1; default 1000)",
+    "longest time in milliseconds a batch stays open after its first row (at least 1)",
     ParamValidators.gtEq(1)
   )
 

@@ -16,7 +16,7 @@ final class Cacher(override val uid: String) extends Transformer with StageWrita
   def this() = this(Identifiable.randomUID("Cacher"))
 
   final val disable: BooleanParam =
-    new BooleanParam(this, "disable", "pass the data through without caching it (default: false)")
+    new BooleanParam(this, "disable", "pass the data through without caching it")
 
   setDefault(disable -> false)
 

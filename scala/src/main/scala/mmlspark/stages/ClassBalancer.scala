@@ -14,7 +14,7 @@ private[stages] trait ClassBalancerParams extends HasInputCol with HasOutputCol 
   final val broadcastJoin: BooleanParam = new BooleanParam(
     this,
     "broadcastJoin",
-    "send the weight table to every executor instead of shuffling (default: true; the table has one row per class)"
+    "send the weight table to every executor instead of shuffling (the table has one row per class)"
   )
 
   setDefault(inputCol -> "label", outputCol -> "weight", broadcastJoin -> true)

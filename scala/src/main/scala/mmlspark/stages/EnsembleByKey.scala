@@ -42,21 +42,21 @@ final class EnsembleByKey(override val uid: String) extends Transformer with Sta
   final val colNames: StringArrayParam = new StringArrayParam(
     this,
     "colNames",
-    "names of the output columns, one per entry of cols (default: empty, meaning 'mean(<col>)')",
+    "names of the output columns, one per entry of cols (empty: 'mean(<col>)')",
     (names: Array[String]) => names.distinct.length == names.length
   )
 
   final val strategy: Param[String] = new Param[String](
     this,
     "strategy",
-    "how a group's values are combined: 'mean' (default; the only strategy so far)",
+    "how a group's values are combined: 'mean' (the only strategy so far)",
     ParamValidators.inArray(Array("mean"))
   )
 
   final val collapseGroup: BooleanParam = new BooleanParam(
     this,
     "collapseGroup",
-    "output one row per group (true, default) or keep every row with its group's averages (false)"
+    "output one row per group (true) or keep every row with its group's averages (false)"
   )
 
   setDefault(colNames -> Array.empty[String], strategy -> "mean", collapseGroup -> true)

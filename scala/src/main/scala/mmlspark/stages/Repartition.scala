@@ -25,7 +25,7 @@ final class Repartition(override val uid: String) extends Transformer with Stage
   final val disable: BooleanParam = new BooleanParam(
     this,
     "disable",
-    "pass the data through unchanged instead of repartitioning (default: false)"
+    "pass the data through unchanged instead of repartitioning"
   )
 
   setDefault(disable -> false)

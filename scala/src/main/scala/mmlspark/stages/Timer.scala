@@ -21,7 +21,7 @@ private[stages] trait TimerParams extends org.apache.spark.ml.param.Params {
     this,
     "materialize",
     "run the wrapped transform to completion (caching its output) so the time measured is the real work, " +
-      "not just planning (default: true; streams are never materialized)"
+      "not just planning (streams are never materialized)"
   )
 
   setDefault(materialize -> true)

@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{HasLabelCol, SchemaUtils}
+import mmlspark.contracts.{HasLabelCol, HasPredictionCol, SchemaUtils}
 import org.apache.spark.ml.attribute.{Attribute, NominalAttribute}
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.ml.param.{Param, ParamValidators, Params}
@@ -9,27 +9,20 @@ import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.types._
 
 /** Params of the statistics stages: which columns hold the label and the scores, and the task. */
-private[train] trait MetricParams extends Params with HasLabelCol {
-
-  final val predictionCol: Param[String] = new Param[String](
-    this,
-    "predictionCol",
-    "name of the column with the predicted class or value (default: prediction)",
-    (name: String) => name != null && name.nonEmpty
-  )
+private[train] trait MetricParams extends Params with HasLabelCol with HasPredictionCol {
 
   final val probabilityCol: Param[String] = new Param[String](
     this,
     "probabilityCol",
     "name of the vector column of class probabilities, used for AUC and log-loss when present " +
-      "(rawPrediction is used for AUC when it is not; default: probability)",
+      "(rawPrediction is used for AUC when it is not)",
     (name: String) => name != null && name.nonEmpty
   )
 
   final val evaluationMetric: Param[String] = new Param[String](
     this,
     "evaluationMetric",
-    "the task: 'classification', 'regression', or 'auto' (default): classification when the input " +
+    "the task: 'classification', 'regression', or 'auto': classification when the input " +
       "has a probability or rawPrediction column or the prediction is not floating-point or names " +
       "its classes in its metadata, regression otherwise",
     ParamValidators.inArray(Array("auto", "classification", "regression"))
@@ -42,8 +35,6 @@ private[train] trait MetricParams extends Params with HasLabelCol {
     evaluationMetric -> "auto"
   )
 
-  def getPredictionCol: String = $(predictionCol)
-  def setPredictionCol(value: String): this.type = set(predictionCol, value)
   def getProbabilityCol: String = $(probabilityCol)
   def setProbabilityCol(value: String): this.type = set(probabilityCol, value)
   def getEvaluationMetric: String = $(evaluationMetric)
