@@ -62,14 +62,8 @@ object ImageReader {
     )
     val tmp = s"__listing_error_${decoder.uid}"
     val result = decoder.decodeFilesColumn(col("path"), col(tmp), conf)
-    val read = RowResults.expand(
-      files.withColumnRenamed("error", tmp),
-      decoder,
-      result,
-      "image",
-      "image",
-      "error"
-    )
+    val read =
+      RowResults.expand(files.withColumnRenamed("error", tmp), decoder, result, "image", "error")
     val kept = read.drop(tmp)
     if (decoder.getDropInvalid) kept.filter(col("image").isNotNull) else kept
   }
