@@ -8,6 +8,13 @@ import mmlspark.contracts.{
   StageReadable,
   StageWritable
 }
+import mmlspark.pixels.{
+  ImageCodec,
+  ImageLimits,
+  ImageSchemaUtils,
+  ImageStruct,
+  UndecodableImageException
+}
 import org.apache.spark.ml.param.{BooleanParam, IntParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}

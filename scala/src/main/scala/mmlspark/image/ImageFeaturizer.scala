@@ -3,6 +3,7 @@ package mmlspark.image
 import mmlspark.contracts._
 import mmlspark.onnx.{HasDeviceType, HasOnnxModel, ONNXModel, OnnxGraph}
 import mmlspark.opencv.ImageTransformer
+import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable

@@ -6,6 +6,7 @@ import java.nio.file.{Files, Paths}
 import scala.util.control.NonFatal
 
 import mmlspark.contracts.{RowResults, SchemaUtils}
+import mmlspark.pixels.{ImageLimits, UndecodableImageException}
 import org.apache.hadoop.fs.Path
 import org.apache.hadoop.io.IOUtils
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}

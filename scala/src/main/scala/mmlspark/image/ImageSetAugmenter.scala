@@ -1,6 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.{HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.pixels.{ImageSchemaUtils, ImageStruct}
 import scala.util.Try
 
 import org.apache.spark.ml.Transformer

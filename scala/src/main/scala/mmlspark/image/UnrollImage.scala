@@ -1,6 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.{RowResults, RowwiseTransformer, StageReadable, StageWritable}
+import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable

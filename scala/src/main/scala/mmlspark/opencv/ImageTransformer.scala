@@ -1,8 +1,7 @@
 package mmlspark.opencv
 
 import mmlspark.contracts.{RowResults, RowwiseTransformer, StageReadable, StageWritable}
-import mmlspark.image.ImageLimits
-import mmlspark.image.ImageSchemaUtils
+import mmlspark.pixels.{ImageLimits, ImageSchemaUtils}
 import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat}
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}

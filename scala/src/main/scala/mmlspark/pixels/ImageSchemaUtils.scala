@@ -1,8 +1,7 @@
-package mmlspark.image
+package mmlspark.pixels
 
 import java.nio.{ByteBuffer, ByteOrder}
 
-import mmlspark.opencv.OpenCV
 import org.apache.spark.ml.image.ImageSchema
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.types.{DataType, StructType}
