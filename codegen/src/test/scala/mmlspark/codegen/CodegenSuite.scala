@@ -2,7 +2,7 @@ package mmlspark.codegen
 
 import java.io.File
 
-import mmlspark.contracts.Stages
+import mmlspark.core.{ClassScan, Stages}
 import org.scalatest.funsuite.AnyFunSuite
 
 class CodegenSuite extends AnyFunSuite {
@@ -23,7 +23,7 @@ class CodegenSuite extends AnyFunSuite {
       }
       .flatten
       .toSet
-    Stages.all.foreach { cls =>
+    ClassScan.publicStages.foreach { cls =>
       assert(
         outputs.contains(s"mmlspark/${Stages.area(cls)}/_${cls.getSimpleName}.py"),
         cls.getName
