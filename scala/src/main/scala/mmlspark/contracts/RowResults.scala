@@ -7,7 +7,7 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.expressions.UserDefinedFunction
 import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{DataType, Metadata, StringType, StructType}
+import org.apache.spark.sql.types.Metadata
 
 /** The result of one row: a value, or (value null) the reason there is none. */
 final case class RowResult[T](value: T, error: String)
@@ -45,23 +45,6 @@ object RowResults {
   /** [[udf1]] for a function of two columns. */
   def udf2[A: TypeTag, B: TypeTag, T: TypeTag](f: (A, B) => T): UserDefinedFunction =
     udf((a: A, b: B) => attempt(f(a, b))).asNondeterministic()
-
-  /** The schema with `outputCol` (of `dataType`) and `errorCol` (string) appended; both must be new
-    * and different from each other.
-    */
-  def schema(
-      stage: Identifiable with org.apache.spark.ml.param.Params,
-      schema: StructType,
-      outputCol: String,
-      dataType: DataType,
-      errorCol: String,
-      metadata: Metadata = Metadata.empty
-  ): StructType = {
-    SchemaUtils.requireAbsent(stage, schema, outputCol)
-    SchemaUtils.requireAbsent(stage, schema, errorCol)
-    SchemaUtils.requireDistinct(stage, "outputCol and errorCol", Seq(outputCol, errorCol))
-    schema.add(outputCol, dataType, nullable = true, metadata).add(errorCol, StringType)
-  }
 
   /** Adds `outputCol` and `errorCol` from `result`, a [[RowResult]] struct column made by [[udf1]]
     * or [[udf2]] (which Spark never runs twice for a row, however many fields are read).

@@ -3,12 +3,12 @@ package mmlspark.contracts
 import org.apache.spark.ml.Transformer
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.{DataType, Metadata, StructType}
+import org.apache.spark.sql.types.{DataType, Metadata, StringType, StructType}
 
 /** A transformer that computes one value per row from `inputCol` into `outputCol`, where a row it
   * cannot compute gets a null value and the reason in `errorCol` (contract 3), in the spirit of
-  * Spark's `UnaryTransformer`. A stage says what it reads ([[inputDescription]], [[acceptsInput]]),
-  * what it writes ([[outputDataType]]) and how one row is computed ([[rowResults]], a UDF from
+  * Spark's `UnaryTransformer`. A stage says what it reads ([[inputKind]]), what it writes
+  * ([[outputDataType]]) and how one row is computed ([[rowResults]], a UDF from
   * [[RowResults.udf1]]); this class checks the schema, adds the two columns and keeps the row
   * count.
   */
@@ -18,10 +18,8 @@ abstract class RowwiseTransformer
     with HasOutputCol
     with HasErrorCol {
 
-  /** What `inputCol` must hold, as the schema error names it ("binary", "an image struct"). */
-  protected def inputDescription: String
-
-  protected def acceptsInput(dataType: DataType): Boolean
+  /** What `inputCol` must hold. */
+  protected def inputKind: ColumnKind
 
   protected def outputDataType: DataType
 
@@ -35,9 +33,14 @@ abstract class RowwiseTransformer
   protected def rowResults(dataset: Dataset[_], input: Column): Column
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), inputDescription)(acceptsInput)
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), inputKind)
     checkSchema(schema)
-    RowResults.schema(this, schema, $(outputCol), outputDataType, $(errorCol), outputMetadata)
+    SchemaUtils.requireAbsent(this, schema, $(outputCol))
+    SchemaUtils.requireAbsent(this, schema, $(errorCol))
+    SchemaUtils.requireDistinct(this, "outputCol and errorCol", Seq($(outputCol), $(errorCol)))
+    schema
+      .add($(outputCol), outputDataType, nullable = true, outputMetadata)
+      .add($(errorCol), StringType)
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {

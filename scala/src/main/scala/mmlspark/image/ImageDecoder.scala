@@ -1,6 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.{
+  ColumnKind,
   RowResult,
   RowResults,
   RowwiseTransformer,
@@ -22,8 +23,10 @@ import org.apache.spark.sql.functions.{col, lit}
 import org.apache.spark.sql.types.{BinaryType, DataType, StringType, StructType}
 import org.opencv.core.Mat
 
-/** Params shared by the stages and the reader that decode encoded image bytes. */
-trait HasDecodeParams extends org.apache.spark.ml.param.Params {
+/** The row-wise stages that decode a binary column of encoded images (and, through
+  * [[ImageDecoder]], the reader): their decoding params, input and decoding functions.
+  */
+trait HasDecodeParams extends RowwiseTransformer {
 
   final val colorMode: Param[String] = new Param[String](
     this,
@@ -64,12 +67,16 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
   )
 
   setDefault(
+    inputCol -> "content",
+    errorCol -> "error",
     colorMode -> "color",
     applyOrientation -> true,
     reduceFactor -> 1,
     minHeight -> 0,
     minWidth -> 0
   )
+
+  override protected def inputKind: ColumnKind = ColumnKind.Binary
 
   def getColorMode: String = $(colorMode)
 
@@ -144,10 +151,7 @@ object HasDecodeParams {
   * struct with OpenCV, on the executors. A row that cannot be decoded gets a null image and an
   * error message saying why; it is kept unless `dropInvalid` is true.
   */
-final class ImageDecoder(override val uid: String)
-    extends RowwiseTransformer
-    with HasDecodeParams
-    with StageWritable {
+final class ImageDecoder(override val uid: String) extends HasDecodeParams with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageDecoder"))
 
@@ -164,9 +168,7 @@ final class ImageDecoder(override val uid: String)
   )
 
   setDefault(
-    inputCol -> "content",
     outputCol -> "image",
-    errorCol -> "error",
     originCol -> "",
     dropInvalid -> false
   )
@@ -178,10 +180,6 @@ final class ImageDecoder(override val uid: String)
   def getDropInvalid: Boolean = $(dropInvalid)
 
   def setDropInvalid(value: Boolean): this.type = set(dropInvalid, value)
-
-  override protected def inputDescription: String = "binary"
-
-  override protected def acceptsInput(dataType: DataType): Boolean = dataType == BinaryType
 
   override protected def outputDataType: DataType = ImageSchemaUtils.imageType
 

@@ -172,14 +172,7 @@ final class ImageFeaturizer(override val uid: String)
   }
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(
-      this,
-      schema,
-      $(inputCol),
-      "an image struct (origin, height, width, nChannels, mode, data)"
-    )(
-      ImageSchemaUtils.isImage
-    )
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageSchemaUtils.ImageColumn)
     SchemaUtils.requireAbsent(this, schema, $(errorCol))
     val (preprocess, model) = stages(SparkSession.active)
     val full = model.transformSchema(preprocess.transformSchema(schema))

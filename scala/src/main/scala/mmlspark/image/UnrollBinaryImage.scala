@@ -1,12 +1,6 @@
 package mmlspark.image
 
-import mmlspark.contracts.{
-  RowResults,
-  RowwiseTransformer,
-  SchemaUtils,
-  StageReadable,
-  StageWritable
-}
+import mmlspark.contracts.{RowResults, SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.{IntParam, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
@@ -19,10 +13,7 @@ import org.opencv.imgproc.Imgproc
   * into a vector like [[UnrollImage]], in one step with no image column in between. A row that
   * cannot be decoded gets a null vector and an error message.
   */
-final class UnrollBinaryImage(override val uid: String)
-    extends RowwiseTransformer
-    with HasDecodeParams
-    with StageWritable {
+final class UnrollBinaryImage(override val uid: String) extends HasDecodeParams with StageWritable {
 
   def this() = this(Identifiable.randomUID("UnrollBinaryImage"))
 
@@ -43,9 +34,7 @@ final class UnrollBinaryImage(override val uid: String)
     )
 
   setDefault(
-    inputCol -> "content",
     outputCol -> "unrolled",
-    errorCol -> "error",
     height -> 0,
     width -> 0
   )
@@ -57,10 +46,6 @@ final class UnrollBinaryImage(override val uid: String)
   def getWidth: Int = $(width)
 
   def setWidth(value: Int): this.type = set(width, value)
-
-  override protected def inputDescription: String = "binary"
-
-  override protected def acceptsInput(dataType: DataType): Boolean = dataType == BinaryType
 
   override protected def outputDataType: DataType = SQLDataTypes.VectorType
 

@@ -1,6 +1,6 @@
 package mmlspark.image
 
-import mmlspark.contracts.{RowResults, RowwiseTransformer, StageReadable, StageWritable}
+import mmlspark.contracts.{ColumnKind, RowResults, RowwiseTransformer, StageReadable, StageWritable}
 import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.ParamMap
@@ -18,10 +18,7 @@ final class UnrollImage(override val uid: String) extends RowwiseTransformer wit
 
   setDefault(inputCol -> "image", outputCol -> "unrolled", errorCol -> "unrollError")
 
-  override protected def inputDescription: String = "an image struct"
-
-  override protected def acceptsInput(dataType: DataType): Boolean =
-    ImageSchemaUtils.isImage(dataType)
+  override protected def inputKind: ColumnKind = ImageSchemaUtils.ImageColumn
 
   override protected def outputDataType: DataType = SQLDataTypes.VectorType
 

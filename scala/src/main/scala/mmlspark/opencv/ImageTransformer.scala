@@ -1,6 +1,6 @@
 package mmlspark.opencv
 
-import mmlspark.contracts.{RowResults, RowwiseTransformer, StageReadable, StageWritable}
+import mmlspark.contracts.{ColumnKind, RowResults, RowwiseTransformer, StageReadable, StageWritable}
 import mmlspark.pixels.{ImageLimits, ImageSchemaUtils}
 import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat}
@@ -121,11 +121,7 @@ final class ImageTransformer(override val uid: String)
       .putString("tensorChannelOrder", if (grayTensor(getOps)) "GRAY" else $(tensorChannelOrder))
       .build()
 
-  override protected def inputDescription: String =
-    "an image struct (origin, height, width, nChannels, mode, data)"
-
-  override protected def acceptsInput(dataType: DataType): Boolean =
-    ImageSchemaUtils.isImage(dataType)
+  override protected def inputKind: ColumnKind = ImageSchemaUtils.ImageColumn
 
   override protected def outputDataType: DataType =
     if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
