@@ -24,6 +24,12 @@ val onnxRuntimeArtifact = sys.env.get("MMLSPARK_ONNXRUNTIME") match {
   case Some(other) => sys.error(s"MMLSPARK_ONNXRUNTIME must be cpu or gpu, not '$other'")
 }
 val scalatest = "org.scalatest" %% "scalatest" % "3.2.19" % Test
+// JSON (param values, model specs, saved metadata) is written with json4s, the library Spark's own
+// ML persistence uses and hands to us (ParamsIO). Spark ships it, so it is declared `provided`, at
+// the version inside pyspark's jars (checked below), and intransitive: its own dependencies are
+// Spark's too, and older Jacksons beside Spark's would break Spark in tests.
+val json4sVersion = "4.0.7"
+val json4s = ("org.json4s" %% "json4s-jackson" % json4sVersion % Provided).intransitive()
 
 lazy val sparkJarsDir: File = {
   val venvJars = (file(".venv") / "lib" * "python3*" / "site-packages" / "pyspark" / "jars").get()
@@ -31,11 +37,15 @@ lazy val sparkJarsDir: File = {
   val dir =
     sys.env.get("SPARK_JARS_DIR").map(file).orElse(venvJars.headOption).map(_.getAbsoluteFile)
   dir match {
-    case Some(d) if (d / s"spark-core_2.13-$sparkVersion.jar").exists => d
+    case Some(d)
+        if (d / s"spark-core_2.13-$sparkVersion.jar").exists &&
+          (d / s"json4s-jackson_2.13-$json4sVersion.jar").exists =>
+      d
     case Some(d) =>
       sys.error(
-        s"mmlspark build: $d does not hold spark-core_2.13-$sparkVersion.jar; " +
-          s"install pyspark==$sparkVersion (make venv) or point SPARK_JARS_DIR at its jars"
+        s"mmlspark build: $d does not hold spark-core_2.13-$sparkVersion.jar and " +
+          s"json4s-jackson_2.13-$json4sVersion.jar; install pyspark==$sparkVersion (make venv) " +
+          "or point SPARK_JARS_DIR at its jars"
       )
     case None =>
       sys.error(
@@ -83,6 +93,7 @@ lazy val core = (project in file("scala"))
   .settings(
     name := "mmlspark",
     libraryDependencies ++= Seq(
+      json4s,
       "org.openpnp" % "opencv" % "4.9.0-0",
       "com.microsoft.onnxruntime" % onnxRuntimeArtifact % onnxRuntimeVersion
     ),

@@ -34,7 +34,7 @@ def py_value(value):
 
 
 def test_every_jvm_stage_has_a_python_wrapper(spark):
-    jvm_names = set(spark._jvm.mmlspark.contracts.Stages.names())
+    jvm_names = set(spark._jvm.mmlspark.core.Stages.names())
     assert jvm_names, "the JVM found no stages"
     assert jvm_names == {cls._java_class_name for cls in CLASSES}
 

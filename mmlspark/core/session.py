@@ -181,7 +181,7 @@ def require_jvm_library(sc: Any) -> None:
         )
     if id(sc) in _checked_contexts:
         return
-    build_info = sc._jvm.mmlspark.contracts.BuildInfo
+    build_info = sc._jvm.mmlspark.core.BuildInfo
     try:
         jvm_version = build_info.version()
     except Exception:  # py4j answers a missing class with a JavaPackage that cannot be called

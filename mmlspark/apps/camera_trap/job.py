@@ -883,7 +883,7 @@ def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], 
     "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is needed."""
     jvm = spark.sparkContext._jvm
     assert jvm is not None
-    charts = jvm.mmlspark.opencv.Charts
+    charts = jvm.mmlspark.apps.cameratrap.Charts
     matrix = {"labels": metrics["labels"], "matrix": metrics["confusion_matrix"]}
     charts.confusionMatrix(json.dumps(matrix), str(out / "confusion_matrix.png"))
     wrong = judged.filter("prediction != label").orderBy("path").limit(16).collect()

@@ -7,7 +7,7 @@ import java.util.Properties
 
 import scala.jdk.CollectionConverters._
 
-import mmlspark.contracts.Stages
+import mmlspark.core.ClassScan
 
 /** Generates every derived source of the project from the compiled stages and the shared param
   * table, and checks that the committed copies are current. (The Scala shared param traits are not
@@ -31,7 +31,7 @@ object Main {
 
   /** Every generated file, by path relative to the repository root. */
   def outputs(root: File): Map[String, String] = {
-    val stages = Stages.all.map(StageInfo.of)
+    val stages = ClassScan.publicStages.map(StageInfo.of)
     val byArea = stages.groupBy(_.area).toSeq.sortBy(_._1)
     val props = buildProperties
     val version =
@@ -120,7 +120,7 @@ object Main {
       Files.delete(new File(root, path).toPath)
       println(s"codegen: removed $path")
     }
-    println(s"codegen: ${Stages.all.size} stages, ${current.size} generated files")
+    println(s"codegen: ${ClassScan.publicStages.size} stages, ${current.size} generated files")
   }
 
   def root: File = new File(sys.props.getOrElse("mmlspark.root", "."))

@@ -11,7 +11,7 @@ final case class PyParam(name: String, doc: String, paramType: ParamType, defaul
 /** Everything the Python wrapper of one JVM stage is made from, read off a live instance. */
 final case class StageInfo(cls: Class[_], params: Seq[PyParam], shared: Seq[SharedParam]) {
   val name: String = cls.getSimpleName
-  val area: String = mmlspark.contracts.Stages.area(cls)
+  val area: String = mmlspark.core.Stages.area(cls)
   def isEstimator: Boolean = classOf[Estimator[_]].isAssignableFrom(cls)
   def isModel: Boolean = classOf[Model[_]].isAssignableFrom(cls)
   def isEvaluator: Boolean = classOf[Evaluator].isAssignableFrom(cls)

@@ -2,7 +2,8 @@ package mmlspark.codegen
 
 import java.io.File
 
-import mmlspark.contracts.{StageParam, Stages}
+import mmlspark.contracts.StageParam
+import mmlspark.core.{ClassScan, Stages}
 import org.apache.spark.ml.param.{IntParam, Param, ParamMap, Params}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -24,7 +25,7 @@ class CodegenSuite extends AnyFunSuite {
       }
       .flatten
       .toSet
-    Stages.all.foreach { cls =>
+    ClassScan.publicStages.foreach { cls =>
       assert(
         outputs.contains(s"mmlspark/${Stages.area(cls)}/_${cls.getSimpleName}.py"),
         cls.getName

@@ -1,9 +1,16 @@
 package mmlspark.contracts
 
+import scala.reflect.runtime.universe.TypeTag
+import scala.util.control.NonFatal
+
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
-import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.{DataType, Metadata, StringType, StructType}
+import org.apache.spark.sql.expressions.UserDefinedFunction
+import org.apache.spark.sql.functions.{col, udf}
+import org.apache.spark.sql.types.Metadata
+
+/** The result of one row: a value, or (value null) the reason there is none. */
+final case class RowResult[T](value: T, error: String)
 
 /** Per-row results that are a value or an error message, never a failed job (contract 3). */
 object RowResults {
@@ -19,32 +26,33 @@ object RowResults {
     case other => s"${other.getClass.getSimpleName}: ${other.getMessage}"
   }
 
-  /** The schema with `outputCol` (of `dataType`) and `errorCol` (string) appended; both must be new
-    * and different from each other.
+  /** `f` run on one row: its value, or the row's error when it throws (running out of memory
+    * included).
     */
-  def schema(
-      stage: Identifiable with org.apache.spark.ml.param.Params,
-      schema: StructType,
-      outputCol: String,
-      dataType: DataType,
-      errorCol: String,
-      metadata: Metadata = Metadata.empty
-  ): StructType = {
-    SchemaUtils.requireAbsent(stage, schema, outputCol)
-    SchemaUtils.requireAbsent(stage, schema, errorCol)
-    SchemaUtils.requireDistinct(stage, "outputCol and errorCol", Seq(outputCol, errorCol))
-    schema.add(outputCol, dataType, nullable = true, metadata).add(errorCol, StringType)
-  }
+  def attempt[T](f: => T): RowResult[T] =
+    try RowResult(f, null)
+    catch {
+      case NonFatal(e) => RowResult(null.asInstanceOf[T], describe(e))
+      case e: OutOfMemoryError => RowResult(null.asInstanceOf[T], describe(e))
+    }
 
-  /** Adds `outputCol` and `errorCol` from `result`, a struct column with fields `valueField` and
-    * `error`. `result` must be computed once per row however many fields are read from it: stages
-    * build it from a UDF marked nondeterministic, which Spark never duplicates.
+  /** A UDF giving a [[RowResult]] struct per row: `f`'s value, or its failure as the row's error.
+    * Marked nondeterministic, so that Spark runs it once per row however many fields are read.
+    */
+  def udf1[A: TypeTag, T: TypeTag](f: A => T): UserDefinedFunction =
+    udf((a: A) => attempt(f(a))).asNondeterministic()
+
+  /** [[udf1]] for a function of two columns. */
+  def udf2[A: TypeTag, B: TypeTag, T: TypeTag](f: (A, B) => T): UserDefinedFunction =
+    udf((a: A, b: B) => attempt(f(a, b))).asNondeterministic()
+
+  /** Adds `outputCol` and `errorCol` from `result`, a [[RowResult]] struct column made by [[udf1]]
+    * or [[udf2]] (which Spark never runs twice for a row, however many fields are read).
     */
   def expand(
       dataset: Dataset[_],
       stage: Identifiable,
       result: Column,
-      valueField: String,
       outputCol: String,
       errorCol: String,
       metadata: Metadata = Metadata.empty
@@ -52,7 +60,7 @@ object RowResults {
     val tmp = s"__result_${stage.uid}"
     dataset
       .withColumn(tmp, result)
-      .withColumn(outputCol, col(s"$tmp.$valueField").as(outputCol, metadata))
+      .withColumn(outputCol, col(s"$tmp.value").as(outputCol, metadata))
       .withColumn(errorCol, col(s"$tmp.error"))
       .drop(tmp)
   }

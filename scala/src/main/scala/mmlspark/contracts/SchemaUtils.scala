@@ -4,6 +4,13 @@ import org.apache.spark.ml.param.Params
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.sql.types._
 
+/** What a column must hold: `accepts` tells, `description` names it in errors ("binary"). */
+final case class ColumnKind(description: String, accepts: DataType => Boolean)
+
+object ColumnKind {
+  val Binary: ColumnKind = ColumnKind("binary", _ == BinaryType)
+}
+
 /** Schema checks for `transformSchema`. Each failure names the stage, the column, what was expected
   * and what was found, and is raised before any Spark job runs.
   */
@@ -40,6 +47,15 @@ object SchemaUtils {
     }
     field
   }
+
+  /** The field named `column`, which must be of `kind`. */
+  def requireColumnType(
+      stage: Params,
+      schema: StructType,
+      column: String,
+      kind: ColumnKind
+  ): StructField =
+    requireColumnType(stage, schema, column, kind.description)(kind.accepts)
 
   /** An output column must not overwrite an existing one. */
   def requireAbsent(stage: Params, schema: StructType, column: String): Unit =

@@ -1,28 +1,32 @@
 package mmlspark.image
 
-import scala.util.control.NonFatal
-
 import mmlspark.contracts.{
-  HasErrorCol,
-  HasInputCol,
-  HasOutputCol,
+  ColumnKind,
+  RowResult,
   RowResults,
+  RowwiseTransformer,
   SchemaUtils,
   StageReadable,
   StageWritable
 }
-import org.apache.spark.ml.Transformer
+import mmlspark.pixels.{
+  ImageCodec,
+  ImageLimits,
+  ImageSchemaUtils,
+  ImageStruct,
+  UndecodableImageException
+}
 import org.apache.spark.ml.param.{BooleanParam, IntParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
-import org.apache.spark.sql.functions.{col, lit, udf}
-import org.apache.spark.sql.types.{BinaryType, StringType, StructType}
+import org.apache.spark.sql.functions.{col, lit}
+import org.apache.spark.sql.types.{BinaryType, DataType, StringType, StructType}
+import org.opencv.core.Mat
 
-/** The result of decoding one row: an image or the reason there is none. */
-final case class DecodedImage(image: ImageStruct, error: String)
-
-/** Params shared by the stages and the reader that decode encoded image bytes. */
-trait HasDecodeParams extends org.apache.spark.ml.param.Params {
+/** The row-wise stages that decode a binary column of encoded images (and, through
+  * [[ImageDecoder]], the reader): their decoding params, input and decoding functions.
+  */
+trait HasDecodeParams extends RowwiseTransformer {
 
   final val colorMode: Param[String] = new Param[String](
     this,
@@ -63,12 +67,16 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
   )
 
   setDefault(
+    inputCol -> "content",
+    errorCol -> "error",
     colorMode -> "color",
     applyOrientation -> true,
     reduceFactor -> 1,
     minHeight -> 0,
     minWidth -> 0
   )
+
+  override protected def inputKind: ColumnKind = ColumnKind.Binary
 
   def getColorMode: String = $(colorMode)
 
@@ -91,8 +99,8 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
   def setMinWidth(value: Int): this.type = set(minWidth, value)
 
   /** A column expression reading the file at `path` (unless `listingError` says it cannot be used)
-    * and decoding it into a [[DecodedImage]] struct, on the executors: the encoded bytes live only
-    * inside this one call.
+    * and decoding it into a [[RowResult]] of an image, on the executors: the encoded bytes live
+    * only inside this one call.
     */
   private[image] def decodeFilesColumn(
       path: Column,
@@ -100,56 +108,50 @@ trait HasDecodeParams extends org.apache.spark.ml.param.Params {
       conf: org.apache.spark.broadcast.Broadcast[org.apache.spark.util.SerializableConfiguration]
   ): Column = {
     val decode = decoder
-    val read = udf { (pathValue: String, error: String) =>
-      if (error != null) DecodedImage(null, error)
-      else
-        decode(
-          () => ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes),
-          pathValue
-        )
-    }.asNondeterministic()
-    read(path, listingError)
+    RowResults
+      .udf2 { (pathValue: String, error: String) =>
+        if (error != null) throw new UndecodableImageException(error)
+        val bytes = ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes)
+        HasDecodeParams.toStruct(decode(bytes), pathValue)
+      }
+      .apply(path, listingError)
   }
 
   /** A column expression decoding `bytes` (with `origin` as the image's origin) into a
-    * [[DecodedImage]] struct. Each row is decoded once, on the executors.
+    * [[RowResult]] of an image. Each row is decoded once, on the executors.
     */
   protected def decodeColumn(bytes: Column, origin: Column): Column = {
     val decode = decoder
-    udf((data: Array[Byte], originValue: String) => decode(() => data, originValue))
-      .asNondeterministic() // keeps Spark from running the decode once per output field
+    RowResults
+      .udf2 { (data: Array[Byte], originValue: String) =>
+        HasDecodeParams.toStruct(decode(data), originValue)
+      }
       .apply(bytes, origin)
   }
 
-  /** A serializable function from (encoded bytes, origin) to the decoded row, with this stage's
-    * settings: any failure, running out of memory included, is the row's error.
+  /** A serializable function decoding encoded bytes into a new Mat the caller releases, with this
+    * stage's settings.
     */
-  private def decoder: (() => Array[Byte], String) => DecodedImage = {
+  protected def decoder: Array[Byte] => Mat = {
     val (mode, orientation, reduce) = ($(colorMode), $(applyOrientation), $(reduceFactor))
     val (height, width) = ($(minHeight), $(minWidth))
-    (bytes, origin) =>
-      try {
-        val mat = ImageCodec.decode(bytes(), mode, orientation, reduce, height, width)
-        try DecodedImage(ImageSchemaUtils.toStruct(mat, origin), null)
-        finally mat.release()
-      } catch {
-        case NonFatal(e) => DecodedImage(null, RowResults.describe(e))
-        case e: OutOfMemoryError => DecodedImage(null, RowResults.describe(e))
-      }
+    bytes => ImageCodec.decode(bytes, mode, orientation, reduce, height, width)
   }
+}
+
+object HasDecodeParams {
+
+  /** `mat` copied into an image struct, and released. */
+  private def toStruct(mat: Mat, origin: String): ImageStruct =
+    try ImageSchemaUtils.toStruct(mat, origin)
+    finally mat.release()
 }
 
 /** Decodes a binary column of encoded images (JPEG, PNG, BMP, TIFF, WebP, ...) into Spark's image
   * struct with OpenCV, on the executors. A row that cannot be decoded gets a null image and an
   * error message saying why; it is kept unless `dropInvalid` is true.
   */
-final class ImageDecoder(override val uid: String)
-    extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
-    with HasDecodeParams
-    with StageWritable {
+final class ImageDecoder(override val uid: String) extends HasDecodeParams with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageDecoder"))
 
@@ -166,9 +168,7 @@ final class ImageDecoder(override val uid: String)
   )
 
   setDefault(
-    inputCol -> "content",
     outputCol -> "image",
-    errorCol -> "error",
     originCol -> "",
     dropInvalid -> false
   )
@@ -181,27 +181,22 @@ final class ImageDecoder(override val uid: String)
 
   def setDropInvalid(value: Boolean): this.type = set(dropInvalid, value)
 
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "binary")(_ == BinaryType)
+  override protected def outputDataType: DataType = ImageSchemaUtils.imageType
+
+  override protected def checkSchema(schema: StructType): Unit =
     if ($(originCol).nonEmpty) {
       SchemaUtils.requireColumnType(this, schema, $(originCol), "string")(_ == StringType)
     }
-    RowResults.schema(this, schema, $(outputCol), ImageSchemaUtils.imageType, $(errorCol))
-  }
 
-  override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
+  override protected def rowResults(dataset: Dataset[_], input: Column): Column = {
     val origin =
       if ($(originCol).isEmpty) lit(null).cast(StringType)
       else col(SchemaUtils.quoted($(originCol)))
-    val decoded = RowResults.expand(
-      dataset,
-      this,
-      decodeColumn(col(SchemaUtils.quoted($(inputCol))), origin),
-      "image",
-      $(outputCol),
-      $(errorCol)
-    )
+    decodeColumn(input, origin)
+  }
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    val decoded = super.transform(dataset)
     if ($(dropInvalid)) decoded.filter(col(SchemaUtils.quoted($(outputCol))).isNotNull) else decoded
   }
 

@@ -3,6 +3,7 @@ package mmlspark.image
 import mmlspark.contracts._
 import mmlspark.onnx.{HasDeviceType, HasOnnxModel, ONNXModel, OnnxGraph}
 import mmlspark.opencv.ImageTransformer
+import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable
@@ -162,14 +163,7 @@ final class ImageFeaturizer(override val uid: String)
   }
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(
-      this,
-      schema,
-      $(inputCol),
-      "an image struct (origin, height, width, nChannels, mode, data)"
-    )(
-      ImageSchemaUtils.isImage
-    )
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageSchemaUtils.ImageColumn)
     SchemaUtils.requireAbsent(this, schema, $(errorCol))
     val (preprocess, model) = stages(SparkSession.active)
     val full = model.transformSchema(preprocess.transformSchema(schema))

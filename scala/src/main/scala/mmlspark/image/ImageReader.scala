@@ -6,6 +6,7 @@ import java.nio.file.{Files, Paths}
 import scala.util.control.NonFatal
 
 import mmlspark.contracts.{RowResults, SchemaUtils}
+import mmlspark.pixels.{ImageLimits, UndecodableImageException}
 import org.apache.hadoop.fs.Path
 import org.apache.hadoop.io.IOUtils
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
@@ -62,14 +63,8 @@ object ImageReader {
     )
     val tmp = s"__listing_error_${decoder.uid}"
     val result = decoder.decodeFilesColumn(col("path"), col(tmp), conf)
-    val read = RowResults.expand(
-      files.withColumnRenamed("error", tmp),
-      decoder,
-      result,
-      "image",
-      "image",
-      "error"
-    )
+    val read =
+      RowResults.expand(files.withColumnRenamed("error", tmp), decoder, result, "image", "error")
     val kept = read.drop(tmp)
     if (decoder.getDropInvalid) kept.filter(col("image").isNotNull) else kept
   }

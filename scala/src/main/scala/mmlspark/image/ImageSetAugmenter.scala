@@ -1,6 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.{HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.pixels.{ImageSchemaUtils, ImageStruct}
 import scala.util.Try
 
 import org.apache.spark.ml.Transformer
@@ -45,9 +46,7 @@ final class ImageSetAugmenter(override val uid: String)
   def setFlipUpDown(value: Boolean): this.type = set(flipUpDown, value)
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(
-      ImageSchemaUtils.isImage
-    )
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageSchemaUtils.ImageColumn)
     SchemaUtils.requireAbsent(this, schema, $(outputCol))
     schema.add($(outputCol), ImageSchemaUtils.imageType)
   }

@@ -1,23 +1,11 @@
 package mmlspark.image
 
-import scala.util.control.NonFatal
-
-import mmlspark.contracts.{
-  HasErrorCol,
-  HasInputCol,
-  HasOutputCol,
-  RowResults,
-  SchemaUtils,
-  StageReadable,
-  StageWritable
-}
-import org.apache.spark.ml.Transformer
-import org.apache.spark.ml.linalg.SQLDataTypes
+import mmlspark.contracts.{RowResults, SchemaUtils, StageReadable, StageWritable}
+import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.{IntParam, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
-import org.apache.spark.sql.{DataFrame, Dataset}
-import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{BinaryType, StructType}
+import org.apache.spark.sql.{Column, Dataset}
+import org.apache.spark.sql.types.{BinaryType, DataType, StructType}
 import org.opencv.core.{Mat, Size}
 import org.opencv.imgproc.Imgproc
 
@@ -25,13 +13,7 @@ import org.opencv.imgproc.Imgproc
   * into a vector like [[UnrollImage]], in one step with no image column in between. A row that
   * cannot be decoded gets a null vector and an error message.
   */
-final class UnrollBinaryImage(override val uid: String)
-    extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
-    with HasDecodeParams
-    with StageWritable {
+final class UnrollBinaryImage(override val uid: String) extends HasDecodeParams with StageWritable {
 
   def this() = this(Identifiable.randomUID("UnrollBinaryImage"))
 
@@ -52,9 +34,7 @@ final class UnrollBinaryImage(override val uid: String)
     )
 
   setDefault(
-    inputCol -> "content",
     outputCol -> "unrolled",
-    errorCol -> "error",
     height -> 0,
     width -> 0
   )
@@ -67,24 +47,21 @@ final class UnrollBinaryImage(override val uid: String)
 
   def setWidth(value: Int): this.type = set(width, value)
 
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "binary")(_ == BinaryType)
+  override protected def outputDataType: DataType = SQLDataTypes.VectorType
+
+  override protected def checkSchema(schema: StructType): Unit =
     SchemaUtils.require(
       this,
       ($(height) == 0) == ($(width) == 0),
       "height and width must both be 0 or both be positive"
     )
-    RowResults.schema(this, schema, $(outputCol), SQLDataTypes.VectorType, $(errorCol))
-  }
 
-  override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
-    val (mode, orientation, reduce, h, w) =
-      ($(colorMode), $(applyOrientation), $(reduceFactor), $(height), $(width))
-    val (minH, minW) = ($(minHeight), $(minWidth))
-    val unroll = udf { (bytes: Array[Byte]) =>
-      try {
-        val decoded = ImageCodec.decode(bytes, mode, orientation, reduce, minH, minW)
+  override protected def rowResults(dataset: Dataset[_], input: Column): Column = {
+    val decode = decoder
+    val (h, w) = ($(height), $(width))
+    RowResults
+      .udf1 { (bytes: Array[Byte]) =>
+        val decoded = decode(bytes)
         val sized =
           if (h == 0) decoded
           else {
@@ -93,20 +70,10 @@ final class UnrollBinaryImage(override val uid: String)
             finally decoded.release()
             out
           }
-        try UnrolledImage(Unrolling.toVector(sized), null)
+        try Unrolling.toVector(sized): Vector
         finally sized.release()
-      } catch {
-        case NonFatal(e) => UnrolledImage(null, RowResults.describe(e))
       }
-    }.asNondeterministic()
-    RowResults.expand(
-      dataset,
-      this,
-      unroll(col(SchemaUtils.quoted($(inputCol)))),
-      "vector",
-      $(outputCol),
-      $(errorCol)
-    )
+      .apply(input)
   }
 
   override def copy(extra: ParamMap): UnrollBinaryImage = defaultCopy(extra)

@@ -1,70 +1,36 @@
 package mmlspark.image
 
-import scala.util.control.NonFatal
-
-import mmlspark.contracts.{
-  HasErrorCol,
-  HasInputCol,
-  HasOutputCol,
-  RowResults,
-  SchemaUtils,
-  StageReadable,
-  StageWritable
-}
-import org.apache.spark.ml.Transformer
+import mmlspark.contracts.{ColumnKind, RowResults, RowwiseTransformer, StageReadable, StageWritable}
+import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
-import org.apache.spark.sql.{DataFrame, Dataset, Row}
-import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.StructType
-
-final case class UnrolledImage(vector: Vector, error: String)
+import org.apache.spark.sql.{Column, Dataset, Row}
+import org.apache.spark.sql.types.DataType
 
 /** Turns each image into a dense vector of its samples in CHW order (channels in the image's own
   * order: BGR for color images), values exactly as stored (0-255 for 8-bit images). A null or
   * malformed image gives a null vector and an error message.
   */
-final class UnrollImage(override val uid: String)
-    extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
-    with StageWritable {
+final class UnrollImage(override val uid: String) extends RowwiseTransformer with StageWritable {
 
   def this() = this(Identifiable.randomUID("UnrollImage"))
 
   setDefault(inputCol -> "image", outputCol -> "unrolled", errorCol -> "unrollError")
 
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "an image struct")(
-      ImageSchemaUtils.isImage
-    )
-    RowResults.schema(this, schema, $(outputCol), SQLDataTypes.VectorType, $(errorCol))
-  }
+  override protected def inputKind: ColumnKind = ImageSchemaUtils.ImageColumn
 
-  override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
-    val unroll = udf { (row: Row) =>
-      if (row == null) UnrolledImage(null, "no input image (null)")
-      else
-        try {
-          val mat = ImageSchemaUtils.toMat(row)
-          try UnrolledImage(Unrolling.toVector(mat), null)
-          finally mat.release()
-        } catch {
-          case NonFatal(e) => UnrolledImage(null, RowResults.describe(e))
-        }
-    }.asNondeterministic()
-    RowResults.expand(
-      dataset,
-      this,
-      unroll(col(SchemaUtils.quoted($(inputCol)))),
-      "vector",
-      $(outputCol),
-      $(errorCol)
-    )
-  }
+  override protected def outputDataType: DataType = SQLDataTypes.VectorType
+
+  override protected def rowResults(dataset: Dataset[_], input: Column): Column =
+    RowResults
+      .udf1 { (row: Row) =>
+        if (row == null) throw new IllegalArgumentException("no input image (null)")
+        val mat = ImageSchemaUtils.toMat(row)
+        try Unrolling.toVector(mat): Vector
+        finally mat.release()
+      }
+      .apply(input)
 
   override def copy(extra: ParamMap): UnrollImage = defaultCopy(extra)
 }

@@ -1,5 +1,6 @@
 package mmlspark.image
 
+import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.linalg.{DenseVector, Vector}
 import org.opencv.core.Mat
 

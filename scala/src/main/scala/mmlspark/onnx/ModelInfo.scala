@@ -11,6 +11,7 @@ import scala.util.control.NonFatal
 import ai.onnxruntime.{OrtException, OrtSession}
 import org.apache.hadoop.fs.Path
 import org.apache.spark.sql.SparkSession
+import org.apache.spark.util.SerializableConfiguration
 
 /** What the driver knows of a model: where executors get it, and its inputs and outputs (read once
   * through a short-lived CPU session, which also proves the file is a model ONNX Runtime can load).
@@ -124,7 +125,8 @@ object ModelInfo {
         val hash = sha256(
           (qualified +: external.map(new Path(qualified.getParent, _))).map(p => () => fs.open(p))
         )
-        val source = HadoopModel(hash, qualified.toString, external, new HadoopConf(conf))
+        val source =
+          HadoopModel(hash, qualified.toString, external, new SerializableConfiguration(conf))
         val info = inspect(source, source.localFile(), what)
         byLocation.put(key, (info, statuses))
         info

@@ -3,6 +3,7 @@ package mmlspark.onnx
 import scala.util.Try
 
 import mmlspark.contracts._
+import org.apache.spark.ml.mmlspark.ArrayRowEncoder
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable

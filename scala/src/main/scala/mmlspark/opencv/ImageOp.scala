@@ -351,7 +351,7 @@ object ImageOps {
         mat.convertTo(out, CvType.CV_32F)
         out
       }
-    try mmlspark.image.ImageSchemaUtils.rawFloats(asFloat)
+    try mmlspark.pixels.ImageSchemaUtils.rawFloats(asFloat)
     finally if (asFloat ne mat) asFloat.release()
   }
 

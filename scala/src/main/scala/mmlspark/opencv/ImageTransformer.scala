@@ -1,31 +1,20 @@
 package mmlspark.opencv
 
-import scala.util.control.NonFatal
-
 import mmlspark.contracts.{
-  HasErrorCol,
-  HasInputCol,
-  HasOutputCol,
+  ColumnKind,
   HasTensorChannelOrder,
   RowResults,
-  SchemaUtils,
+  RowwiseTransformer,
   StageReadable,
   StageWritable
 }
-import mmlspark.image.ImageLimits
-import mmlspark.image.{ImageSchemaUtils, ImageStruct}
+import mmlspark.pixels.{ImageLimits, ImageSchemaUtils}
 import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat}
-import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
-import org.apache.spark.sql.{DataFrame, Dataset, Row}
-import org.apache.spark.sql.functions.{col, udf}
-import org.apache.spark.sql.types.{ArrayType, FloatType, Metadata, MetadataBuilder, StructType}
-
-final case class TransformedImage(image: ImageStruct, error: String)
-
-final case class ImageTensor(tensor: Array[Float], error: String)
+import org.apache.spark.sql.{Column, Dataset, Row}
+import org.apache.spark.sql.types.{ArrayType, DataType, FloatType, Metadata, MetadataBuilder}
 
 /** Applies a chain of OpenCV operations to each image, in the order given, in one pass per row with
   * no intermediate columns. The output is an image struct or, with `toTensor`, a flat
@@ -35,10 +24,7 @@ final case class ImageTensor(tensor: Array[Float], error: String)
   * message; it is never dropped.
   */
 final class ImageTransformer(override val uid: String)
-    extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
+    extends RowwiseTransformer
     with HasTensorChannelOrder
     with StageWritable {
 
@@ -132,61 +118,30 @@ final class ImageTransformer(override val uid: String)
       .putString("tensorChannelOrder", if (grayTensor(getOps)) "GRAY" else $(tensorChannelOrder))
       .build()
 
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(
-      this,
-      schema,
-      $(inputCol),
-      "an image struct (origin, height, width, nChannels, mode, data)"
-    )(
-      ImageSchemaUtils.isImage
-    )
-    val output =
-      if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
-    val metadata = if ($(toTensor)) tensorMetadata else Metadata.empty
-    RowResults.schema(this, schema, $(outputCol), output, $(errorCol), metadata)
-  }
+  override protected def inputKind: ColumnKind = ImageSchemaUtils.ImageColumn
 
-  override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
+  override protected def outputDataType: DataType =
+    if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
+
+  override protected def outputMetadata: Metadata =
+    if ($(toTensor)) tensorMetadata else Metadata.empty
+
+  override protected def rowResults(dataset: Dataset[_], input: Column): Column = {
     val ops = getOps
     val tensorOrder = if (grayTensor(ops)) "GRAY" else $(tensorChannelOrder)
     val transform =
-      if ($(toTensor)) {
-        udf { (row: Row) =>
-          try
-            ImageTensor(
-              ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder)),
-              null
-            )
-          catch {
-            case NonFatal(e) => ImageTensor(null, RowResults.describe(e))
-            case e: OutOfMemoryError => ImageTensor(null, RowResults.describe(e))
-          }
+      if ($(toTensor))
+        RowResults.udf1 { (row: Row) =>
+          ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
         }
-      } else {
-        udf { (row: Row) =>
-          try
-            TransformedImage(
-              ImageTransformer
-                .run(ops)(row, image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))),
-              null
-            )
-          catch {
-            case NonFatal(e) => TransformedImage(null, RowResults.describe(e))
-            case e: OutOfMemoryError => TransformedImage(null, RowResults.describe(e))
-          }
+      else
+        RowResults.udf1 { (row: Row) =>
+          ImageTransformer.run(ops)(
+            row,
+            image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))
+          )
         }
-      }
-    RowResults.expand(
-      dataset,
-      this,
-      transform.asNondeterministic()(col(SchemaUtils.quoted($(inputCol)))),
-      if ($(toTensor)) "tensor" else "image",
-      $(outputCol),
-      $(errorCol),
-      if ($(toTensor)) tensorMetadata else Metadata.empty
-    )
+    transform(input)
   }
 
   override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)

@@ -1,7 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.SparkTestSession
-import mmlspark.opencv.OpenCV
+import mmlspark.pixels.OpenCV
 import org.apache.spark.sql.DataFrame
 import org.opencv.core.{CvType, Mat, MatOfByte}
 import org.opencv.imgcodecs.Imgcodecs

@@ -1,6 +1,7 @@
 package mmlspark.image
 
-import mmlspark.opencv.{ImageTransformer, OpenCV}
+import mmlspark.opencv.ImageTransformer
+import mmlspark.pixels.{ImageCodec, ImageHeader, ImageLimits, OpenCV, UndecodableImageException}
 import org.opencv.core.{CvType, Mat, MatOfInt, Scalar}
 import org.opencv.imgcodecs.Imgcodecs
 import org.scalatest.funsuite.AnyFunSuite

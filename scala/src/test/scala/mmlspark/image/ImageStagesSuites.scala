@@ -1,6 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.{StageChecks, TestObject, TransformerSuite}
+import mmlspark.pixels.{ImageCodec, ImageSchemaUtils}
 import org.apache.spark.ml.linalg.Vector
 import org.apache.spark.sql.{DataFrame, Row}
 

@@ -3,7 +3,8 @@ package mmlspark.opencv
 import scala.io.Source
 import scala.jdk.CollectionConverters._
 
-import mmlspark.image.{ImageCodec, ImageFixtures, ImageSchemaUtils}
+import mmlspark.image.ImageFixtures
+import mmlspark.pixels.{ImageCodec, ImageSchemaUtils, OpenCV}
 import org.apache.spark.sql.Row
 import org.opencv.core.{Core, CvType, Mat}
 import org.scalatest.funsuite.AnyFunSuite

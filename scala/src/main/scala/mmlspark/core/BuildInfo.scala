@@ -1,4 +1,4 @@
-package mmlspark.contracts
+package mmlspark.core
 
 import java.util.Properties
 

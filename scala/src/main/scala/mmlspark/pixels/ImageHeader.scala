@@ -1,4 +1,4 @@
-package mmlspark.image
+package mmlspark.pixels
 
 /** What an encoded image's header says, read before anything is decoded, so that memory can be
   * bounded before it is allocated (contract 3): a 924-byte JPEG may claim to be 25000x25000.

@@ -1,5 +1,6 @@
-package mmlspark.opencv
+package mmlspark.apps.cameratrap
 
+import mmlspark.pixels.OpenCV
 import org.apache.hadoop.conf.Configuration
 import org.apache.hadoop.fs.Path
 import org.json4s.{DefaultFormats, JValue}
@@ -8,9 +9,10 @@ import org.opencv.core.{CvType, Mat, MatOfByte, Point, Rect, Scalar, Size}
 import org.opencv.imgcodecs.Imgcodecs
 import org.opencv.imgproc.Imgproc
 
-/** Report pictures drawn with the OpenCV the library already loads, so that an installed wheel can
-  * write them without a plotting package: a confusion matrix and a captioned grid of photos. Both
-  * take their data as JSON (callable from Python as is) and write a PNG to a local path.
+/** The camera-trap job's report pictures (`mmlspark/apps/camera_trap/job.py`, through py4j), drawn
+  * with the OpenCV the library already loads, so that an installed wheel can write them without a
+  * plotting package: a confusion matrix and a captioned grid of photos. Both take their data as
+  * JSON (callable from Python as is) and write a PNG to a local path.
   */
 object Charts {
 

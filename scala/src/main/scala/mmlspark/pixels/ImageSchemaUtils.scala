@@ -1,8 +1,8 @@
-package mmlspark.image
+package mmlspark.pixels
 
 import java.nio.{ByteBuffer, ByteOrder}
 
-import mmlspark.opencv.OpenCV
+import mmlspark.contracts.ColumnKind
 import org.apache.spark.ml.image.ImageSchema
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.types.{DataType, StructType}
@@ -28,6 +28,10 @@ object ImageSchemaUtils {
     * `pyspark.ml.image.ImageSchema` reads), as our stages produce it.
     */
   lazy val imageType: StructType = Encoders.product[ImageStruct].schema
+
+  /** A column of images, for schema checks. */
+  val ImageColumn: ColumnKind =
+    ColumnKind("an image struct (origin, height, width, nChannels, mode, data)", isImage)
 
   /** Whether `dataType` has the fields of Spark's image struct (nullability aside). */
   def isImage(dataType: DataType): Boolean = dataType match {
@@ -118,40 +122,39 @@ object ImageSchemaUtils {
     }
   }
 
-  /** A new Mat holding the pixels of an image struct row; the caller releases it. */
+  /** A new Mat holding the pixels of an image struct row; the caller releases it. The data's length
+    * is checked before anything native is allocated.
+    */
   def toMat(row: Row): Mat = {
     OpenCV.ensureLoaded()
     val height = row.getInt(1)
     val width = row.getInt(2)
     val mode = row.getInt(4)
     val data = row.getAs[Array[Byte]](5)
-    val mat = new Mat(height, width, mode)
-    val elements = height * width * CvType.channels(mode)
-    CvType.depth(mode) match {
-      case CvType.CV_8U | CvType.CV_8S =>
-        require(data.length == elements, s"image data has ${data.length} bytes, expected $elements")
-        mat.put(0, 0, data)
-      case CvType.CV_16U | CvType.CV_16S =>
-        require(
-          data.length == elements * 2,
-          s"image data has ${data.length} bytes, expected ${elements * 2}"
-        )
-        val shorts = new Array[Short](elements)
-        ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).asShortBuffer().get(shorts)
-        mat.put(0, 0, shorts)
-      case CvType.CV_32F =>
-        require(
-          data.length == elements * 4,
-          s"image data has ${data.length} bytes, expected ${elements * 4}"
-        )
-        val floats = new Array[Float](elements)
-        ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer().get(floats)
-        mat.put(0, 0, floats)
+    val bytesPerSample = CvType.depth(mode) match {
+      case CvType.CV_8U | CvType.CV_8S => 1
+      case CvType.CV_16U | CvType.CV_16S => 2
+      case CvType.CV_32F => 4
       case _ =>
-        mat.release()
         throw new IllegalArgumentException(
           s"unsupported image mode $mode (${CvType.typeToString(mode)})"
         )
+    }
+    val elements = height * width * CvType.channels(mode)
+    val expected = elements.toLong * bytesPerSample
+    require(data.length == expected, s"image data has ${data.length} bytes, expected $expected")
+    val samples = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN)
+    val mat = new Mat(height, width, mode)
+    bytesPerSample match {
+      case 1 => mat.put(0, 0, data)
+      case 2 =>
+        val shorts = new Array[Short](elements)
+        samples.asShortBuffer().get(shorts)
+        mat.put(0, 0, shorts)
+      case _ =>
+        val floats = new Array[Float](elements)
+        samples.asFloatBuffer().get(floats)
+        mat.put(0, 0, floats)
     }
     mat
   }

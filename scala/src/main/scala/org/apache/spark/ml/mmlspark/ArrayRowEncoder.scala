@@ -1,4 +1,4 @@
-package mmlspark.contracts
+package org.apache.spark.ml.mmlspark
 
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.catalyst.analysis.GetColumnByOrdinal

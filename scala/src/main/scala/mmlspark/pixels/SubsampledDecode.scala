@@ -1,4 +1,4 @@
-package mmlspark.image
+package mmlspark.pixels
 
 import java.io.ByteArrayInputStream
 import java.awt.image.{BufferedImage, IndexColorModel}

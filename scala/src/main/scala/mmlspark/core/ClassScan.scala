@@ -1,4 +1,4 @@
-package mmlspark.contracts
+package mmlspark.core
 
 import java.io.File
 import java.lang.reflect.Modifier
@@ -10,19 +10,19 @@ import scala.jdk.CollectionConverters._
 import org.apache.spark.ml.PipelineStage
 import org.apache.spark.ml.evaluation.Evaluator
 
-/** Finds classes by scanning the jar or class directory they were loaded from, so that every public
-  * stage is known without a hand-kept list (used by the code generator, the Spark Connect registry
-  * and the tests that check every stage is covered).
+/** Finds classes by scanning the jar or class directory they were loaded from. Build-time only: the
+  * code generator finds every public stage this way (no hand-kept list) and writes the
+  * `META-INF/services` files from it, which [[Stages]] reads at run time; tests use it to find
+  * their suites.
   */
-object Stages {
+object ClassScan {
 
-  /** Every public, concrete stage or evaluator under package `mmlspark`, sorted by name. */
-  lazy val all: Seq[Class[_]] =
-    classesIn(classOf[StageWritable].getProtectionDomain.getCodeSource.getLocation, "mmlspark.")
+  /** Every public, concrete stage or evaluator under package `mmlspark` in this library's jar or
+    * class directory, sorted by name.
+    */
+  def publicStages: Seq[Class[_]] =
+    classesIn(getClass.getProtectionDomain.getCodeSource.getLocation, "mmlspark.")
       .filter(isPublicStage)
-
-  /** The class names of [[all]], as an array for callers outside Scala (Python tests). */
-  def names: Array[String] = all.map(_.getName).toArray
 
   def isPublicStage(cls: Class[_]): Boolean =
     (classOf[PipelineStage].isAssignableFrom(cls) || classOf[Evaluator].isAssignableFrom(cls)) &&
@@ -31,9 +31,6 @@ object Stages {
       !cls.isInterface &&
       !cls.getName.contains("$") &&
       cls.getConstructors.exists(_.getParameterCount == 0)
-
-  /** The area of a stage: `mmlspark.stages.SelectColumns` is in area `stages`. */
-  def area(cls: Class[_]): String = cls.getPackage.getName.stripPrefix("mmlspark.")
 
   /** The classes under `prefix` in the jar or directory at `location`, sorted by name. */
   def classesIn(location: URL, prefix: String): Seq[Class[_]] = {

@@ -1,4 +1,4 @@
-package mmlspark.opencv
+package mmlspark.pixels
 
 import scala.util.Try
 

@@ -1,6 +1,5 @@
-package mmlspark.image
+package mmlspark.pixels
 
-import mmlspark.opencv.OpenCV
 import org.opencv.core.{Core, Mat, MatOfByte}
 import org.opencv.imgcodecs.Imgcodecs
 

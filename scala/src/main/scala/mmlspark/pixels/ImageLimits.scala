@@ -1,4 +1,4 @@
-package mmlspark.image
+package mmlspark.pixels
 
 import scala.util.Try
 

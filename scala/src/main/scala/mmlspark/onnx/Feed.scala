@@ -1,0 +1,108 @@
+package mmlspark.onnx
+
+import mmlspark.onnx.ElementType._
+import org.apache.spark.ml.linalg.Vector
+import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
+import org.apache.spark.sql.catalyst.util.ArrayData
+import org.apache.spark.sql.types._
+
+/** How one model input is read from one column: which kinds of column fit which element types, and
+  * the shape of one row's value (the model's per-row shape, with dynamic dimensions filled in from
+  * the column's `tensorShape` metadata where it has them).
+  */
+final case class Feed(
+    spec: TensorSpec,
+    element: ElementType,
+    column: String,
+    ordinal: Int,
+    columnType: DataType,
+    rowTemplate: Seq[Long]
+) {
+
+  /** The shape of `value`'s tensor; fails (for this row only) when it cannot fit the model. */
+  def rowShape(value: Any): Seq[Long] = {
+    val shape: Seq[Long] = (value, columnType) match {
+      case (a: ArrayData, t: ArrayType) => Feed.nestedShape(a, t)
+      case (v: Vector, _) => Seq(v.size.toLong)
+      case (b: Array[Byte], BinaryType) => Seq(b.length.toLong)
+      case _ => Nil // a scalar
+    }
+    val count = shape.product
+    val expected = rowTemplate.filter(_ >= 0).product
+    val unknown = rowTemplate.count(_ < 0)
+    def mismatch: Nothing = throw new IllegalArgumentException(
+      s"input column '$column' holds $count values (shape ${Feed.show(shape)}) but model input " +
+        s"${spec.describe} needs ${Feed.show(rowTemplate)} per row"
+    )
+    if (shape.length == rowTemplate.length) {
+      if (shape.zip(rowTemplate).exists { case (s, t) => t >= 0 && s != t }) {
+        if (unknown == 0 && count == expected) rowTemplate else mismatch
+      } else shape
+    } else if (unknown == 0) {
+      if (count == expected) rowTemplate else mismatch
+    } else if (unknown == 1 && expected > 0 && count % expected == 0) {
+      rowTemplate.map(d => if (d < 0) count / expected else d)
+    } else mismatch
+  }
+}
+
+object Feed {
+
+  def show(shape: Seq[Long]): String = shape
+    .map(d => if (d < 0) "?" else d.toString)
+    .mkString("[", ", ", "]")
+
+  /** The innermost element type of a (nested) array type, and whether any level holds nulls. */
+  def leaf(t: DataType): (DataType, Boolean) = t match {
+    case ArrayType(inner, containsNull) =>
+      val (l, n) = leaf(inner)
+      (l, n || containsNull)
+    case other => (other, false)
+  }
+
+  /** Whether a column of type `t` can feed elements of type `e`; describes the types that can. */
+  def accepts(e: ElementType, t: DataType): Boolean = {
+    val base = t match {
+      case _: ArrayType => leaf(t)._1
+      case v if v == VectorType => DoubleType
+      case BinaryType => if (e == Str || e == Bool) NullType else ByteType
+      case other => other
+    }
+    e match {
+      case Str => base == StringType
+      case Bool => base == BooleanType || base.isInstanceOf[NumericType]
+      case _ => base.isInstanceOf[NumericType] && !base.isInstanceOf[DecimalType]
+    }
+  }
+
+  def expected(e: ElementType): String = e match {
+    case Str => "a string column or (nested) array of strings"
+    case Bool => "a boolean or numeric column, or a (nested) array of them"
+    case _ =>
+      "a numeric column, a (nested) array of numbers, an ML vector or binary (bytes as uint8)"
+  }
+
+  /** The shape of a (nested) array value: its length, then the shape of its elements, which must
+    * all be equal.
+    */
+  def nestedShape(a: ArrayData, t: ArrayType): Seq[Long] = t.elementType match {
+    case inner: ArrayType =>
+      val n = a.numElements()
+      if (n == 0) Seq(0L)
+      else {
+        val first = nestedShape(a.getArray(0), inner)
+        var i = 1
+        while (i < n) {
+          if (a.isNullAt(i)) throw new IllegalArgumentException(s"nested element $i is null")
+          val s = nestedShape(a.getArray(i), inner)
+          if (s != first)
+            throw new IllegalArgumentException(
+              s"ragged nested array: element 0 has shape ${show(first)}, element $i ${show(s)}"
+            )
+          i += 1
+        }
+        a.numElements().toLong +: first
+      }
+    case _ => Seq(a.numElements().toLong)
+  }
+}
