@@ -29,6 +29,7 @@ from pyspark.sql.utils import is_remote
 __all__ = [
     "ConnectNotSupportedError",
     "require_classic_session",
+    "require_java_obj",
     "MMLParams",
     "MMLTransformer",
     "MMLEstimator",
@@ -51,6 +52,20 @@ def require_classic_session(feature: str, instead: str) -> None:
             f"{feature} needs a classic Spark session (the driver's JVM through py4j) and does not "
             f"work over Spark Connect; {instead}"
         )
+
+
+def require_java_obj(stage: Any, feature: str, instead: str) -> JavaObject:
+    """The JVM object behind ``stage``, for a method that calls it directly: fails with
+    :class:`ConnectNotSupportedError` on a Spark Connect session (naming `feature` and what to do
+    `instead`) and with a clear error where the stage has no JVM object."""
+    require_classic_session(feature, instead)
+    java_obj = getattr(stage, "_java_obj", None)
+    if not isinstance(java_obj, JavaObject):
+        raise RuntimeError(
+            f"{feature}: {stage.uid} has no JVM stage (it was not fitted or loaded, or no session "
+            "was running when it was made; start one with mmlspark.session())"
+        )
+    return java_obj
 
 
 def _python_class(java_class_name: str) -> type:
