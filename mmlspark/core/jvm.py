@@ -13,7 +13,7 @@ from typing import Any
 
 from mmlspark.core.wrapper import require_classic_session
 
-__all__ = ["classic_jvm", "jvm_class", "qualified_path"]
+__all__ = ["classic_jvm", "jvm_class", "qualified_path", "long_param_pair"]
 
 
 def classic_jvm(spark: Any, *, feature: str, instead: str) -> Any:
@@ -45,3 +45,12 @@ def qualified_path(spark: Any, path: str) -> str:
     hadoop_path = jvm_class(jvm, "org.apache.hadoop.fs.Path")(path)
     fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
     return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
+
+
+def long_param_pair(java_param: Any, value: int) -> Any:
+    """The JVM ``ParamPair`` of a ``LongParam`` and ``value`` as a ``Long`` (py4j alone would send
+    a small int as an ``Integer``, which the param fails on when it is validated or saved)."""
+    from pyspark.core.context import SparkContext
+
+    jvm = classic_jvm(SparkContext._active_spark_context, feature="LongParam", instead="")
+    return jvm_class(jvm, "mmlspark.contracts.PythonParams").longPair(java_param, value)

@@ -199,6 +199,12 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         if (isinstance(value, JavaParams) or _is_jvm_convertible(value)) and self._java_obj:
             java_param = self._java_obj.getParam(self._resolveParam(param).name)
             return java_param.w(value._to_java())
+        if isinstance(value, int) and not isinstance(value, bool) and self._java_obj:
+            java_param = self._java_obj.getParam(self._resolveParam(param).name)
+            if java_param.getClass().getName() == "org.apache.spark.ml.param.LongParam":
+                from mmlspark.core.jvm import long_param_pair
+
+                return long_param_pair(java_param, value)
         return super()._make_java_param_pair(param, value)
 
     def _set(self, **kwargs: Any) -> Any:
