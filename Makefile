@@ -31,11 +31,11 @@ codegen: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) "codegen/run"
 
 lint: venv
-	$(PY) -m ruff check mmlspark tests bench scripts setup.py
-	$(PY) -m ruff format --check mmlspark tests bench scripts setup.py
+	$(PY) -m ruff check mmlspark tests bench scripts
+	$(PY) -m ruff format --check mmlspark tests bench scripts
 
 format: venv
-	$(PY) -m ruff format mmlspark tests bench scripts setup.py
+	$(PY) -m ruff format mmlspark tests bench scripts
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
 
 # Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
@@ -50,7 +50,10 @@ test-python: venv
 wheel: jar
 	$(MAKE) package-wheel
 
+# The wheel carries exactly one jar, of this version (pyproject.toml packs mmlspark/jars as is).
 package-wheel: venv
+	@jars=$$(ls mmlspark/jars/repo/mmlspark/mmlspark_2.13/$(VERSION)-*/*.jar 2>/dev/null | wc -l); \
+	  test "$$jars" -eq 1 || { echo "expected one mmlspark $(VERSION) jar in mmlspark/jars, found $$jars; run 'make jar'"; exit 1; }
 	rm -rf build dist/mmlspark-*.whl
 	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
 	@ls -l $(WHEEL)

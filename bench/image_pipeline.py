@@ -27,6 +27,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from onnx_inference import PeakRss  # noqa: E402
 
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
@@ -86,14 +89,6 @@ def run_mmlspark(spark, folder: Path, count: int) -> float:
     return elapsed
 
 
-def peak_rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as status:
-        for line in status:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1000)
@@ -120,12 +115,13 @@ def main() -> int:
         )
         spark.sparkContext.setLogLevel("ERROR")
         jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
-        with multiprocessing.get_context("fork").Pool(2) as pool:
+        jvm_peak = PeakRss(lambda pid, _: pid == jvm_pid)  # sampled over all the runs
+        with jvm_peak, multiprocessing.get_context("fork").Pool(2) as pool:
             run_opencv(paths[:20], pool)  # warm-up
             run_mmlspark(spark, folder, args.images)
             cv_times = [run_opencv(paths, pool) for _ in range(args.repeats)]
             ml_times = [run_mmlspark(spark, folder, args.images) for _ in range(args.repeats)]
-        jvm_rss = peak_rss_mib(jvm_pid)
+        jvm_rss = jvm_peak.peak / 2**20
         spark.stop()
     worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     cv_rate = args.images / min(cv_times)

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,24 +42,21 @@ MODELS = {"resnet50": (models.resnet50, 224, 256), "tiny": (models.tiny_cnn, 32,
 
 
 class PeakRss:
-    """Samples the summed resident memory of the processes `select` picks, keeping the peak."""
+    """Samples the summed resident memory of the processes `select(pid, command line)` picks,
+    keeping the peak."""
 
     def __init__(self, select) -> None:
         self.select, self.peak, self._stop = select, 0, threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _rss(self) -> int:
-        return sum(
-            rss_of(int(pid))
-            for pid in filter(str.isdigit, os.listdir("/proc"))
-            if self._selected(int(pid))
-        )
-
-    def _selected(self, pid: int) -> bool:
-        try:
-            return bool(self.select(pid))
-        except OSError:
-            return False
+        total = 0
+        for process in psutil.process_iter(["cmdline", "memory_info"]):
+            memory = process.info["memory_info"]
+            cmdline = " ".join(process.info["cmdline"] or [])
+            if memory is not None and self.select(process.pid, cmdline):
+                total += memory.rss
+        return total
 
     def _run(self) -> None:
         while not self._stop.is_set():
@@ -72,11 +70,6 @@ class PeakRss:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-
-
-def _cmdline(pid: int) -> str:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().replace(b"\0", b" ").decode(errors="replace")
 
 
 def save_figures(table: str, figures) -> None:
@@ -157,7 +150,7 @@ def run_raw(
         str(repeats),
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    with PeakRss(lambda pid: pid == proc.pid) as rss:
+    with PeakRss(lambda pid, _: pid == proc.pid) as rss:
         out, _ = proc.communicate()
     if proc.returncode != 0:
         raise RuntimeError(f"RawOrt failed: {out}")
@@ -193,13 +186,9 @@ def run_raw_python(
 def rss_of(pid: int) -> int:
     """Resident memory of a process in bytes (0 once it is gone)."""
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+        return int(psutil.Process(pid).memory_info().rss)
+    except psutil.Error:
+        return 0
 
 
 def tensor_frame(spark, tensors: np.ndarray, partitions: int = 2):
@@ -243,7 +232,7 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     def onnx_run() -> None:
         onnx.transform(df).write.format("noop").mode("overwrite").save()
 
-    with PeakRss(lambda pid: pid == jvm_pid) as rss:
+    with PeakRss(lambda pid, _: pid == jvm_pid) as rss:
         seconds = best_of(args.repeats, onnx_run)
     figures["mmlspark_images_per_s"] = n / seconds
     figures["mmlspark_sessions_created"] = jvm.mmlspark.onnx.OrtSessions.created() - sessions_before
@@ -299,7 +288,7 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     def udf_run() -> None:
         df.select(udf("tensor").alias("logits")).write.format("noop").mode("overwrite").save()
 
-    workers = lambda pid: pid == jvm_pid or "pyspark" in _cmdline(pid)  # noqa: E731
+    workers = lambda pid, cmdline: pid == jvm_pid or "pyspark" in cmdline  # noqa: E731
     with PeakRss(workers) as rss:
         seconds = best_of(args.repeats, udf_run)
     figures["predict_batch_udf_images_per_s"] = n / seconds

@@ -28,6 +28,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import psutil
 import pyspark
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -83,18 +84,14 @@ def _processes(marker: str) -> list[tuple[int, int, str]]:
     """(pid, process group, command line) of every live (not zombie) process whose command line
     holds `marker`."""
     found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
+    for process in psutil.process_iter(["status", "cmdline"]):
+        cmdline = " ".join(process.info["cmdline"] or [])
+        if marker not in cmdline or process.info["status"] in (None, psutil.STATUS_ZOMBIE):
             continue
         try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            cmdline = (
-                (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode() if marker else ""
-            )
-        except OSError:
+            found.append((process.pid, os.getpgid(process.pid), cmdline))
+        except ProcessLookupError:
             continue
-        if marker in cmdline and fields[0] != "Z":
-            found.append((int(entry.name), int(fields[2]), cmdline))
     return found
 
 

@@ -7,12 +7,17 @@ import os
 import pkgutil
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 import mmlspark
 from mmlspark.core.wrapper import MMLParams
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+from spark_services import ConnectServer  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -27,6 +32,55 @@ def spark():
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """One Spark Connect server with mmlspark loaded, shared by every test that needs one."""
+    with ConnectServer(tmp_path_factory.mktemp("connect"), mmlspark.spark_conf()) as server:
+        server.start()
+        yield server
+
+
+@contextmanager
+def connect_mode() -> Iterator[None]:
+    """pyspark (and mmlspark) treat the process as a Spark Connect client inside this block: they
+    decide by the environment, so one process can hold a classic and a Connect session and use
+    one at a time."""
+    previous = os.environ.get("SPARK_CONNECT_MODE_ENABLED")
+    os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("SPARK_CONNECT_MODE_ENABLED", None)
+        else:
+            os.environ["SPARK_CONNECT_MODE_ENABLED"] = previous
+
+
+@pytest.fixture(scope="session")
+def connect_spark(connect_server):
+    """A Spark Connect session on the shared server, next to the classic `spark`."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    with connect_mode():
+        session = ConnectSession.builder.remote(connect_server.url).create()
+    assert type(session).__module__ == "pyspark.sql.connect.session"
+    yield session
+    with connect_mode():
+        session.stop()
+
+
+@pytest.fixture(params=["classic", "connect"])
+def session(request, spark):
+    """The classic session, then a Spark Connect one: a test taking `session` runs once on each,
+    from one body (use it, never `spark`, inside such a test)."""
+    if request.param == "classic":
+        yield spark
+        return
+    remote = request.getfixturevalue("connect_spark")
+    with connect_mode():
+        yield remote
 
 
 def generated_classes() -> list[type[MMLParams]]:

@@ -6,20 +6,16 @@ and loads it; the results must equal the same pipeline on a classic session."""
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 from conftest import run_job
 
-import mmlspark
 from mmlspark.apps.camera_trap import job
 from mmlspark.image import read_images
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
-from spark_services import ConnectServer  # noqa: E402
 
 FEATURIZER = str(job.DEMO_DATA / "featurizer.onnx")
 IMAGES = str(job.DEMO_DATA / "images")
@@ -105,13 +101,6 @@ def classic_results(spark) -> list[dict]:
     photos = scope["labelled"](read_images(spark, IMAGES))
     model = scope["build_pipeline"](FEATURIZER).fit(photos)
     return scope["results"](model.transform(photos))
-
-
-@pytest.fixture(scope="module")
-def connect_server(tmp_path_factory):
-    with ConnectServer(tmp_path_factory.mktemp("connect"), mmlspark.spark_conf()) as server:
-        server.start()
-        yield server
 
 
 def test_pipeline_over_connect_equals_classic(connect_server, spark, tmp_path):

@@ -130,3 +130,44 @@ def test_gpu_conf_swaps_onnxruntime_for_its_gpu_build(monkeypatch):
     assert packages == mmlspark.spark_conf()["spark.jars.packages"].split(",") + [gpu]
     assert conf["spark.jars.excludes"] == "com.microsoft.onnxruntime:onnxruntime"
     assert "spark.jars.excludes" not in mmlspark.spark_conf()
+
+
+def test_the_jvm_is_reached_only_through_the_area_facades():
+    """JVM classes other than stages are named only in `mmlspark/core/jvm.py` and the areas'
+    `_jvm.py` facades, so moving a Scala helper is a one-line change."""
+    import re
+
+    root = Path(mmlspark.__file__).resolve().parent
+    facades = {root / "core" / "jvm.py", *root.rglob("_jvm.py")}
+    assert {p.parent.name for p in facades} >= {"core", "image", "onnx", "camera_trap"}
+    raw = re.compile(r"\._jvm\b(?!\.py| import)|\bjvm\.(mmlspark|org\.apache\.hadoop)\b")
+    offenders = [
+        f"{path.relative_to(root)}:{number}: {line.strip()}"
+        for path in sorted(root.rglob("*.py"))
+        if path not in facades
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if raw.search(line) and "import" not in line
+    ]
+    assert offenders == []
+
+
+def test_methods_that_call_the_jvm_stage_name_what_is_missing(spark):
+    from mmlspark.onnx import ONNXModel
+    from mmlspark.stages import TimerModel
+
+    timer = TimerModel()
+    timer._java_obj = None
+    with pytest.raises(RuntimeError, match=rf"TimerModel.lastTransformMillis: {timer.uid} has no"):
+        timer.lastTransformMillis()
+    model = ONNXModel()
+    model._java_obj = None
+    with pytest.raises(RuntimeError, match="ONNXModel.getModelInputs"):
+        model.getModelInputs()
+
+
+def test_read_images_checks_the_sample_ratio_before_listing(spark, tmp_path):
+    from mmlspark.image import read_images
+
+    for ratio in (0.0, 1.5):
+        with pytest.raises(ValueError, match=rf"sampleRatio must be in \(0, 1\] but was {ratio}"):
+            read_images(spark, str(tmp_path / "missing"), sampleRatio=ratio)

@@ -1,4 +1,11 @@
-"""Reading and transforming images, checked against opencv-python 4.9 (the JVM's OpenCV version)."""
+"""Reading and transforming images, checked against opencv-python 4.9 (the JVM's OpenCV version).
+
+Tests taking `session` run on a classic and on a Spark Connect session from one body. The others
+are classic only: a folder's listing differs by design over Connect (read_images reads it with
+Spark's binaryFile source, which skips zero-length files: see its docstring), the large image
+would cross the Connect channel (48 MB), and the tensor and stage tests check the JVM stages
+that the Connect scenarios of test_connect.py run end to end.
+"""
 
 from __future__ import annotations
 
@@ -64,9 +71,9 @@ def test_every_file_gives_one_row_and_each_bad_file_says_why(spark, folder):
         "alpha.png",
     ],
 )
-def test_decoded_pixels_equal_opencv_python(spark, folder, name):
+def test_decoded_pixels_equal_opencv_python(session, folder, name):
     path, files = folder
-    row = read_images(spark, str(path / name)).collect()[0]
+    row = read_images(session, str(path / name)).collect()[0]
     assert row["error"] is None
     expected = cv2.imdecode(np.frombuffer(files[name], np.uint8), cv2.IMREAD_COLOR)
     got = to_ndarray(row["image"])
@@ -77,19 +84,19 @@ def test_decoded_pixels_equal_opencv_python(spark, folder, name):
 @pytest.mark.parametrize(
     "name,mode,channels", [("deep16.png", 18, 3), ("alpha.png", 24, 4), ("gray.png", 0, 1)]
 )
-def test_unchanged_keeps_depth_and_alpha(spark, folder, name, mode, channels):
+def test_unchanged_keeps_depth_and_alpha(session, folder, name, mode, channels):
     path, files = folder
-    row = read_images(spark, str(path / name), colorMode="unchanged").collect()[0]
+    row = read_images(session, str(path / name), colorMode="unchanged").collect()[0]
     expected = cv2.imdecode(np.frombuffer(files[name], np.uint8), cv2.IMREAD_UNCHANGED)
     got = to_ndarray(row["image"])
     assert row["image"]["mode"] == mode and row["image"]["nChannels"] == channels
     np.testing.assert_array_equal(got.reshape(expected.shape), expected)
 
 
-def test_exif_orientation_applies_unless_switched_off(spark, folder):
+def test_exif_orientation_applies_unless_switched_off(session, folder):
     path, files = folder
-    on = read_images(spark, str(path / "rotated6.jpg")).collect()[0]["image"]
-    off = read_images(spark, str(path / "rotated6.jpg"), applyOrientation=False).collect()[0][
+    on = read_images(session, str(path / "rotated6.jpg")).collect()[0]["image"]
+    off = read_images(session, str(path / "rotated6.jpg"), applyOrientation=False).collect()[0][
         "image"
     ]
     assert (on["height"], on["width"]) == (64, 48)

@@ -1,4 +1,10 @@
-"""ONNXModel against onnxruntime in Python (the reference) on models built with onnx.helper."""
+"""ONNXModel against onnxruntime in Python (the reference) on models built with onnx.helper.
+
+Tests taking `session` run on a classic and on a Spark Connect session from one body; they give
+the model as a file (`modelLocation`), since `setModelPayload` needs the driver's JVM. The others
+are classic only: they read the model back through the JVM stage (`getModelInputs`,
+`setModelPayload`), change JVM settings, or start processes of their own.
+"""
 
 from __future__ import annotations
 
@@ -33,11 +39,17 @@ def by_id(df) -> dict[int, Row]:
     return {r["id"]: r for r in df.collect()}
 
 
-def test_two_inputs_two_outputs_match_onnxruntime(spark):
+def model_file(tmp_path, model: bytes) -> str:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(model)
+    return str(path)
+
+
+def test_two_inputs_two_outputs_match_onnxruntime(session, tmp_path):
     rng = np.random.default_rng(1)
     a = rng.normal(size=(37, 3)).astype(np.float32)
     b = rng.normal(size=(37, 3)).astype(np.float32)
-    df = spark.createDataFrame(
+    df = session.createDataFrame(
         [(i, a[i].tolist(), b[i].tolist()) for i in range(37)],
         "id int, a array<float>, b array<float>",
     ).repartition(3)
@@ -45,7 +57,8 @@ def test_two_inputs_two_outputs_match_onnxruntime(spark):
         feedDict={"a": "a", "b": "b"},
         fetchDict={"s": "sum", "p": "product", "t": "total"},
         miniBatchSize=8,  # 37 rows in 3 partitions: full and partial batches
-    ).setModelPayload(onnx_models.two_in_two_out())
+        modelLocation=model_file(tmp_path, onnx_models.two_in_two_out()),
+    )
     rows = by_id(model.transform(df))
     expected = reference(onnx_models.two_in_two_out(), {"a": a, "b": b})
     assert len(rows) == 37
@@ -86,13 +99,17 @@ TYPES = {
 
 
 @pytest.mark.parametrize("elem", list(TYPES), ids=lambda e: TensorProto.DataType.Name(e).lower())
-def test_every_element_type_matches_onnxruntime(spark, elem):
+def test_every_element_type_matches_onnxruntime(session, tmp_path, elem):
     dtype, column, values = TYPES[elem]
     model_bytes = onnx_models.typed(elem)
-    df = spark.createDataFrame([(i, v) for i, v in enumerate(values)], f"id int, x {column}")
+    df = session.createDataFrame([(i, v) for i, v in enumerate(values)], f"id int, x {column}")
     second = "code" if elem == TensorProto.STRING else "as_float"
-    model = ONNXModel(feedDict={"x": "x"}, fetchDict={"same": "same", "second": second})
-    rows = by_id(model.setModelPayload(model_bytes).transform(df))
+    model = ONNXModel(
+        feedDict={"x": "x"},
+        fetchDict={"same": "same", "second": second},
+        modelLocation=model_file(tmp_path, model_bytes),
+    )
+    rows = by_id(model.transform(df))
     expected = reference(model_bytes, {"x": np.array(values, dtype=dtype)})
     for i in range(len(values)):
         assert rows[i]["onnxError"] is None
@@ -180,8 +197,8 @@ def test_small_cnn_on_image_tensors_saved_and_reloaded(spark, tmp_path):
     assert len(saved) == 1 and saved[0].read_bytes() == onnx_models.small_cnn()
 
 
-def test_bad_rows_keep_their_place_with_an_error(spark):
-    df = spark.createDataFrame(
+def test_bad_rows_keep_their_place_with_an_error(session, tmp_path):
+    df = session.createDataFrame(
         [
             (0, [1.0, 2.0, 3.0]),
             (1, None),
@@ -191,8 +208,13 @@ def test_bad_rows_keep_their_place_with_an_error(spark):
         ],
         "id int, a array<float>",
     )
-    model = ONNXModel(feedDict={"a": "a", "b": "a"}, fetchDict={"s": "sum"}, miniBatchSize=4)
-    rows = by_id(model.setModelPayload(onnx_models.two_in_two_out()).transform(df))
+    model = ONNXModel(
+        feedDict={"a": "a", "b": "a"},
+        fetchDict={"s": "sum"},
+        miniBatchSize=4,
+        modelLocation=model_file(tmp_path, onnx_models.two_in_two_out()),
+    )
+    rows = by_id(model.transform(df))
     assert len(rows) == 5
     assert rows[0]["s"] == [2.0, 4.0, 6.0] and rows[3]["s"] == [8.0, 10.0, 12.0]
     assert rows[4]["s"] is None and rows[4]["onnxError"] == "array element 1 is null"

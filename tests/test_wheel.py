@@ -39,6 +39,19 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def test_wheel_requires_the_spark_line_it_was_built_for():
+    import tomllib
+
+    from mmlspark._version import spark_version
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert f"pyspark=={spark_version}" in project["dependencies"]
+    with zipfile.ZipFile(WHEEL) as zf:
+        metadata = zf.read(f"mmlspark-{mmlspark.__version__}.dist-info/METADATA").decode()
+    assert f"Requires-Dist: pyspark=={spark_version}" in metadata.splitlines()
+    assert f"Version: {mmlspark.__version__}" in metadata.splitlines()
+
+
 def test_wheel_contains_the_matching_jar():
     assert WHEEL.is_file(), f"{WHEEL} is missing: 'make test' builds it before the Python suites"
     with zipfile.ZipFile(WHEEL) as zf:

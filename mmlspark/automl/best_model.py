@@ -5,7 +5,7 @@ from __future__ import annotations
 from pyspark.sql import DataFrame, SparkSession
 
 from mmlspark.automl._BestModel import _BestModel
-from mmlspark.core.wrapper import require_classic_session
+from mmlspark.core.wrapper import require_java_obj
 
 
 class BestModel(_BestModel):
@@ -22,12 +22,10 @@ class BestModel(_BestModel):
     __doc__ = __doc__ + "\n" + (_BestModel.__doc__ or "")
 
     def _frame(self, method: str) -> DataFrame:
-        require_classic_session(
-            f"BestModel.{method}", "load the saved BestModel in a classic session to read it"
+        java_obj = require_java_obj(
+            self, f"BestModel.{method}", "load the saved BestModel in a classic session to read it"
         )
-        if self._java_obj is None:
-            raise RuntimeError(f"{self.uid} has no JVM model (it was not fitted or loaded)")
-        return DataFrame(getattr(self._java_obj, method)(), SparkSession.active())
+        return DataFrame(getattr(java_obj, method)(), SparkSession.active())
 
     def getAllModelMetrics(self) -> DataFrame:
         """One row per candidate: ``model_uid``, ``model_class``, the value it was ranked by, and

@@ -181,7 +181,10 @@ def require_jvm_library(sc: Any) -> None:
         )
     if id(sc) in _checked_contexts:
         return
-    build_info = sc._jvm.mmlspark.core.BuildInfo
+    from mmlspark.core.jvm import classic_jvm, jvm_class
+
+    jvm = classic_jvm(sc, feature="mmlspark's JVM stages", instead="see mmlspark.spark_conf()")
+    build_info = jvm_class(jvm, "mmlspark.core.BuildInfo")
     try:
         jvm_version = build_info.version()
     except Exception:  # py4j answers a missing class with a JavaPackage that cannot be called

@@ -29,6 +29,7 @@ from pyspark.sql.utils import is_remote
 __all__ = [
     "ConnectNotSupportedError",
     "require_classic_session",
+    "require_java_obj",
     "MMLParams",
     "MMLTransformer",
     "MMLEstimator",
@@ -51,6 +52,20 @@ def require_classic_session(feature: str, instead: str) -> None:
             f"{feature} needs a classic Spark session (the driver's JVM through py4j) and does not "
             f"work over Spark Connect; {instead}"
         )
+
+
+def require_java_obj(stage: Any, feature: str, instead: str) -> JavaObject:
+    """The JVM object behind ``stage``, for a method that calls it directly: fails with
+    :class:`ConnectNotSupportedError` on a Spark Connect session (naming `feature` and what to do
+    `instead`) and with a clear error where the stage has no JVM object."""
+    require_classic_session(feature, instead)
+    java_obj = getattr(stage, "_java_obj", None)
+    if not isinstance(java_obj, JavaObject):
+        raise RuntimeError(
+            f"{feature}: {stage.uid} has no JVM stage (it was not fitted or loaded, or no session "
+            "was running when it was made; start one with mmlspark.session())"
+        )
+    return java_obj
 
 
 def _python_class(java_class_name: str) -> type:
@@ -184,6 +199,12 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         if (isinstance(value, JavaParams) or _is_jvm_convertible(value)) and self._java_obj:
             java_param = self._java_obj.getParam(self._resolveParam(param).name)
             return java_param.w(value._to_java())
+        if isinstance(value, int) and not isinstance(value, bool) and self._java_obj:
+            java_param = self._java_obj.getParam(self._resolveParam(param).name)
+            if java_param.getClass().getName() == "org.apache.spark.ml.param.LongParam":
+                from mmlspark.core.jvm import long_param_pair
+
+                return long_param_pair(java_param, value)
         return super()._make_java_param_pair(param, value)
 
     def _set(self, **kwargs: Any) -> Any:

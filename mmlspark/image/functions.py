@@ -7,6 +7,8 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
+from mmlspark.image import _jvm
+
 __all__ = ["read_images", "read_image_stream", "list_files", "read_files", "to_ndarray"]
 
 # OpenCV depth codes (type & 7) and the numpy types of their samples.
@@ -79,38 +81,27 @@ def read_images(
     """
     from pyspark.sql.utils import is_remote
 
+    if not 0.0 < sampleRatio <= 1.0:
+        raise ValueError(f"read_images: sampleRatio must be in (0, 1] but was {sampleRatio}")
     if is_remote():
-        return _read_images_remote(
-            spark,
-            path,
-            recursive,
-            pathGlobFilter,
-            sampleRatio,
-            seed=seed,
-            colorMode=colorMode,
-            applyOrientation=applyOrientation,
-            reduceFactor=reduceFactor,
-            dropInvalid=dropInvalid,
-            minHeight=minHeight,
-            minWidth=minWidth,
-        )
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    jdf = jvm.mmlspark.image.ImageReader.read(
-        spark._jsparkSession,
-        path,
-        recursive,
-        pathGlobFilter,
-        float(sampleRatio),
-        int(seed),
-        colorMode,
-        applyOrientation,
-        int(reduceFactor),
-        dropInvalid,
-        int(minHeight),
-        int(minWidth),
+        files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
+        if sampleRatio < 1.0:
+            files = files.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
+        return _decoded(files, colorMode, applyOrientation, reduceFactor, dropInvalid)
+    from mmlspark.image import ImageDecoder
+
+    listing = list_files(spark, path, recursive, pathGlobFilter)
+    if sampleRatio < 1.0:
+        listing = listing.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
+    decoder = ImageDecoder(
+        colorMode=colorMode,
+        applyOrientation=applyOrientation,
+        reduceFactor=reduceFactor,
+        minHeight=minHeight,
+        minWidth=minWidth,
+        dropInvalid=dropInvalid,
     )
-    return DataFrame(jdf, spark)
+    return read_files(listing, decoder).select("path", "image", "error")
 
 
 def list_files(
@@ -125,12 +116,7 @@ def list_files(
     the reason in ``error``. Names starting with ``.`` or ``_`` are skipped, as Spark's file
     sources do. :func:`read_files` reads and decodes such a listing.
     """
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    jdf = jvm.mmlspark.image.FileListing.listDataFrame(
-        spark._jsparkSession, path, recursive, pathGlobFilter
-    )
-    return DataFrame(jdf, spark)
+    return _jvm.list_files(spark, path=path, recursive=recursive, path_glob_filter=pathGlobFilter)
 
 
 def read_files(files: DataFrame, decoder: Any) -> DataFrame:
@@ -138,15 +124,7 @@ def read_files(files: DataFrame, decoder: Any) -> DataFrame:
     settings of ``decoder`` (an :class:`ImageDecoder`; its columns are ignored): adds ``image``
     and sets ``error`` to the listing's, the read's or the decode's error. Other columns are kept.
     """
-    from mmlspark.core.wrapper import require_classic_session
-
-    require_classic_session("read_files", "use read_images, or ImageDecoder on binaryFile rows")
-    decoder._transfer_params_to_java()
-    spark = files.sparkSession
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    jdf = jvm.mmlspark.image.ImageReader.readFiles(files._jdf, decoder._java_obj)
-    return DataFrame(jdf, spark)
+    return _jvm.read_files(files, decoder=decoder)
 
 
 def read_image_stream(
@@ -204,29 +182,6 @@ def _decoded(
     )
     decoded = decoder.transform(files.select("path", "content"))
     return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
-
-
-def _read_images_remote(
-    spark: Any,
-    path: str,
-    recursive: bool,
-    pathGlobFilter: str | None,
-    sampleRatio: float,
-    *,
-    seed: int,
-    colorMode: str,
-    applyOrientation: bool,
-    reduceFactor: int,
-    dropInvalid: bool,
-    minHeight: int,
-    minWidth: int,
-) -> DataFrame:
-    if not 0.0 < sampleRatio <= 1.0:
-        raise ValueError(f"read_images: sampleRatio must be in (0, 1] but was {sampleRatio}")
-    files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
-    if sampleRatio < 1.0:
-        files = files.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
-    return _decoded(files, colorMode, applyOrientation, reduceFactor, dropInvalid)
 
 
 def to_ndarray(image: Any) -> np.ndarray:

@@ -71,11 +71,9 @@ def gpu_assignments(spark: Any, tasks: int = 8, hold_millis: int = 500) -> list[
     task's ``start`` and ``end`` (epoch milliseconds). Tasks are held ``hold_millis`` so that
     concurrent ones overlap.
     """
-    from mmlspark.core.wrapper import require_classic_session
+    from mmlspark.onnx import _jvm
 
-    require_classic_session("gpu_assignments", "run it from a classic session on the cluster")
-    jvm = spark.sparkContext._jvm
-    rows = jvm.mmlspark.onnx.Device.taskAssignments(spark._jsparkSession, tasks, hold_millis)
+    rows = _jvm.task_assignments(spark, tasks=int(tasks), hold_millis=int(hold_millis))
     return [json.loads(row) for row in rows]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, TypeVar
 
-from mmlspark.core.wrapper import require_classic_session
+from mmlspark.core.wrapper import require_java_obj
 
 _S = TypeVar("_S", bound="HasModelPayload")
 
@@ -24,12 +24,7 @@ class HasModelPayload:
     _java_obj: Any
 
     def _jvm_stage(self, feature: str, instead: str) -> Any:
-        require_classic_session(f"{type(self).__name__}.{feature}", instead)
-        if self._java_obj is None:
-            raise RuntimeError(
-                f"{type(self).__name__}: no JVM stage; start a session with mmlspark.session()"
-            )
-        return self._java_obj
+        return require_java_obj(self, f"{type(self).__name__}.{feature}", instead)
 
     def setModelPayload(self: _S, payload: bytes) -> _S:
         """Sets the model from its bytes (an ONNX file's content); takes precedence over

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mmlspark.core.wrapper import require_classic_session
+from mmlspark.core.wrapper import require_java_obj
 from mmlspark.stages._TimerModel import _TimerModel
 
 
@@ -15,9 +15,7 @@ class TimerModel(_TimerModel):
         Measured on the JVM, where the wrapped stage runs; with ``materialize`` on this
         includes computing (and caching) the output.
         """
-        require_classic_session(
-            "TimerModel.lastTransformMillis", "the time is also in the driver's log (INFO)"
+        java_obj = require_java_obj(
+            self, "TimerModel.lastTransformMillis", "the time is also in the driver's log (INFO)"
         )
-        if self._java_obj is None:
-            raise RuntimeError(f"{self.uid} has no JVM model (it was not fitted or loaded)")
-        return int(self._java_obj.lastTransformMillis())
+        return int(java_obj.lastTransformMillis())

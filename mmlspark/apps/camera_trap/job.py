@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import mmlspark
+from mmlspark.apps.camera_trap._jvm import draw_confusion_matrix, draw_image_grid
 from mmlspark.apps.camera_trap.store import (
     FolderError,
     OutputLock,
@@ -36,6 +37,7 @@ from mmlspark.apps.camera_trap.store import (
     atomic_write,
     inside,
 )
+from mmlspark.core.jvm import qualified_path
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 from mmlspark.stages import EnsembleByKey
 from mmlspark.train import ComputeModelStatistics, TrainClassifier, TrainedClassifierModel
@@ -58,11 +60,7 @@ def spark_session(master: str | None) -> SparkSession:
 
 def _qualified(spark: SparkSession, path: str) -> str:
     """The path as Spark reports file paths (`file:/...` for local ones), without a trailing /."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    hadoop_path = jvm.org.apache.hadoop.fs.Path(path)
-    fs = hadoop_path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
-    return str(fs.makeQualified(hadoop_path).toString()).rstrip("/")
+    return qualified_path(spark, path)
 
 
 @dataclass
@@ -881,11 +879,12 @@ def evaluate(
 def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], out: Path) -> None:
     """`confusion_matrix.png`, and `samples.png`: up to 16 photos, mistakes first, captioned
     "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is needed."""
-    jvm = spark.sparkContext._jvm
-    assert jvm is not None
-    charts = jvm.mmlspark.apps.cameratrap.Charts
-    matrix = {"labels": metrics["labels"], "matrix": metrics["confusion_matrix"]}
-    charts.confusionMatrix(json.dumps(matrix), str(out / "confusion_matrix.png"))
+    draw_confusion_matrix(
+        spark,
+        labels=metrics["labels"],
+        matrix=metrics["confusion_matrix"],
+        path=str(out / "confusion_matrix.png"),
+    )
     wrong = judged.filter("prediction != label").orderBy("path").limit(16).collect()
     right = judged.filter("prediction = label").orderBy("path").limit(16 - len(wrong)).collect()
     samples = [
@@ -896,7 +895,9 @@ def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], 
         for r in wrong + right
     ]
     if samples:
-        charts.imageGrid(json.dumps(samples), 4, 128, str(out / "samples.png"))
+        draw_image_grid(
+            spark, samples=samples, columns=4, cell_size=128, path=str(out / "samples.png")
+        )
 
 
 DEMO_DATA = Path(__file__).resolve().parent / "demo_data"

@@ -1,0 +1,42 @@
+"""The JVM helpers of the image area (not stages), with named, typed arguments: the only Python
+code that names their JVM classes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from mmlspark.core.jvm import classic_jvm, jvm_class
+
+_FILE_LISTING = "mmlspark.image.FileListing"
+_IMAGE_READER = "mmlspark.image.ImageReader"
+
+
+def list_files(
+    spark: SparkSession, *, path: str, recursive: bool, path_glob_filter: str | None
+) -> DataFrame:
+    """``FileListing.listDataFrame``: the listing of ``path``, made on the driver."""
+    jvm = classic_jvm(
+        spark,
+        feature="list_files",
+        instead="use read_images, or Spark's binaryFile source with ImageDecoder",
+    )
+    listing = jvm_class(jvm, _FILE_LISTING)
+    return DataFrame(
+        listing.listDataFrame(spark._jsparkSession, path, recursive, path_glob_filter), spark
+    )
+
+
+def read_files(files: DataFrame, *, decoder: Any) -> DataFrame:
+    """``ImageReader.readFiles``: reads and decodes the files of a listing with the settings of
+    ``decoder`` (an ImageDecoder)."""
+    spark = files.sparkSession
+    jvm = classic_jvm(
+        spark,
+        feature="read_files",
+        instead="use read_images, or ImageDecoder on binaryFile rows",
+    )
+    decoder._transfer_params_to_java()
+    reader = jvm_class(jvm, _IMAGE_READER)
+    return DataFrame(reader.readFiles(files._jdf, decoder._java_obj), spark)
