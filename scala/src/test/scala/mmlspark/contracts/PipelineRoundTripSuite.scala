@@ -2,6 +2,8 @@ package mmlspark.contracts
 
 import java.lang.reflect.Modifier
 
+import mmlspark.core.{ClassScan, Stages}
+
 import org.apache.spark.ml.{Estimator, Pipeline, PipelineModel, PipelineStage, Transformer}
 import org.scalatest.funsuite.AnyFunSuite
 
@@ -17,7 +19,7 @@ class PipelineRoundTripSuite extends AnyFunSuite {
 
   private val suites: Seq[Class[_]] = {
     val location = classOf[PipelineRoundTripSuite].getProtectionDomain.getCodeSource.getLocation
-    Stages
+    ClassScan
       .classesIn(location, "mmlspark.")
       .filter(c =>
         classOf[StageSuite[_]].isAssignableFrom(c) && !Modifier.isAbstract(c.getModifiers)
