@@ -14,10 +14,9 @@ _T = TypeVar("_T", bound="ImageTransformer")
 class ImageTransformer(_ImageOps, _ImageTransformer):
     """Applies a chain of OpenCV operations to an image column, in the order they are added.
 
-    Each fluent method (``resize``, ``crop``, ``centerCrop``, ``colorFormat``, ``flip``, ``blur``,
-    ``threshold``, ``gaussianKernel``, ``normalize``; generated from the JVM's registry of image
-    operations) appends one operation (kept in the ``operations`` param as JSON) and returns the
-    transformer, so calls chain. With ``toTensor=True`` the output is a flat float array in CHW
+    Each fluent method (one per image operation, generated from the JVM's registry of them in
+    ``_ImageOps``) appends one operation (kept in the ``operations`` param as JSON) and returns
+    the transformer, so calls chain. With ``toTensor=True`` the output is a flat float array in CHW
     layout, channels in ``tensorChannelOrder`` (RGB by default), ready for an ONNX image model;
     its shape is in the column metadata under ``tensorShape``. The OpenCV constants the
     operations take are in ``mmlspark.opencv._ImageOps`` (``INTER_LINEAR``, ``THRESH_BINARY``, ...).

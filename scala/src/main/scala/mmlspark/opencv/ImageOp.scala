@@ -54,8 +54,8 @@ final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.IN
   def validate(): Unit = {
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
     require(
-      interpolation >= 0 && interpolation <= 4,
-      s"interpolation must be an OpenCV INTER_* code 0-4 but was $interpolation"
+      Constants.interpolation.contains(interpolation),
+      s"interpolation must be an OpenCV INTER_* code ${Constants.interpolation.range} but was $interpolation"
     )
   }
   def apply(image: Image): Image =
@@ -87,8 +87,8 @@ final case class ResizeShorter(size: Int, interpolation: Int = Imgproc.INTER_LIN
   def validate(): Unit = {
     require(size > 0, s"size must be positive but was $size")
     require(
-      interpolation >= 0 && interpolation <= 4,
-      s"interpolation must be an OpenCV INTER_* code 0-4 but was $interpolation"
+      Constants.interpolation.contains(interpolation),
+      s"interpolation must be an OpenCV INTER_* code ${Constants.interpolation.range} but was $interpolation"
     )
   }
   def apply(image: Image): Image = {
@@ -248,8 +248,8 @@ object Blur
   */
 final case class Threshold(threshold: Double, maxVal: Double, thresholdType: Int) extends ImageOp {
   def validate(): Unit = require(
-    thresholdType >= 0 && thresholdType <= 4,
-    s"thresholdType must be 0-4 but was $thresholdType"
+    Constants.threshold.contains(thresholdType),
+    s"thresholdType must be ${Constants.threshold.range} but was $thresholdType"
   )
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.threshold(in, out, threshold, maxVal, thresholdType))

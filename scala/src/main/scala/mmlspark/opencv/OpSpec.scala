@@ -64,6 +64,10 @@ object FieldType {
 /** Named OpenCV constants an integer field takes (the Python side gets them as named constants). */
 final case class Constants(values: (String, Int)*) {
   def nameOf(value: Int): Option[String] = values.find(_._2 == value).map(_._1)
+  def contains(value: Int): Boolean = values.exists(_._2 == value)
+
+  /** The codes as `min-max` (they are consecutive). */
+  def range: String = s"${values.map(_._2).min}-${values.map(_._2).max}"
   def describe: String = values.map { case (n, v) => s"$v $n" }.mkString(", ")
 }
 

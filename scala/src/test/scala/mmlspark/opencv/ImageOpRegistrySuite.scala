@@ -78,6 +78,19 @@ class ImageOpRegistrySuite extends AnyFunSuite {
     assert(missing.getMessage.contains("""image operation {"op":"crop","x":1,"y":2,"height":3}"""))
   }
 
+  test("enumerated fields accept exactly their OpenCV constants") {
+    val badInterpolation = intercept[IllegalArgumentException](Resize(2, 2, 5).validate())
+    assert(
+      badInterpolation.getMessage == "resize: interpolation must be an OpenCV INTER_* code 0-4 but was 5"
+    )
+    val badType = intercept[IllegalArgumentException](Threshold(1, 2, -1).validate())
+    assert(badType.getMessage == "threshold: thresholdType must be 0-4 but was -1")
+    (0 to 4).foreach(i => Resize(2, 2, i).validate())
+    assert(
+      Constants.interpolation.nameOf(org.opencv.imgproc.Imgproc.INTER_AREA).contains("INTER_AREA")
+    )
+  }
+
   test("an unknown operation's message lists exactly the registry's names") {
     val error = intercept[IllegalArgumentException](ImageOp.fromJson("""[{"op":"sharpen"}]"""))
     val prefix = "unknown image operation 'sharpen'; known: "
