@@ -96,8 +96,9 @@ class ImageOpRegistrySuite extends AnyFunSuite {
     val prefix = "unknown image operation 'sharpen'; known: "
     assert(error.getMessage.startsWith(prefix))
     assert(error.getMessage.stripPrefix(prefix).split(", ").toSeq == ImageOp.names)
+    // The operations saved transformers may hold are all still known, in their order.
     assert(
-      ImageOp.names == Seq(
+      ImageOp.names.take(10) == Seq(
         "resize",
         "resizeShorter",
         "crop",
