@@ -3,22 +3,23 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeVar
 
+from mmlspark.opencv._ImageOps import INTER_LINEAR, _ImageOps
 from mmlspark.opencv._ImageTransformer import _ImageTransformer
 
-# OpenCV's INTER_LINEAR, the interpolation resize uses unless told otherwise.
-_INTER_LINEAR = 1
+_T = TypeVar("_T", bound="ImageTransformer")
 
 
-class ImageTransformer(_ImageTransformer):
+class ImageTransformer(_ImageOps, _ImageTransformer):
     """Applies a chain of OpenCV operations to an image column, in the order they are added.
 
-    Each method below appends one operation (kept in the ``operations`` param as JSON) and
-    returns the transformer, so calls chain. With ``toTensor=True`` the output is a flat
-    float array in CHW layout, channels in ``tensorChannelOrder`` (RGB by default), ready for
-    an ONNX image model; its shape is in the column metadata under ``tensorShape``.
+    Each fluent method (one per image operation, generated from the JVM's registry of them in
+    ``_ImageOps``) appends one operation (kept in the ``operations`` param as JSON) and returns
+    the transformer, so calls chain. With ``toTensor=True`` the output is a flat float array in CHW
+    layout, channels in ``tensorChannelOrder`` (RGB by default), ready for an ONNX image model;
+    its shape is in the column metadata under ``tensorShape``. The OpenCV constants the
+    operations take are in ``mmlspark.opencv._ImageOps`` (``INTER_LINEAR``, ``THRESH_BINARY``, ...).
 
     Examples
     --------
@@ -36,68 +37,26 @@ class ImageTransformer(_ImageTransformer):
         ops: list[dict[str, Any]] = json.loads(self.getOperations())
         return ops
 
-    def _add(self, op: str, **args: Any) -> ImageTransformer:
+    def _add(self: _T, op: str, **args: Any) -> _T:
         return self.setOperations(json.dumps(self.getOps() + [{"op": op, **args}]))
 
-    def resize(
-        self,
+    def resize(  # type: ignore[override]
+        self: _T,
         height: int | None = None,
         width: int | None = None,
         *,
         size: int | None = None,
         keepAspectRatio: bool = False,
-        interpolation: int = _INTER_LINEAR,
-    ) -> ImageTransformer:
+        interpolation: int = INTER_LINEAR,
+    ) -> _T:
         """Resizes to ``height`` x ``width``; or, given ``size``, the shorter side to ``size``
         keeping the aspect ratio (``keepAspectRatio=True``) or to ``size`` x ``size``."""
         if size is not None:
             if height is not None or width is not None:
                 raise ValueError("resize: give either height and width, or size")
             if keepAspectRatio:
-                return self._add("resizeShorter", size=size, interpolation=interpolation)
+                return self._resizeShorter(size, interpolation)
             height = width = size
         if height is None or width is None:
             raise ValueError("resize: give height and width, or size")
-        return self._add("resize", height=height, width=width, interpolation=interpolation)
-
-    def crop(self, x: int, y: int, height: int, width: int) -> ImageTransformer:
-        """Keeps the ``height`` x ``width`` region whose top-left corner is (``x``, ``y``)."""
-        return self._add("crop", x=x, y=y, height=height, width=width)
-
-    def centerCrop(self, height: int, width: int) -> ImageTransformer:
-        """Keeps the central ``height`` x ``width`` region."""
-        return self._add("centerCrop", height=height, width=width)
-
-    def colorFormat(self, format: str) -> ImageTransformer:
-        """Converts the channels to ``"RGB"``, ``"BGR"`` or ``"GRAY"`` (alpha is dropped)."""
-        return self._add("colorFormat", format=format)
-
-    def flip(self, flipCode: int = 1) -> ImageTransformer:
-        """Flips around the x axis (0), the y axis (1, left-right) or both (-1)."""
-        return self._add("flip", flipCode=flipCode)
-
-    def blur(self, height: int, width: int) -> ImageTransformer:
-        """Box blur with a ``height`` x ``width`` kernel."""
-        return self._add("blur", height=height, width=width)
-
-    def threshold(self, threshold: float, maxVal: float, thresholdType: int) -> ImageTransformer:
-        """OpenCV ``threshold`` with a THRESH_* type (0 binary ... 4 to-zero inverted)."""
-        return self._add(
-            "threshold", threshold=threshold, maxVal=maxVal, thresholdType=thresholdType
-        )
-
-    def gaussianKernel(self, apertureSize: int, sigma: float) -> ImageTransformer:
-        """Gaussian blur with an odd ``apertureSize`` and standard deviation ``sigma``."""
-        return self._add("gaussianKernel", apertureSize=apertureSize, sigma=sigma)
-
-    def normalize(
-        self, mean: Sequence[float], std: Sequence[float], colorScaleFactor: float = 1.0
-    ) -> ImageTransformer:
-        """``(pixel * colorScaleFactor - mean[c]) / std[c]`` in float32; ``mean`` and ``std``
-        list the channels in RGB order (one value applies to all channels)."""
-        return self._add(
-            "normalize",
-            mean=[float(m) for m in mean],
-            std=[float(s) for s in std],
-            colorScaleFactor=float(colorScaleFactor),
-        )
+        return super().resize(height, width, interpolation)

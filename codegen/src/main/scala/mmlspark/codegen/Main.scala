@@ -72,7 +72,8 @@ object Main {
     ).flatMap(services)
     (Seq(
       "mmlspark/core/shared_params.py" -> SharedParamsCodeGen.pythonSource(),
-      "mmlspark/_version.py" -> version
+      "mmlspark/_version.py" -> version,
+      ImageOpsCodeGen.path -> ImageOpsCodeGen.pythonSource
     ) ++ perStage ++ perArea ++ registry).toMap
   }
 

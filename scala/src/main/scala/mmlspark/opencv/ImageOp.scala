@@ -16,11 +16,14 @@ final case class Image(mat: Mat, order: String)
   */
 sealed trait ImageOp {
 
+  /** The description of this operation in [[ImageOp.registry]]. */
+  def spec: OpSpec[_ <: ImageOp] = ImageOp.specOf(getClass)
+
   /** The name this operation has in the JSON form and the fluent API. */
-  def op: String
+  def op: String = spec.name
 
   /** The fields of the JSON form, besides `op`. */
-  def fields: List[JField]
+  def fields: List[JField] = spec.encode(this)
 
   /** Fails for arguments that can never work (called when the param is set). */
   def validate(): Unit
@@ -48,14 +51,11 @@ sealed trait ImageOp {
 /** Resizes to `height` x `width`. */
 final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.INTER_LINEAR)
     extends ImageOp {
-  val op = "resize"
-  def fields: List[JField] =
-    List("height" -> JInt(height), "width" -> JInt(width), "interpolation" -> JInt(interpolation))
   def validate(): Unit = {
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
     require(
-      interpolation >= 0 && interpolation <= 4,
-      s"interpolation must be an OpenCV INTER_* code 0-4 but was $interpolation"
+      Constants.interpolation.contains(interpolation),
+      s"interpolation must be an OpenCV INTER_* code ${Constants.interpolation.range} but was $interpolation"
     )
   }
   def apply(image: Image): Image =
@@ -66,18 +66,29 @@ final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.IN
   override def changesSize: Boolean = true
 }
 
+object Resize
+    extends OpSpec[Resize](
+      "resize",
+      "Resizes to ``height`` x ``width``.",
+      Seq(
+        Arg("height", "the height of the output, in pixels"),
+        Arg("width", "the width of the output, in pixels"),
+        Arg("interpolation", "the OpenCV INTER_* interpolation", Some(Constants.interpolation))
+      )
+    ) {
+  def example: Resize = Resize(20, 30, Imgproc.INTER_AREA)
+}
+
 /** Resizes so that the shorter side is `size`, keeping the aspect ratio; the longer side is
   * `longer * size / shorter` rounded half up.
   */
 final case class ResizeShorter(size: Int, interpolation: Int = Imgproc.INTER_LINEAR)
     extends ImageOp {
-  val op = "resizeShorter"
-  def fields: List[JField] = List("size" -> JInt(size), "interpolation" -> JInt(interpolation))
   def validate(): Unit = {
     require(size > 0, s"size must be positive but was $size")
     require(
-      interpolation >= 0 && interpolation <= 4,
-      s"interpolation must be an OpenCV INTER_* code 0-4 but was $interpolation"
+      Constants.interpolation.contains(interpolation),
+      s"interpolation must be an OpenCV INTER_* code ${Constants.interpolation.range} but was $interpolation"
     )
   }
   def apply(image: Image): Image = {
@@ -90,11 +101,21 @@ final case class ResizeShorter(size: Int, interpolation: Int = Imgproc.INTER_LIN
   override def changesSize: Boolean = true
 }
 
+object ResizeShorter
+    extends OpSpec[ResizeShorter](
+      "resizeShorter",
+      "Resizes so that the shorter side is ``size``, keeping the aspect ratio.",
+      Seq(
+        Arg("size", "the length of the shorter side of the output, in pixels"),
+        Arg("interpolation", "the OpenCV INTER_* interpolation", Some(Constants.interpolation))
+      ),
+      fluent = false // through resize(size=..., keepAspectRatio=True)
+    ) {
+  def example: ResizeShorter = ResizeShorter(16, Imgproc.INTER_NEAREST)
+}
+
 /** Keeps the `height` x `width` region whose top-left corner is (`x`, `y`). */
 final case class Crop(x: Int, y: Int, height: Int, width: Int) extends ImageOp {
-  val op = "crop"
-  def fields: List[JField] =
-    List("x" -> JInt(x), "y" -> JInt(y), "height" -> JInt(height), "width" -> JInt(width))
   def validate(): Unit = {
     require(x >= 0 && y >= 0, s"x and y must be at least 0 but were ($x, $y)")
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
@@ -113,10 +134,22 @@ final case class Crop(x: Int, y: Int, height: Int, width: Int) extends ImageOp {
   override def changesSize: Boolean = true
 }
 
+object Crop
+    extends OpSpec[Crop](
+      "crop",
+      "Keeps the ``height`` x ``width`` region whose top-left corner is (``x``, ``y``).",
+      Seq(
+        Arg("x", "the column of the region's left edge"),
+        Arg("y", "the row of the region's top edge"),
+        Arg("height", "the height of the region"),
+        Arg("width", "the width of the region")
+      )
+    ) {
+  def example: Crop = Crop(1, 2, 10, 11)
+}
+
 /** Keeps the central `height` x `width` region (offsets rounded down, as `(H - h) // 2`). */
 final case class CenterCrop(height: Int, width: Int) extends ImageOp {
-  val op = "centerCrop"
-  def fields: List[JField] = List("height" -> JInt(height), "width" -> JInt(width))
   def validate(): Unit =
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
   def apply(image: Image): Image = {
@@ -128,10 +161,17 @@ final case class CenterCrop(height: Int, width: Int) extends ImageOp {
   override def changesSize: Boolean = true
 }
 
+object CenterCrop
+    extends OpSpec[CenterCrop](
+      "centerCrop",
+      "Keeps the central ``height`` x ``width`` region.",
+      Seq(Arg("height", "the height of the region"), Arg("width", "the width of the region"))
+    ) {
+  def example: CenterCrop = CenterCrop(8, 9)
+}
+
 /** Converts the channels to `format`: "RGB", "BGR" or "GRAY" (alpha is dropped). */
 final case class ColorFormat(format: String) extends ImageOp {
-  val op = "colorFormat"
-  def fields: List[JField] = List("format" -> JString(format))
   def validate(): Unit = require(
     ColorFormat.formats.contains(format),
     s"format must be one of ${ColorFormat.formats.mkString(", ")} but was '$format'"
@@ -160,53 +200,78 @@ final case class ColorFormat(format: String) extends ImageOp {
   }
 }
 
-object ColorFormat {
+object ColorFormat
+    extends OpSpec[ColorFormat](
+      "colorFormat",
+      "Converts the channels to ``\"RGB\"``, ``\"BGR\"`` or ``\"GRAY\"`` (alpha is dropped).",
+      Seq(Arg("format", "the channel order of the output: RGB, BGR or GRAY"))
+    ) {
   val formats: Seq[String] = Seq("RGB", "BGR", "GRAY")
+  def example: ColorFormat = ColorFormat("GRAY")
 }
 
 /** Flips around the x axis (0), the y axis (1, left-right) or both (-1). */
-final case class Flip(flipCode: Int) extends ImageOp {
-  val op = "flip"
-  def fields: List[JField] = List("flipCode" -> JInt(flipCode))
+final case class Flip(flipCode: Int = 1) extends ImageOp {
   def validate(): Unit =
     require(Seq(-1, 0, 1).contains(flipCode), s"flipCode must be -1, 0 or 1 but was $flipCode")
   def apply(image: Image): Image = newMat(image)((in, out) => Core.flip(in, out, flipCode))
 }
 
+object Flip
+    extends OpSpec[Flip](
+      "flip",
+      "Flips around the x axis (0), the y axis (1, left-right) or both (-1).",
+      Seq(Arg("flipCode", "0 (up-down), 1 (left-right) or -1 (both)"))
+    ) {
+  def example: Flip = Flip(-1)
+}
+
 /** Box blur with a `height` x `width` kernel. */
 final case class Blur(height: Int, width: Int) extends ImageOp {
-  val op = "blur"
-  def fields: List[JField] = List("height" -> JInt(height), "width" -> JInt(width))
   def validate(): Unit =
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.blur(in, out, new Size(width, height)))
 }
 
+object Blur
+    extends OpSpec[Blur](
+      "blur",
+      "Box blur with a ``height`` x ``width`` kernel.",
+      Seq(Arg("height", "the height of the kernel"), Arg("width", "the width of the kernel"))
+    ) {
+  def example: Blur = Blur(3, 5)
+}
+
 /** OpenCV's `threshold` with an OpenCV THRESH_* type (0 binary, 1 binary inverted, 2 truncate, 3 to
   * zero, 4 to zero inverted).
   */
 final case class Threshold(threshold: Double, maxVal: Double, thresholdType: Int) extends ImageOp {
-  val op = "threshold"
-  def fields: List[JField] = List(
-    "threshold" -> JDouble(threshold),
-    "maxVal" -> JDouble(maxVal),
-    "thresholdType" -> JInt(thresholdType)
-  )
   def validate(): Unit = require(
-    thresholdType >= 0 && thresholdType <= 4,
-    s"thresholdType must be 0-4 but was $thresholdType"
+    Constants.threshold.contains(thresholdType),
+    s"thresholdType must be ${Constants.threshold.range} but was $thresholdType"
   )
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.threshold(in, out, threshold, maxVal, thresholdType))
+}
+
+object Threshold
+    extends OpSpec[Threshold](
+      "threshold",
+      "OpenCV ``threshold`` with a THRESH_* type (0 binary ... 4 to-zero inverted).",
+      Seq(
+        Arg("threshold", "the threshold"),
+        Arg("maxVal", "the value of the pixels over the threshold (binary types)"),
+        Arg("thresholdType", "the OpenCV THRESH_* type", Some(Constants.threshold))
+      )
+    ) {
+  def example: Threshold = Threshold(100.0, 200.5, Imgproc.THRESH_TRUNC)
 }
 
 /** Gaussian blur with an `apertureSize` x `apertureSize` kernel (odd) and standard deviation
   * `sigma`.
   */
 final case class GaussianKernel(apertureSize: Int, sigma: Double) extends ImageOp {
-  val op = "gaussianKernel"
-  def fields: List[JField] = List("apertureSize" -> JInt(apertureSize), "sigma" -> JDouble(sigma))
   def validate(): Unit = {
     require(
       apertureSize > 0 && apertureSize % 2 == 1,
@@ -220,18 +285,27 @@ final case class GaussianKernel(apertureSize: Int, sigma: Double) extends ImageO
     )
 }
 
+object GaussianKernel
+    extends OpSpec[GaussianKernel](
+      "gaussianKernel",
+      "Gaussian blur with an odd ``apertureSize`` and standard deviation ``sigma``.",
+      Seq(
+        Arg("apertureSize", "the height and width of the kernel (odd)"),
+        Arg("sigma", "the standard deviation of the Gaussian")
+      )
+    ) {
+  def example: GaussianKernel = GaussianKernel(5, 1.5)
+}
+
 /** `(pixel * colorScaleFactor - mean[c]) / std[c]` in 32-bit float, per channel. `mean` and `std`
   * list the channels in RGB order (one value applies to every channel), whatever order the image's
   * channels are in; alpha is left as is.
   */
-final case class Normalize(mean: Seq[Double], std: Seq[Double], colorScaleFactor: Double)
-    extends ImageOp {
-  val op = "normalize"
-  def fields: List[JField] = List(
-    "mean" -> JArray(mean.map(JDouble(_)).toList),
-    "std" -> JArray(std.map(JDouble(_)).toList),
-    "colorScaleFactor" -> JDouble(colorScaleFactor)
-  )
+final case class Normalize(
+    mean: Seq[Double],
+    std: Seq[Double],
+    colorScaleFactor: Double = 1.0
+) extends ImageOp {
   def validate(): Unit = {
     require(
       mean.nonEmpty && mean.length == std.length,
@@ -279,7 +353,58 @@ final case class Normalize(mean: Seq[Double], std: Seq[Double], colorScaleFactor
   }
 }
 
+object Normalize
+    extends OpSpec[Normalize](
+      "normalize",
+      "``(pixel * colorScaleFactor - mean[c]) / std[c]`` in float32; ``mean`` and ``std`` list " +
+        "the channels in RGB order (one value applies to all channels).",
+      Seq(
+        Arg("mean", "the means to subtract, per channel in RGB order (or one for all)"),
+        Arg(
+          "std",
+          "the standard deviations to divide by, per channel in RGB order (or one for all)"
+        ),
+        Arg("colorScaleFactor", "the factor the pixels are multiplied by first")
+      )
+    ) {
+  def example: Normalize = Normalize(Seq(0.5, 0.25, 0.125), Seq(2.0, 4.0, 8.0), 1.0 / 255)
+}
+
 object ImageOp {
+
+  /** Every image operation, in the order the docs list them. Adding an operation: its case class,
+    * its companion [[OpSpec]], and its entry here.
+    */
+  val registry: Seq[OpSpec[_ <: ImageOp]] = Seq(
+    Resize,
+    ResizeShorter,
+    Crop,
+    CenterCrop,
+    ColorFormat,
+    Flip,
+    Blur,
+    Threshold,
+    GaussianKernel,
+    Normalize
+  )
+
+  private lazy val byName: Map[String, OpSpec[_ <: ImageOp]] = registry.map(s => s.name -> s).toMap
+
+  private lazy val byClass: Map[Class[_], OpSpec[_ <: ImageOp]] =
+    registry.map(s => s.cls -> s).toMap
+
+  def names: Seq[String] = registry.map(_.name)
+
+  def spec(name: String): Option[OpSpec[_ <: ImageOp]] = byName.get(name)
+
+  def specOf(cls: Class[_]): OpSpec[_ <: ImageOp] =
+    byClass.getOrElse(cls, throw new IllegalStateException(s"${cls.getName} is not registered"))
+
+  /** The doc of the `operations` param. */
+  def paramDoc: String =
+    "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order " +
+      s"(one of ${registry.map(_.signature).mkString(", ")}; set through the fluent methods of " +
+      "the same names; [] applies none)"
 
   def toJson(ops: Seq[ImageOp]): String =
     compact(render(JArray(ops.map(o => JObject(("op" -> JString(o.op)) :: o.fields)).toList)))
@@ -293,10 +418,6 @@ object ImageOp {
         throw new IllegalArgumentException(s"image operations must be a JSON array but were $json")
     }
     parsed.map { item =>
-      def int(name: String): Int = (item \ name).extract[Int]
-      def intOr(name: String, default: Int): Int = (item \ name).extractOpt[Int].getOrElse(default)
-      def double(name: String): Double = (item \ name).extract[Double]
-      def doubles(name: String): Seq[Double] = (item \ name).extract[List[Double]]
       val op = (item \ "op")
         .extractOpt[String]
         .getOrElse(
@@ -304,30 +425,15 @@ object ImageOp {
             s"image operation without 'op': ${compact(render(item))}"
           )
         )
+      val spec = byName.getOrElse(
+        op,
+        throw new IllegalArgumentException(
+          s"unknown image operation '$op'; known: ${names.mkString(", ")}"
+        )
+      )
       val result: ImageOp =
-        try {
-          op match {
-            case "resize" =>
-              Resize(int("height"), int("width"), intOr("interpolation", Imgproc.INTER_LINEAR))
-            case "resizeShorter" =>
-              ResizeShorter(int("size"), intOr("interpolation", Imgproc.INTER_LINEAR))
-            case "crop" => Crop(int("x"), int("y"), int("height"), int("width"))
-            case "centerCrop" => CenterCrop(int("height"), int("width"))
-            case "colorFormat" => ColorFormat((item \ "format").extract[String])
-            case "flip" => Flip(int("flipCode"))
-            case "blur" => Blur(int("height"), int("width"))
-            case "threshold" =>
-              Threshold(double("threshold"), double("maxVal"), int("thresholdType"))
-            case "gaussianKernel" => GaussianKernel(int("apertureSize"), double("sigma"))
-            case "normalize" =>
-              Normalize(doubles("mean"), doubles("std"), double("colorScaleFactor"))
-            case other =>
-              throw new IllegalArgumentException(
-                s"unknown image operation '$other'; known: resize, resizeShorter, crop, centerCrop, " +
-                  "colorFormat, flip, blur, threshold, gaussianKernel, normalize"
-              )
-          }
-        } catch {
+        try spec.decode(item)
+        catch {
           case e: MappingException =>
             throw new IllegalArgumentException(
               s"image operation ${compact(render(item))}: ${e.getMessage}"

@@ -33,9 +33,7 @@ final class ImageTransformer(override val uid: String)
   final val operations: Param[String] = new Param[String](
     this,
     "operations",
-    "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order " +
-      "(set through resize, crop, centerCrop, colorFormat, flip, blur, threshold, gaussianKernel, " +
-      "normalize; [] applies none)",
+    ImageOp.paramDoc,
     (json: String) => { ImageOp.fromJson(json); true }
   )
 
