@@ -329,6 +329,35 @@ def test_image_featurizer_then_logistic_regression_saved_and_reloaded(spark, tmp
     assert reloaded.stages[0].getModelPayload() == onnx_models.small_cnn()
 
 
+@pytest.mark.parametrize("order", ["RGB", "BGR"])
+def test_image_featurizer_takes_means_and_stds_in_its_tensor_channel_order(spark, tmp_path, order):
+    # Means and stds given in BGR order for a BGR tensor gave wrong features (silently).
+    from mmlspark.image import ImageFeaturizer
+
+    images = _write_images(tmp_path / "photos", 4, seed=3)
+    df = read_images(spark, str(tmp_path / "photos"))
+    mean, std = [0.3, 0.5, 0.7], [0.2, 0.25, 0.4]  # distinct per channel, in `order`
+    featurizer = ImageFeaturizer(
+        featureTensorName="logits", imageHeight=32, imageWidth=32, tensorChannelOrder=order,
+        channelMeans=mean, channelStds=std,
+    ).setModelPayload(onnx_models.small_cnn())  # fmt: skip
+
+    def tensor(bgr: np.ndarray) -> np.ndarray:
+        resized = cv2.resize(bgr, (32, 32), interpolation=cv2.INTER_LINEAR).astype(np.float32)
+        ordered = resized if order == "BGR" else resized[:, :, ::-1]
+        scaled = ordered * np.float32(1 / 255)
+        return ((scaled - np.float32(mean)) / np.float32(std)).transpose(2, 0, 1)
+
+    expected = reference(
+        onnx_models.small_cnn(), {"image": np.stack([tensor(im) for im in images])}
+    )
+    rows = {r["path"].rsplit("/", 1)[-1]: r for r in featurizer.transform(df).collect()}
+    for name, row in rows.items():
+        np.testing.assert_allclose(
+            row["features"].toArray(), expected["logits"][int(name[3:5])], rtol=RTOL, atol=1e-6
+        )
+
+
 def test_nested_array_column_feeds_an_image_model(spark):
     rng = np.random.default_rng(5)
     images = rng.normal(size=(6, 3, 8, 10)).astype(np.float32)

@@ -134,6 +134,10 @@ final class ImageFeaturizer(override val uid: String)
     cut._2.copy(ParamMap.empty)
   }
 
+  /** Per-channel values given in `tensorChannelOrder`, in the RGB order `normalize` takes. */
+  private def inRgbOrder(values: Array[Double]): Array[Double] =
+    if ($(tensorChannelOrder) == "BGR") values.reverse else values
+
   /** The two stages this one runs: preprocessing, then the cut model. */
   private def stages(spark: SparkSession): (ImageTransformer, ONNXModel) = {
     val preprocess = new ImageTransformer()
@@ -143,7 +147,7 @@ final class ImageFeaturizer(override val uid: String)
       .setToTensor(true)
       .setTensorChannelOrder($(tensorChannelOrder))
       .resize($(imageHeight), $(imageWidth))
-      .normalize($(channelMeans), $(channelStds), $(colorScaleFactor))
+      .normalize(inRgbOrder($(channelMeans)), inRgbOrder($(channelStds)), $(colorScaleFactor))
     val model = cutModel(spark)
     val inputs = model.getModelInputs
     SchemaUtils.require(
