@@ -245,3 +245,96 @@ def test_find_best_model_picks_the_best_and_keeps_the_roc(churn, tmp_path):
     assert sorted(map(str, loaded.transform(test).select("id", "prediction").collect())) == sorted(
         map(str, best.transform(test).select("id", "prediction").collect())
     )
+
+
+def _reviews(n: int, seed: int) -> list[tuple]:
+    """Short reviews drawn from a positive and a negative vocabulary that share neutral words, with
+    a few labels flipped: nearly every review is distinct, so only the words generalise."""
+    rng = np.random.default_rng(seed)
+    positive = [f"good{i}" for i in range(40)]
+    negative = [f"bad{i}" for i in range(40)]
+    shared = [f"word{i}" for i in range(60)]
+    rows = []
+    for i in range(n):
+        label = int(rng.integers(0, 2))
+        own = positive if label == 1 else negative
+        words = [
+            str(rng.choice(own)) if rng.random() < 0.45 else str(rng.choice(shared))
+            for _ in range(int(rng.integers(4, 10)))
+        ]
+        noisy = 1 - label if rng.random() < 0.05 else label
+        rows.append((i, " ".join(words).capitalize() + ".", "web" if i % 2 else "app", noisy))
+    return rows
+
+
+def test_free_text_is_hashed_like_a_hand_built_pipeline(spark):
+    from pyspark.ml.evaluation import BinaryClassificationEvaluator
+    from pyspark.ml.feature import HashingTF, RegexTokenizer
+
+    df = spark.createDataFrame(_reviews(800, 5), "id int, review string, source string, label int")
+    train, test = df.filter("id % 4 != 0").cache(), df.filter("id % 4 = 0").cache()
+
+    def auc(scored):
+        return BinaryClassificationEvaluator(rawPredictionCol="probability").evaluate(
+            scored.selectExpr("probability", "CAST(label AS DOUBLE) AS label")
+        )
+
+    learner = LogisticRegression(maxIter=10)
+    buckets = 1 << 14
+    ours = TrainClassifier(model=learner, inputCols=["review", "source"], numFeatures=buckets).fit(
+        train
+    )
+    assert ours.getTextCols() == ["review"] and ours.getCategoricalCols() == ["source"]
+    hand = Pipeline(
+        stages=[
+            RegexTokenizer(inputCol="review", outputCol="words", pattern="\\W+"),
+            HashingTF(inputCol="words", outputCol="features", numFeatures=buckets),
+            LogisticRegression(maxIter=10),
+        ]
+    ).fit(train)
+    onehot = TrainClassifier(
+        model=learner, inputCols=["review", "source"], categoricalCols=["review"]
+    ).fit(train)
+    ours_auc, hand_auc, onehot_auc = (auc(m.transform(test)) for m in (ours, hand, onehot))
+    print(f"AUC ours={ours_auc:.4f} hand-built hashing={hand_auc:.4f} one-hot={onehot_auc:.4f}")
+    assert ours_auc == pytest.approx(hand_auc, abs=0.02)
+    assert hand_auc > 0.85
+    assert onehot_auc < hand_auc - 0.2
+
+
+def test_statistics_need_no_column_names_after_training(spark, churn):
+    from mmlspark.automl import FindBestModel
+
+    train, test = churn
+    train, test = (d.withColumnRenamed("label", "churned") for d in (train, test))
+    model = TrainClassifier(model=LogisticRegression(), labelCol="churned").fit(train)
+    scored = model.transform(test)
+    stats = ComputeModelStatistics().transform(scored).first()
+    rows = scored.select("churned", "prediction", "probability").collect()
+    truth, predicted = [r.churned for r in rows], [r.prediction for r in rows]
+    assert stats.accuracy == pytest.approx(metrics.accuracy_score(truth, predicted), abs=1e-12)
+    assert stats.AUC == pytest.approx(
+        metrics.roc_auc_score(truth, [r.probability[1] for r in rows]), abs=1e-12
+    )
+    losses = ComputePerInstanceStatistics().transform(scored).select("log_loss").collect()
+    probabilities = [r.probability.toArray() for r in rows]
+    assert np.mean([r.log_loss for r in losses]) == pytest.approx(
+        metrics.log_loss(truth, probabilities, labels=["no", "yes"]), rel=1e-9
+    )
+    weak = TrainClassifier(
+        model=LogisticRegression(), labelCol="churned", inputCols=["visits"]
+    ).fit(train)
+    best = FindBestModel(models=[weak, model]).fit(test)
+    assert best.getBestModel().uid == model.uid
+
+    regressor = TrainRegressor(model=LinearRegression(), labelCol="age").fit(
+        train.filter("age IS NOT NULL")
+    )
+    scored = regressor.transform(test.filter("age IS NOT NULL"))
+    stats = ComputeModelStatistics().transform(scored).first()
+    rows = scored.select("age", "prediction").collect()
+    truth, predicted = [r.age for r in rows], [r.prediction for r in rows]
+    assert stats.mean_squared_error == pytest.approx(metrics.mean_squared_error(truth, predicted))
+    assert stats.r2 == pytest.approx(metrics.r2_score(truth, predicted))
+    with pytest.raises(IllegalArgumentException, match="scoredLabelsCol"):
+        ComputeModelStatistics().transform(test.drop("churned"))

@@ -9,27 +9,53 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
-from mmlspark.core.shared_params import HasInputCols, HasLabelCol
+from mmlspark.core.shared_params import HasInputCols, HasLabelCol, HasFeaturesCol
 from mmlspark.core.wrapper import MMLEstimator, to_stage
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _TrainClassifier(MMLEstimator, HasInputCols, HasLabelCol):
+class _TrainClassifier(MMLEstimator, HasInputCols, HasLabelCol, HasFeaturesCol):
     """The JVM estimator ``mmlspark.train.TrainClassifier``.
 
     Parameters
     ----------
+    categoricalCols : list[str], optional
+        string input columns to featurize as categories (indexed and one-hot encoded) whatever they hold; string columns in neither textCols nor categoricalCols are classified by their values. On a fitted model: the columns that were featurized as categories.
+    featuresCol : str, optional
+        name of the features column.
     inputCols : list[str], optional
         names of the input columns.
     labelCol : str, optional
         name of the label column. Default: ``"label"``.
+    labels : list[str], optional
+        the classes in the order of the learner's class indices, as the label values written as strings (e.g. 'no', 'yes' or '0', '1'); a training label not listed is an error. Unset: the distinct training labels, sorted.
     model : JavaParams, optional
         the Spark ML learner to train (for TrainClassifier a classifier such as LogisticRegression, for TrainRegressor a regressor); its features, label and prediction columns are set by this stage. Holds a stage: not settable over Spark Connect.
+    numFeatures : int, optional
+        number of hash buckets the words of each free-text string column are counted into (HashingTF; at least 1, a power of two spreads words evenly). Default: ``262144``.
+    reindexLabel : bool, optional
+        whether to map the label values to class indices (by `labels` or sorted); false uses a numeric label as the class index itself, which must then be a whole number from 0. Default: ``True``.
+    textCols : list[str], optional
+        string input columns to featurize as free text (tokenized, word counts hashed into numFeatures buckets). Unset: a string column is text when a sample of its training values averages at least 2 words and at least half of them are distinct. On a fitted model: the columns that were featurized as text.
     """
 
     _java_class_name = "mmlspark.train.TrainClassifier"
     _java_model_class_name = "mmlspark.train.TrainedClassifierModel"
+
+    categoricalCols: "Param[list[str]]" = Param(
+        Params._dummy(),
+        "categoricalCols",
+        "string input columns to featurize as categories (indexed and one-hot encoded) whatever they hold; string columns in neither textCols nor categoricalCols are classified by their values. On a fitted model: the columns that were featurized as categories",
+        typeConverter=TypeConverters.toListString,
+    )
+
+    labels: "Param[list[str]]" = Param(
+        Params._dummy(),
+        "labels",
+        "the classes in the order of the learner's class indices, as the label values written as strings (e.g. 'no', 'yes' or '0', '1'); a training label not listed is an error. Unset: the distinct training labels, sorted",
+        typeConverter=TypeConverters.toListString,
+    )
 
     model: "Param[JavaParams]" = Param(
         Params._dummy(),
@@ -38,28 +64,77 @@ class _TrainClassifier(MMLEstimator, HasInputCols, HasLabelCol):
         typeConverter=to_stage,
     )
 
+    numFeatures: "Param[int]" = Param(
+        Params._dummy(),
+        "numFeatures",
+        "number of hash buckets the words of each free-text string column are counted into (HashingTF; at least 1, a power of two spreads words evenly)",
+        typeConverter=TypeConverters.toInt,
+    )
+
+    reindexLabel: "Param[bool]" = Param(
+        Params._dummy(),
+        "reindexLabel",
+        "whether to map the label values to class indices (by `labels` or sorted); false uses a numeric label as the class index itself, which must then be a whole number from 0",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
+    textCols: "Param[list[str]]" = Param(
+        Params._dummy(),
+        "textCols",
+        "string input columns to featurize as free text (tokenized, word counts hashed into numFeatures buckets). Unset: a string column is text when a sample of its training values averages at least 2 words and at least half of them are distinct. On a fitted model: the columns that were featurized as text",
+        typeConverter=TypeConverters.toListString,
+    )
+
     @keyword_only
     def __init__(
         self,
         *,
+        categoricalCols: list[str] | None = None,
+        featuresCol: str | None = None,
         inputCols: list[str] | None = None,
         labelCol: str | None = None,
+        labels: list[str] | None = None,
         model: JavaParams | None = None,
+        numFeatures: int | None = None,
+        reindexLabel: bool | None = None,
+        textCols: list[str] | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(labelCol="label")
+        self._setDefault(labelCol="label", numFeatures=262144, reindexLabel=True)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
     def setParams(
         self,
         *,
+        categoricalCols: list[str] | None = None,
+        featuresCol: str | None = None,
         inputCols: list[str] | None = None,
         labelCol: str | None = None,
+        labels: list[str] | None = None,
         model: JavaParams | None = None,
+        numFeatures: int | None = None,
+        reindexLabel: bool | None = None,
+        textCols: list[str] | None = None,
     ) -> _TrainClassifier:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def getCategoricalCols(self) -> list[str]:
+        """Gets the value of ``categoricalCols`` or its default."""
+        return self.getOrDefault(self.categoricalCols)
+
+    def setCategoricalCols(self: _P, value: list[str]) -> _P:
+        """Sets ``categoricalCols``: string input columns to featurize as categories (indexed and one-hot encoded) whatever they hold; string columns in neither textCols nor categoricalCols are classified by their values. On a fitted model: the columns that were featurized as categories."""
+        return self._set(categoricalCols=value)
+
+    def getLabels(self) -> list[str]:
+        """Gets the value of ``labels`` or its default."""
+        return self.getOrDefault(self.labels)
+
+    def setLabels(self: _P, value: list[str]) -> _P:
+        """Sets ``labels``: the classes in the order of the learner's class indices, as the label values written as strings (e.g. 'no', 'yes' or '0', '1'); a training label not listed is an error. Unset: the distinct training labels, sorted."""
+        return self._set(labels=value)
 
     def getModel(self) -> JavaParams:
         """Gets the value of ``model`` or its default."""
@@ -68,3 +143,27 @@ class _TrainClassifier(MMLEstimator, HasInputCols, HasLabelCol):
     def setModel(self: _P, value: JavaParams) -> _P:
         """Sets ``model``: the Spark ML learner to train (for TrainClassifier a classifier such as LogisticRegression, for TrainRegressor a regressor); its features, label and prediction columns are set by this stage. Holds a stage: not settable over Spark Connect."""
         return self._set(model=value)
+
+    def getNumFeatures(self) -> int:
+        """Gets the value of ``numFeatures`` or its default."""
+        return self.getOrDefault(self.numFeatures)
+
+    def setNumFeatures(self: _P, value: int) -> _P:
+        """Sets ``numFeatures``: number of hash buckets the words of each free-text string column are counted into (HashingTF; at least 1, a power of two spreads words evenly)."""
+        return self._set(numFeatures=value)
+
+    def getReindexLabel(self) -> bool:
+        """Gets the value of ``reindexLabel`` or its default."""
+        return self.getOrDefault(self.reindexLabel)
+
+    def setReindexLabel(self: _P, value: bool) -> _P:
+        """Sets ``reindexLabel``: whether to map the label values to class indices (by `labels` or sorted); false uses a numeric label as the class index itself, which must then be a whole number from 0."""
+        return self._set(reindexLabel=value)
+
+    def getTextCols(self) -> list[str]:
+        """Gets the value of ``textCols`` or its default."""
+        return self.getOrDefault(self.textCols)
+
+    def setTextCols(self: _P, value: list[str]) -> _P:
+        """Sets ``textCols``: string input columns to featurize as free text (tokenized, word counts hashed into numFeatures buckets). Unset: a string column is text when a sample of its training values averages at least 2 words and at least half of them are distinct. On a fitted model: the columns that were featurized as text."""
+        return self._set(textCols=value)

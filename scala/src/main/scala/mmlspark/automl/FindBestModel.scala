@@ -33,11 +33,16 @@ private[automl] trait FindBestModelParams extends Params with HasLabelCol with H
   def getEvaluationMetric: String = $(evaluationMetric)
   def setEvaluationMetric(value: String): this.type = set(evaluationMetric, value)
 
-  protected def statistics: ComputeModelStatistics =
-    new ComputeModelStatistics()
-      .setLabelCol($(labelCol))
-      .setPredictionCol($(predictionCol))
+  /** The statistics stage models are scored with: the label and prediction columns as set here,
+    * else found from each model's score metadata (the defaults when it has none).
+    */
+  protected def statistics: ComputeModelStatistics = {
+    val stats = new ComputeModelStatistics()
       .setEvaluationMetric(FindBestModel.metrics($(evaluationMetric))._1)
+    if (isSet(labelCol)) stats.setLabelCol($(labelCol))
+    if (isSet(predictionCol)) stats.setPredictionCol($(predictionCol))
+    stats
+  }
 }
 
 /** Scores each of several fitted models on a dataset with [[ComputeModelStatistics]] and keeps the

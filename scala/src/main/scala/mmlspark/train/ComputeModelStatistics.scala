@@ -20,7 +20,8 @@ import org.apache.spark.sql.types._
   * `labels`: the classes the prediction column's metadata names (a TrainedClassifierModel records
   * its training order), then any other seen, sorted. Regression: `mean_squared_error`,
   * `root_mean_squared_error`, `r2`, `mean_absolute_error`. Rows with a null label or prediction are
-  * left out.
+  * left out. The label, prediction and probability columns are found from a trained model's score
+  * metadata when their params are not set (see [[MetricParams]]).
   */
 final class ComputeModelStatistics(override val uid: String)
     extends Transformer
@@ -43,13 +44,13 @@ final class ComputeModelStatistics(override val uid: String)
   }
 
   private def complete(df: DataFrame): DataFrame =
-    df.na.drop(Seq($(labelCol), $(predictionCol)))
+    df.na.drop(Seq(labelColumn(df.schema), predictionColumn(df.schema)))
 
   private def regression(df: DataFrame): Row = {
     val pairs = complete(df)
       .select(
-        col(SchemaUtils.quoted($(predictionCol))).cast(DoubleType),
-        col(SchemaUtils.quoted($(labelCol))).cast(DoubleType)
+        col(SchemaUtils.quoted(predictionColumn(df.schema))).cast(DoubleType),
+        col(SchemaUtils.quoted(labelColumn(df.schema))).cast(DoubleType)
       )
       .rdd
       .map(r => (r.getDouble(0), r.getDouble(1)))
@@ -64,11 +65,11 @@ final class ComputeModelStatistics(override val uid: String)
     val (label, prediction) = asClasses(data)
     val counts = data.groupBy(label.as("l"), prediction.as("p")).count().collect()
     SchemaUtils.require(this, counts.nonEmpty, "no rows with both a label and a prediction")
-    val numeric = Seq($(labelCol), $(predictionCol)).forall(c =>
+    val numeric = Seq(labelColumn(df.schema), predictionColumn(df.schema)).forall(c =>
       df.schema(c).dataType.isInstanceOf[NumericType]
     )
     val declared = MetricParams
-      .classes(df.schema($(predictionCol)).metadata)
+      .classes(df.schema(predictionColumn(df.schema)).metadata)
       .map(_.map(c => if (numeric) c.toDouble.toString else c))
       .getOrElse(Array.empty[String])
     val seen =

@@ -15,7 +15,9 @@ import org.apache.spark.sql.types._
   * for regression `L1_loss` (absolute error) and `L2_loss` (squared error). The true class is found
   * by name in the classes the prediction column's metadata lists (as a TrainedClassifierModel
   * writes them), otherwise the label is the class index (Spark's convention). A row with a null
-  * label, prediction or probability gets a null loss.
+  * label, prediction or probability gets a null loss. The label, prediction and probability columns
+  * are found from a trained model's score metadata when their params are not set (see
+  * [[MetricParams]]).
   */
 final class ComputePerInstanceStatistics(override val uid: String)
     extends Transformer
@@ -29,7 +31,7 @@ final class ComputePerInstanceStatistics(override val uid: String)
       SchemaUtils.requireColumnType(
         this,
         schema,
-        $(probabilityCol),
+        probabilityColumn(schema),
         "a vector of class probabilities for log-loss"
       )(
         _ == VectorType
@@ -43,10 +45,12 @@ final class ComputePerInstanceStatistics(override val uid: String)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     val schema = transformSchema(dataset.schema, logging = true)
-    val label = col(SchemaUtils.quoted($(labelCol)))
-    val prediction = col(SchemaUtils.quoted($(predictionCol)))
+    val (labelName, predictionName) =
+      (labelColumn(dataset.schema), predictionColumn(dataset.schema))
+    val label = col(SchemaUtils.quoted(labelName))
+    val prediction = col(SchemaUtils.quoted(predictionName))
     if (schema.fieldNames.contains("log_loss")) {
-      val index = MetricParams.classes(dataset.schema($(predictionCol)).metadata) match {
+      val index = MetricParams.classes(dataset.schema(predictionName).metadata) match {
         case Some(classes) => array_position(typedLit(classes), label.cast(StringType)) - lit(1)
         case None => label.cast(LongType)
       }
@@ -58,7 +62,10 @@ final class ComputePerInstanceStatistics(override val uid: String)
           java.lang.Double.valueOf(-math.log(math.min(math.max(p(k.toInt), eps), 1 - eps)))
         }
       }
-      dataset.withColumn("log_loss", logLoss(col(SchemaUtils.quoted($(probabilityCol))), index))
+      dataset.withColumn(
+        "log_loss",
+        logLoss(col(SchemaUtils.quoted(probabilityColumn(dataset.schema))), index)
+      )
     } else {
       val error = prediction.cast(DoubleType) - label.cast(DoubleType)
       dataset.withColumn("L1_loss", abs(error)).withColumn("L2_loss", pow(error, 2))

@@ -3,19 +3,21 @@ package mmlspark.train
 import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.{Estimator, Model}
 import org.apache.spark.ml.classification.Classifier
-import org.apache.spark.ml.param.ParamMap
+import org.apache.spark.ml.param.{BooleanParam, ParamMap, StringArrayParam}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.functions.{array_position, col, lit, typedLit}
 import org.apache.spark.sql.types._
 
 /** Trains any Spark ML classifier on a DataFrame of mixed columns, featurizing them itself (see the
-  * README: numbers and booleans as they are with nulls imputed by the mean, strings indexed and
-  * one-hot encoded with one bucket for null and unseen values, arrays and vectors assembled).
+  * README: numbers and booleans as they are with nulls imputed by the mean, categorical strings
+  * indexed and one-hot encoded with one bucket for null and unseen values, free-text strings
+  * tokenized and hashed into `numFeatures` buckets, arrays and vectors assembled).
   *
-  * The label may be of any type (string, boolean, number); its distinct values, sorted, are the
-  * classes, and the fitted [[TrainedClassifierModel]] predicts them in the label's own type. Rows
-  * whose label is null are dropped (their count is logged).
+  * The label may be of any type (string, boolean, number); its distinct values, sorted (or in the
+  * order `labels` gives), are the classes, and the fitted [[TrainedClassifierModel]] predicts them
+  * in the label's own type. With `reindexLabel` false a numeric label is used as the class index
+  * itself. Rows whose label is null are dropped (their count is logged).
   */
 final class TrainClassifier(override val uid: String)
     extends Estimator[TrainedClassifierModel]
@@ -23,6 +25,29 @@ final class TrainClassifier(override val uid: String)
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("TrainClassifier"))
+
+  final val labels: StringArrayParam = new StringArrayParam(
+    this,
+    "labels",
+    "the classes in the order of the learner's class indices, as the label values written as " +
+      "strings (e.g. 'no', 'yes' or '0', '1'); a training label not listed is an error. Unset: " +
+      "the distinct training labels, sorted",
+    (names: Array[String]) => names.nonEmpty && names.distinct.length == names.length
+  )
+
+  final val reindexLabel: BooleanParam = new BooleanParam(
+    this,
+    "reindexLabel",
+    "whether to map the label values to class indices (by `labels` or sorted); false uses a " +
+      "numeric label as the class index itself, which must then be a whole number from 0"
+  )
+
+  setDefault(reindexLabel -> true)
+
+  def getLabels: Array[String] = $(labels)
+  def setLabels(value: Array[String]): this.type = set(labels, value)
+  def getReindexLabel: Boolean = $(reindexLabel)
+  def setReindexLabel(value: Boolean): this.type = set(reindexLabel, value)
 
   override def transformSchema(schema: StructType): StructType = {
     SchemaUtils.require(
@@ -44,8 +69,26 @@ final class TrainClassifier(override val uid: String)
       case StringType | BooleanType => true
       case t => t.isInstanceOf[NumericType]
     }
+    SchemaUtils.require(
+      this,
+      $(reindexLabel) || label.dataType.isInstanceOf[NumericType],
+      s"reindexLabel is false, so the label '${$(labelCol)}' must be a numeric class index but is " +
+        label.dataType.catalogString
+    )
+    SchemaUtils.require(
+      this,
+      $(reindexLabel) || !isDefined(labels),
+      "labels orders the classes only when reindexLabel is true"
+    )
     Featurization.check(this, schema, featureColumns(schema))
-    TrainedClassifierModel.outputSchema(this, schema, label.dataType, $(model))
+    TrainedClassifierModel.outputSchema(
+      this,
+      schema,
+      label.dataType,
+      $(model),
+      $(labelCol),
+      get(featuresCol)
+    )
   }
 
   override def fit(dataset: Dataset[_]): TrainedClassifierModel = {
@@ -53,22 +96,50 @@ final class TrainClassifier(override val uid: String)
     val labelType = dataset.schema($(labelCol)).dataType
     val data = Training.labelled(this, dataset, $(labelCol))
     val label = col(SchemaUtils.quoted($(labelCol)))
-    val levels = data
+    val seen = data
       .select(label, label.cast(StringType))
       .distinct()
       .collect()
       .sortWith(TrainClassifier.before(labelType))
-      .map(_.getString(1))
-    SchemaUtils.require(this, levels.nonEmpty, s"no row has a label in '${$(labelCol)}'")
+    SchemaUtils.require(this, seen.nonEmpty, s"no row has a label in '${$(labelCol)}'")
+    val levels =
+      if (! $(reindexLabel)) {
+        val values = seen.map(_.getAs[Number](0).doubleValue())
+        SchemaUtils.require(
+          this,
+          values.forall(v => v >= 0 && v == math.rint(v)),
+          s"reindexLabel is false, so the label '${$(labelCol)}' must hold class indices 0, 1, ... " +
+            s"but holds ${seen.map(_.getString(1)).filterNot(s => scala.util.Try(s.toDouble).toOption.exists(v => v >= 0 && v == math.rint(v))).take(5).mkString(", ")}"
+        )
+        val count = values.max.toInt + 1
+        (0 until count).map { i =>
+          labelType match {
+            case DoubleType | FloatType | _: DecimalType => i.toDouble.toString
+            case _ => i.toString
+          }
+        }.toArray
+      } else
+        get(labels) match {
+          case Some(given) =>
+            val unknown = seen.map(_.getString(1)).filterNot(given.contains)
+            SchemaUtils.require(
+              this,
+              unknown.isEmpty,
+              s"the training labels ${unknown.take(5).mkString("'", "', '", "'")} are not in " +
+                s"labels ${given.mkString("[", ", ", "]")}"
+            )
+            given
+          case None => seen.map(_.getString(1))
+        }
     val columns = featureColumns(dataset.schema)
-    val features = helperPrefix + "features"
+    val features = featuresColumn
     val index = helperPrefix + "label"
-    val featurization = Featurization.fit(this, data, columns, features, helperPrefix)
+    val (featurization, choice) = Training.featurize(this, data, columns, features, helperPrefix)
+    val classIndex =
+      if ($(reindexLabel)) array_position(typedLit(levels), label.cast(StringType)) - lit(1)
+      else label
     val indexed = Featurization(featurization, data, helperPrefix, features)
-      .withColumn(
-        index,
-        (array_position(typedLit(levels), label.cast(StringType)) - lit(1)).cast(DoubleType)
-      )
+      .withColumn(index, classIndex.cast(DoubleType))
     val learner = Training.configure(this, $(model), features, index, helperPrefix + "prediction")
     val fitted = learner.asInstanceOf[org.apache.spark.ml.Estimator[_]].fit(indexed)
     copyValues(new TrainedClassifierModel(uid))
@@ -76,6 +147,8 @@ final class TrainClassifier(override val uid: String)
       .setLevels(levels)
       .setLabelType(labelType.sql.toLowerCase)
       .setFeaturization(featurization)
+      .setTextCols(choice.text.toArray)
+      .setCategoricalCols(choice.categorical.toArray)
       .setModel(fitted.asInstanceOf[Model[_]])
       .setParent(this)
   }

@@ -1,15 +1,26 @@
 package mmlspark.train
 
-import mmlspark.contracts.{HasInputCols, HasLabelCol, SchemaUtils, StageParam}
+import mmlspark.contracts.{HasFeaturesCol, HasInputCols, HasLabelCol, SchemaUtils, StageParam}
 import org.apache.spark.internal.Logging
 import org.apache.spark.ml.{PipelineModel, PipelineStage, Transformer}
-import org.apache.spark.ml.param.{Param, ParamMap, Params}
+import org.apache.spark.ml.param.{
+  IntParam,
+  Param,
+  ParamMap,
+  ParamValidators,
+  Params,
+  StringArrayParam
+}
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.types.{DataType, StructType}
 
 /** Params of the train estimators and the models they fit. */
-private[train] trait TrainParams extends Params with HasLabelCol with HasInputCols {
+private[train] trait TrainParams
+    extends Params
+    with HasLabelCol
+    with HasInputCols
+    with HasFeaturesCol {
 
   final val model: StageParam = new StageParam(
     this,
@@ -19,10 +30,50 @@ private[train] trait TrainParams extends Params with HasLabelCol with HasInputCo
       "columns are set by this stage. Holds a stage: not settable over Spark Connect"
   )
 
-  setDefault(labelCol -> "label")
+  final val numFeatures: IntParam = new IntParam(
+    this,
+    "numFeatures",
+    "number of hash buckets the words of each free-text string column are counted into " +
+      "(HashingTF; at least 1, a power of two spreads words evenly)",
+    ParamValidators.gtEq(1)
+  )
+
+  private val nonEmptyNames = (names: Array[String]) => names.forall(n => n != null && n.nonEmpty)
+
+  final val textCols: StringArrayParam = new StringArrayParam(
+    this,
+    "textCols",
+    "string input columns to featurize as free text (tokenized, word counts hashed into " +
+      "numFeatures buckets). Unset: a string column is text when a sample of its training values " +
+      "averages at least 2 words and at least half of them are distinct. On a fitted model: the " +
+      "columns that were featurized as text",
+    nonEmptyNames
+  )
+
+  final val categoricalCols: StringArrayParam = new StringArrayParam(
+    this,
+    "categoricalCols",
+    "string input columns to featurize as categories (indexed and one-hot encoded) whatever " +
+      "they hold; string columns in neither textCols nor categoricalCols are classified by their " +
+      "values. On a fitted model: the columns that were featurized as categories",
+    nonEmptyNames
+  )
+
+  setDefault(labelCol -> "label", numFeatures -> (1 << 18))
 
   def getModel: PipelineStage = $(model)
   def setModel(value: PipelineStage): this.type = set(model, value)
+  def getNumFeatures: Int = $(numFeatures)
+  def setNumFeatures(value: Int): this.type = set(numFeatures, value)
+  def getTextCols: Array[String] = $(textCols)
+  def setTextCols(value: Array[String]): this.type = set(textCols, value)
+  def getCategoricalCols: Array[String] = $(categoricalCols)
+  def setCategoricalCols(value: Array[String]): this.type = set(categoricalCols, value)
+
+  /** The assembled features column: `featuresCol` when set (then kept in the output), else a helper
+    * column.
+    */
+  protected def featuresColumn: String = get(featuresCol).getOrElse(helperPrefix + "features")
 
   /** The columns to featurize: `inputCols`, or every column but the label. */
   protected def featureColumns(schema: StructType): Seq[String] =
@@ -61,7 +112,6 @@ private[train] trait TrainedParams extends TrainParams {
       )
   }
 
-  protected def featuresCol: String = helperPrefix + "features"
   protected def indexCol: String = helperPrefix + "prediction"
 
   /** Checks that the input columns are there, then featurizes and runs the learner. */
@@ -72,7 +122,7 @@ private[train] trait TrainedParams extends TrainParams {
       $(featurization).asInstanceOf[PipelineModel],
       dataset.toDF(),
       helperPrefix,
-      featuresCol
+      featuresColumn
     )
       .transform(inner.transform)
   }
@@ -85,6 +135,25 @@ private[train] trait TrainedParams extends TrainParams {
 }
 
 private[train] object Training extends Logging {
+
+  /** Fits the featurization of `columns` for `stage` into its features column. */
+  def featurize(
+      stage: TrainParams,
+      data: DataFrame,
+      columns: Seq[String],
+      features: String,
+      prefix: String
+  ): (PipelineModel, Featurization.StringChoice) =
+    Featurization.fit(
+      stage,
+      data,
+      columns,
+      features,
+      prefix,
+      stage.getOrDefault(stage.numFeatures),
+      stage.get(stage.textCols).map(_.toSeq),
+      stage.get(stage.categoricalCols).map(_.toSeq)
+    )
 
   /** The rows of `dataset` that have a label; the others are dropped, their count logged. */
   def labelled(stage: Params, dataset: Dataset[_], labelCol: String): DataFrame = {

@@ -31,16 +31,16 @@ final class TrainRegressor(override val uid: String)
       _.isInstanceOf[NumericType]
     )
     Featurization.check(this, schema, featureColumns(schema))
-    TrainedRegressorModel.outputSchema(this, schema)
+    TrainedRegressorModel.outputSchema(this, schema, $(labelCol), get(featuresCol))
   }
 
   override def fit(dataset: Dataset[_]): TrainedRegressorModel = {
     transformSchema(dataset.schema, logging = true)
     val data = Training.labelled(this, dataset, $(labelCol))
     val columns = featureColumns(dataset.schema)
-    val features = helperPrefix + "features"
+    val features = featuresColumn
     val label = helperPrefix + "label"
-    val featurization = Featurization.fit(this, data, columns, features, helperPrefix)
+    val (featurization, choice) = Training.featurize(this, data, columns, features, helperPrefix)
     val prepared = Featurization(featurization, data, helperPrefix, features)
       .withColumn(label, col(SchemaUtils.quoted($(labelCol))).cast(DoubleType))
     val learner = Training.configure(this, $(model), features, label, helperPrefix + "prediction")
@@ -49,6 +49,8 @@ final class TrainRegressor(override val uid: String)
       .setInputCols(columns.toArray)
       .setLabelType("double")
       .setFeaturization(featurization)
+      .setTextCols(choice.text.toArray)
+      .setCategoricalCols(choice.categorical.toArray)
       .setModel(fitted.asInstanceOf[Model[_]])
       .setParent(this)
   }

@@ -13,7 +13,11 @@ import org.apache.spark.sql.types._
 /** A classifier trained by [[TrainClassifier]]: featurizes like at training, runs the fitted
   * learner and adds its `rawPrediction` and `probability` (as the learner names them; index `i` is
   * the class `levels(i)`) and `prediction`, the predicted class in the label's type, with the
-  * classes in its ML attribute metadata.
+  * classes in its ML attribute metadata. Each of these columns also carries score metadata
+  * ([[ScoreMetadata]]: its role, the task and the label column) by which
+  * [[ComputeModelStatistics]], [[ComputePerInstanceStatistics]] and `FindBestModel` find their
+  * columns when not told. When `featuresCol` is set, the assembled feature vector is kept under
+  * that name.
   */
 final class TrainedClassifierModel(override val uid: String)
     extends Model[TrainedClassifierModel]
@@ -33,19 +37,38 @@ final class TrainedClassifierModel(override val uid: String)
 
   override def transformSchema(schema: StructType): StructType = {
     Featurization.check(this, schema, $(inputCols).toSeq)
-    TrainedClassifierModel.outputSchema(this, schema, DataType.fromDDL($(labelType)), $(model))
+    TrainedClassifierModel.outputSchema(
+      this,
+      schema,
+      DataType.fromDDL($(labelType)),
+      $(model),
+      $(labelCol),
+      get(featuresCol)
+    )
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
+    val schema = transformSchema(dataset.schema, logging = true)
     val predicted = element_at(typedLit($(levels)), col(indexCol).cast(IntegerType) + lit(1))
       .cast(DataType.fromDDL($(labelType)))
-    score(dataset)
+    val scored = score(dataset)
       .withColumn(
         "prediction",
-        predicted.as("prediction", TrainedClassifierModel.classes($(levels)))
+        predicted.as(
+          "prediction",
+          ScoreMetadata.merge(
+            TrainedClassifierModel.classes($(levels)),
+            schema("prediction").metadata
+          )
+        )
       )
-      .drop(featuresCol, indexCol)
+    val vectors =
+      schema.fields.filter(f => ScoreMetadata.role(f.metadata).exists(_ != "prediction"))
+    vectors
+      .foldLeft(scored)((df, f) =>
+        df.withColumn(f.name, col(SchemaUtils.quoted(f.name)).as(f.name, f.metadata))
+      )
+      .drop(Seq(indexCol) ++ (if (isDefined(featuresCol)) Nil else Seq(featuresColumn)): _*)
   }
 
   override def copy(extra: ParamMap): TrainedClassifierModel =
@@ -65,16 +88,24 @@ object TrainedClassifierModel extends StageReadable[TrainedClassifierModel] {
       stage: Params,
       schema: StructType,
       labelType: DataType,
-      learner: PipelineStage
+      learner: PipelineStage,
+      label: String,
+      features: Option[String]
   ): StructType = {
-    val vectorCols = Seq("rawPredictionCol", "probabilityCol").collect {
-      case p if learner.hasParam(p) => learner.getOrDefault(learner.getParam(p)).toString
-    }
-    val added = vectorCols :+ "prediction"
+    val vectorCols = Seq("rawPredictionCol" -> "rawPrediction", "probabilityCol" -> "probability")
+      .collect {
+        case (p, role) if learner.hasParam(p) =>
+          learner.getOrDefault(learner.getParam(p)).toString -> role
+      }
+    val added = features.toSeq ++ vectorCols.map(_._1) :+ "prediction"
     added.foreach(SchemaUtils.requireAbsent(stage, schema, _))
+    def meta(role: String) = ScoreMetadata(role, "classification", label)
     StructType(
-      schema.fields ++ vectorCols.map(StructField(_, VectorType)) :+
-        StructField("prediction", labelType)
+      schema.fields ++ features.map(StructField(_, VectorType)) ++ vectorCols.map {
+        case (c, role) =>
+          StructField(c, VectorType, metadata = meta(role))
+      } :+
+        StructField("prediction", labelType, metadata = meta("prediction"))
     )
   }
 }

@@ -2,6 +2,7 @@ package mmlspark.train
 
 import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.Model
+import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.ml.param.{ParamMap, Params}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
@@ -9,7 +10,8 @@ import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.types.{DoubleType, StructField, StructType}
 
 /** A regressor trained by [[TrainRegressor]]: featurizes like at training, runs the fitted learner
-  * and adds its `prediction` (double).
+  * and adds its `prediction` (double), with score metadata ([[ScoreMetadata]]) naming the label
+  * column. When `featuresCol` is set, the assembled feature vector is kept under that name.
   */
 final class TrainedRegressorModel(override val uid: String)
     extends Model[TrainedRegressorModel]
@@ -20,12 +22,14 @@ final class TrainedRegressorModel(override val uid: String)
 
   override def transformSchema(schema: StructType): StructType = {
     Featurization.check(this, schema, $(inputCols).toSeq)
-    TrainedRegressorModel.outputSchema(this, schema)
+    TrainedRegressorModel.outputSchema(this, schema, $(labelCol), get(featuresCol))
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
-    score(dataset).withColumn("prediction", col(indexCol)).drop(featuresCol, indexCol)
+    val schema = transformSchema(dataset.schema, logging = true)
+    score(dataset)
+      .withColumn("prediction", col(indexCol).as("prediction", schema("prediction").metadata))
+      .drop(Seq(indexCol) ++ (if (isDefined(featuresCol)) Nil else Seq(featuresColumn)): _*)
   }
 
   override def copy(extra: ParamMap): TrainedRegressorModel =
@@ -33,8 +37,20 @@ final class TrainedRegressorModel(override val uid: String)
 }
 
 object TrainedRegressorModel extends StageReadable[TrainedRegressorModel] {
-  private[train] def outputSchema(stage: Params, schema: StructType): StructType = {
-    SchemaUtils.requireAbsent(stage, schema, "prediction")
-    schema.add(StructField("prediction", DoubleType))
+  private[train] def outputSchema(
+      stage: Params,
+      schema: StructType,
+      label: String,
+      features: Option[String]
+  ): StructType = {
+    (features.toSeq :+ "prediction").foreach(SchemaUtils.requireAbsent(stage, schema, _))
+    StructType(
+      schema.fields ++ features.map(StructField(_, VectorType)) :+
+        StructField(
+          "prediction",
+          DoubleType,
+          metadata = ScoreMetadata("prediction", "regression", label)
+        )
+    )
   }
 }

@@ -46,6 +46,25 @@ class FindBestModelSuite extends EstimatorSuite[FindBestModel, BestModel] {
     assert(byError.getAllModelMetrics.count() == 2)
   }
 
+  test("without column names the candidates' score metadata names the label") {
+    val data = people.withColumnRenamed("label", "outcome")
+    val models: Array[PipelineStage] = Array(Array("color"), Array("age", "member")).map { cols =>
+      new TrainClassifier()
+        .setModel(new LogisticRegression())
+        .setLabelCol("outcome")
+        .setInputCols(cols)
+        .fit(data)
+    }
+    val best = new FindBestModel().setModels(models).fit(data)
+    val accuracies = models.map { m =>
+      val rows = m.asInstanceOf[org.apache.spark.ml.Transformer].transform(data).collect()
+      rows.count(r => r.getAs[String]("prediction") == r.getAs[String]("outcome")).toDouble /
+        rows.length
+    }
+    assert(best.getBestModel.uid == models(accuracies.indexOf(accuracies.max)).uid)
+    assert(best.getBestModelMetrics.head().getAs[Double]("accuracy") == accuracies.max)
+  }
+
   test(
     "unfitted candidates, a regression metric for classifiers, or no models fail before any job"
   ) {

@@ -8,6 +8,7 @@ import mmlspark.contracts.{
   TransformerSuite
 }
 import org.apache.spark.ml.classification.LogisticRegression
+import org.apache.spark.ml.evaluation.{BinaryClassificationEvaluator, RegressionEvaluator}
 import org.apache.spark.ml.feature.StringIndexer
 import org.apache.spark.ml.linalg.Vector
 import org.apache.spark.ml.regression.LinearRegression
@@ -125,6 +126,99 @@ class TrainClassifierSuite extends EstimatorSuite[TrainClassifier, TrainedClassi
       new TrainClassifier().setModel(new StringIndexer()).fit(people)
     )
   }
+
+  test("statistics find label, prediction and probability from the model's score metadata") {
+    val data = people.withColumnRenamed("label", "outcome")
+    val model = new TrainClassifier()
+      .setModel(new LogisticRegression())
+      .setLabelCol("outcome")
+      .setInputCols(Array("age", "color", "member"))
+      .fit(data)
+    val scored = model.transform(data)
+    val rows = scored.collect()
+    val stats = new ComputeModelStatistics().transform(scored).head()
+    val accuracy = rows.count(r => r.getAs[String]("prediction") == r.getAs[String]("outcome"))
+    assert(stats.getAs[Double]("accuracy") == accuracy.toDouble / rows.length)
+    val auc = new BinaryClassificationEvaluator()
+      .setLabelCol("y")
+      .setRawPredictionCol("probability")
+      .evaluate(scored.selectExpr("probability", "CAST(outcome = 'yes' AS DOUBLE) AS y"))
+    assert(math.abs(stats.getAs[Double]("AUC") - auc) < 1e-12)
+    val losses = new ComputePerInstanceStatistics().transform(scored).collect()
+    losses.foreach { r =>
+      val p = r.getAs[Vector]("probability")(if (r.getAs[String]("outcome") == "yes") 1 else 0)
+      assert(math.abs(r.getAs[Double]("log_loss") + math.log(p)) < 1e-9)
+    }
+    val missing = intercept[IllegalArgumentException](
+      new ComputeModelStatistics().transform(data.withColumnRenamed("label", "x"))
+    )
+    assert(missing.getMessage.contains("labelCol is not set"))
+    assert(missing.getMessage.contains("scoredLabelsCol"))
+  }
+
+  test("free-text strings are hashed into numFeatures buckets, short ones one-hot; overridable") {
+    val spark = SparkTestSession.spark
+    import spark.implicits._
+    val words = Seq("good", "bad", "fine", "great", "awful", "meh", "ok", "nice")
+    val data = (0 until 60)
+      .map { i =>
+        val review = (0 to i % 4 + 1).map(k => words((i * 7 + k * 3) % words.size)).mkString(" ")
+        (s"$review #$i", Seq("red", "green", "blue")(i % 3), if (i % 2 == 0) "a" else "b")
+      }
+      .toDF("review", "color", "label")
+    def fit(estimator: TrainClassifier) =
+      estimator.setModel(new LogisticRegression().setMaxIter(5)).setFeaturesCol("feats").fit(data)
+    def width(model: TrainedClassifierModel) =
+      model.transform(data).head().getAs[Vector]("feats").size
+    val auto = fit(new TrainClassifier().setNumFeatures(64))
+    assert(auto.getTextCols.toSeq == Seq("review"))
+    assert(auto.getCategoricalCols.toSeq == Seq("color"))
+    val colorOnly = fit(new TrainClassifier().setInputCols(Array("color")))
+    assert(width(auto) == 64 + width(colorOnly))
+    val forced = fit(new TrainClassifier().setNumFeatures(64).setCategoricalCols(Array("review")))
+    assert(forced.getTextCols.isEmpty)
+    assert(width(forced) > 60) // one category per distinct review
+    val asText = fit(new TrainClassifier().setNumFeatures(16).setTextCols(Array("color")))
+    assert(asText.getTextCols.toSeq == Seq("review", "color"))
+    assert(width(asText) == 32)
+    val notString = intercept[IllegalArgumentException](
+      fit(new TrainClassifier().setTextCols(Array("label")))
+    )
+    assert(notString.getMessage.contains("not a string input column"))
+  }
+
+  test("labels orders the classes; reindexLabel false uses a numeric label as the class index") {
+    val ordered = new TrainClassifier()
+      .setModel(new LogisticRegression())
+      .setInputCols(Array("age", "member"))
+      .setLabels(Array("yes", "no"))
+      .fit(people)
+    assert(ordered.getLevels.toSeq == Seq("yes", "no"))
+    ordered.transform(people).collect().foreach { r =>
+      assert((r.getAs[Vector]("probability")(0) > 0.5) == (r.getAs[String]("prediction") == "yes"))
+    }
+    val data = people.selectExpr("age", "member", "IF(label = 'yes', 2, 0) AS label")
+    def classes(reindex: Boolean) = {
+      val model = new TrainClassifier()
+        .setModel(new LogisticRegression())
+        .setReindexLabel(reindex)
+        .fit(data)
+      (model.getLevels.toSeq, model.transform(data).head().getAs[Vector]("probability").size)
+    }
+    assert(classes(reindex = true) == ((Seq("0", "2"), 2)))
+    assert(classes(reindex = false) == ((Seq("0", "1", "2"), 3)))
+    val text = intercept[IllegalArgumentException](
+      new TrainClassifier().setModel(new LogisticRegression()).setReindexLabel(false).fit(people)
+    )
+    assert(text.getMessage.contains("must be a numeric class index"))
+    val unknown = intercept[IllegalArgumentException](
+      new TrainClassifier()
+        .setModel(new LogisticRegression())
+        .setLabels(Array("yes", "maybe"))
+        .fit(people)
+    )
+    assert(unknown.getMessage.contains("'no' are not in labels"))
+  }
 }
 
 class TrainRegressorSuite extends EstimatorSuite[TrainRegressor, TrainedRegressorModel] {
@@ -148,6 +242,29 @@ class TrainRegressorSuite extends EstimatorSuite[TrainRegressor, TrainedRegresso
       }
     )
   )
+
+  test("statistics find the label and prediction of a trained regressor by its metadata") {
+    val model = new TrainRegressor()
+      .setModel(new LinearRegression())
+      .setLabelCol("spend")
+      .setInputCols(Array("color", "member"))
+      .fit(people)
+    val scored = model.transform(people)
+    val stats = new ComputeModelStatistics().transform(scored).head()
+    val mse = new RegressionEvaluator()
+      .setLabelCol("spend")
+      .setMetricName("mse")
+      .evaluate(scored)
+    assert(math.abs(stats.getAs[Double]("mean_squared_error") - mse) < 1e-9)
+    val l1 = new ComputePerInstanceStatistics().transform(scored).collect()
+    l1.foreach(r =>
+      assert(
+        r.getAs[Double]("L1_loss") == math.abs(
+          r.getAs[Double]("prediction") - r.getAs[Double]("spend")
+        )
+      )
+    )
+  }
 }
 
 class ComputeModelStatisticsSuite extends TransformerSuite[ComputeModelStatistics] {
