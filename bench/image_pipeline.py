@@ -29,8 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from onnx_inference import PeakRss  # noqa: E402
-
 MEAN = np.array([0.485, 0.456, 0.406], np.float32)
 STD = np.array([0.229, 0.224, 0.225], np.float32)
 
@@ -114,6 +112,9 @@ def main() -> int:
             },
         )
         spark.sparkContext.setLogLevel("ERROR")
+        # Imported here, on the driver: end_to_end.py ships this module alone to the executors.
+        from onnx_inference import PeakRss
+
         jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
         jvm_peak = PeakRss(lambda pid, _: pid == jvm_pid)  # sampled over all the runs
         with jvm_peak, multiprocessing.get_context("fork").Pool(2) as pool:
