@@ -219,3 +219,12 @@ if __name__ == "__main__":
     for name, make in SCALA_FIXTURES.items():
         (out / name).write_bytes(make())
         print(out / name)
+
+
+def channels_last(height: int = 8, width: int = 8) -> bytes:
+    """x: float [N, height, width, 3] (channels last) -> y = x flattened [N, height * width * 3]."""
+    f = TensorProto.FLOAT
+    node = helper.make_node("Flatten", ["x"], ["y"], axis=1)
+    return _model(
+        [node], [_io("x", f, ["N", height, width, 3])], [_io("y", f, ["N", height * width * 3])]
+    )

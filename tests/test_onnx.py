@@ -358,6 +358,33 @@ def test_image_featurizer_takes_means_and_stds_in_its_tensor_channel_order(spark
         )
 
 
+def test_a_channels_first_tensor_is_refused_by_a_channels_last_model(spark, tmp_path):
+    # Same total size, other layout: it used to be reshaped silently and give wrong outputs.
+    _write_images(tmp_path / "photos", 2, seed=4)
+    tensors = (
+        ImageTransformer(inputCol="image", outputCol="tensor", toTensor=True)
+        .resize(8, 8)
+        .transform(read_images(spark, str(tmp_path / "photos")))
+    )
+    model = ONNXModel(inputCol="tensor", outputCol="y").setModelPayload(onnx_models.channels_last())
+    with pytest.raises(IllegalArgumentException) as refused:
+        model.transform(tensors)  # before any job: from the column's tensorShape metadata
+    message = str(refused.value)
+    assert "[3, 8, 8]" in message and "[8, 8, 3]" in message and "layout" in message
+
+    # A nested array of the transposed shape, with no metadata, fails its row and says why.
+    chw = np.arange(3 * 8 * 8, dtype=np.float32).reshape(3, 8, 8)
+    df = spark.createDataFrame([(0, chw.tolist())], "id int, tensor array<array<array<float>>>")
+    row = model.transform(df).first()
+    assert row["y"] is None and "another order" in row["onnxError"]
+    # The layout the model takes goes through, equal to onnxruntime's output.
+    hwc = spark.createDataFrame(
+        [(0, chw.transpose(1, 2, 0).tolist())], "id int, tensor array<array<array<float>>>"
+    )
+    expected = reference(onnx_models.channels_last(), {"x": chw.transpose(1, 2, 0)[None]})["y"]
+    np.testing.assert_allclose(model.transform(hwc).first()["y"], expected[0], rtol=RTOL)
+
+
 def test_nested_array_column_feeds_an_image_model(spark):
     rng = np.random.default_rng(5)
     images = rng.normal(size=(6, 3, 8, 10)).astype(np.float32)

@@ -34,6 +34,13 @@ final case class Feed(
       s"input column '$column' holds $count values (shape ${Feed.show(shape)}) but model input " +
         s"${spec.describe} needs ${Feed.show(rowTemplate)} per row"
     )
+    if (Feed.isTransposed(shape, rowTemplate)) {
+      throw new IllegalArgumentException(
+        s"input column '$column' holds shape ${Feed.show(shape)} but model input ${spec.describe} " +
+          s"takes ${Feed.show(rowTemplate)}: the same dimensions in another order (channels " +
+          "first against channels last?); transpose the tensor to the model's layout"
+      )
+    }
     if (shape.length == rowTemplate.length) {
       if (shape.zip(rowTemplate).exists { case (s, t) => t >= 0 && s != t }) {
         if (unknown == 0 && count == expected) rowTemplate else mismatch
@@ -47,6 +54,13 @@ final case class Feed(
 }
 
 object Feed {
+
+  /** Whether `shape` and the model's `template` (-1: any) list the same fixed dimensions in another
+    * order: a layout mix-up (CHW against HWC) that a reshape would hide, giving wrong outputs.
+    */
+  def isTransposed(shape: Seq[Long], template: Seq[Long]): Boolean =
+    shape.nonEmpty && shape.length == template.length && shape.forall(_ >= 0) &&
+      template.forall(_ >= 0) && shape != template && shape.sorted == template.sorted
 
   def show(shape: Seq[Long]): String = shape
     .map(d => if (d < 0) "?" else d.toString)

@@ -203,6 +203,15 @@ final class ONNXModel(override val uid: String)
       val fromMetadata =
         if (field.metadata.contains("tensorShape")) field.metadata.getLongArray("tensorShape").toSeq
         else Nil
+      if (Feed.isTransposed(fromMetadata, spec.rowShape)) {
+        fail(
+          s"column '$column' holds tensors of shape ${Feed.show(fromMetadata)} (its tensorShape " +
+            s"metadata) but model input ${spec.describe} takes ${Feed.show(spec.rowShape)} per " +
+            "row: the same values in another layout (channels first against channels last?). " +
+            "Feeding them would reorder nothing and give wrong outputs; give the model the " +
+            "layout it takes (transpose the tensor, or use a model exported for it)"
+        )
+      }
       val template =
         if (fromMetadata.length == spec.rowShape.length)
           spec.rowShape.zip(fromMetadata).map { case (m, c) => if (m >= 0) m else c }
