@@ -23,7 +23,13 @@ from mmlspark.apps.camera_trap import job
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from spark_services import SPARK_HOME, StandaloneCluster, free_port  # noqa: E402
+from spark_services import (  # noqa: E402
+    EXECUTOR_CLASS,
+    SPARK_HOME,
+    StandaloneCluster,
+    _processes,
+    free_port,
+)
 
 COPIES = 10  # of the 120 demo photos: enough tasks that one is surely running at the kill
 
@@ -108,12 +114,12 @@ def test_demo_on_the_cluster_equals_local_mode(cluster, spark, tmp_path):
     assert apps and all(a["cores"] >= 0 for a in apps)
 
 
-def _active_stages(ui_port: int) -> list[dict[str, Any]]:
+def _rest(ui_port: int, path: str) -> list[dict[str, Any]]:
     base = f"http://127.0.0.1:{ui_port}/api/v1/applications"
     try:
         with urllib.request.urlopen(base, timeout=1) as r:
             apps = json.load(r)
-        with urllib.request.urlopen(f"{base}/{apps[0]['id']}/stages?status=active", timeout=1) as r:
+        with urllib.request.urlopen(f"{base}/{apps[0]['id']}/{path}", timeout=1) as r:
             return list(json.load(r))
     except (OSError, IndexError, ValueError):
         return []
@@ -122,18 +128,22 @@ def _active_stages(ui_port: int) -> list[dict[str, Any]]:
 def kill_mid_job(
     cluster: StandaloneCluster, ui_port: int, out: Path, done: threading.Event
 ) -> dict:
-    """Waits until classify is mid-run (a commit made, a scoring task running), then SIGKILLs
-    worker 0's executor. Returns what it saw and did."""
+    """Waits until classify is mid-run (a commit made, a task running on an executor), then
+    SIGKILLs the executor JVM running it. Returns what it saw and did."""
     while not done.is_set():
         if any((out / "predictions.parquet").glob("part-*.parquet")):
-            for stage in _active_stages(ui_port):
-                # Any stage: scoring runs in the shuffle stage before each commit's one-file
-                # write, which adaptive execution submits under a call site of its own.
-                if stage["numActiveTasks"] >= 1:
-                    pids = cluster.executor_pids()[0]
-                    if pids:
-                        os.kill(pids[0], 9)
-                        return {"killed": pids[0], "stage": stage}
+            # Any stage: scoring runs in the shuffle stage before each commit's one-file write,
+            # which adaptive execution submits under a call site of its own.
+            busy = [
+                e["id"]
+                for e in _rest(ui_port, "executors")
+                if e["id"] != "driver" and e.get("activeTasks", 0) >= 1
+            ]
+            for pid, _, cmdline in _processes(EXECUTOR_CLASS):
+                executor = next((i for i in busy if f"--executor-id {i} " in cmdline + " "), None)
+                if executor is not None:
+                    os.kill(pid, 9)
+                    return {"killed": pid, "executor": executor}
         time.sleep(0.05)
     return {}
 
