@@ -5,11 +5,11 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 VERSION := $(shell cat VERSION)
-ASSEMBLY := dist/mmlspark-assembly-$(VERSION).jar
+ASSEMBLY := dist/mmlspark_2.13-assembly-$(VERSION).jar
 WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
 SBT := ./sbt
 
-.PHONY: all venv jar codegen test test-python lint format wheel package-wheel demo bench clean
+.PHONY: all venv jar codegen test test-python test-lines lint format wheel package-wheel demo bench clean
 
 all: wheel
 
@@ -23,9 +23,12 @@ venv: $(VENV)/.installed
 # The sbt build compiles against the Spark jars inside the venv's pyspark.
 spark_jars = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
 
+# One jar per Scala version (project/SparkLines.scala): 2.13 for Spark 4.x, compiled against the
+# venv's pyspark, and 2.12 for Spark 3.5, compiled against the pyspark in .lines/3.5.
 jar: venv
-	SPARK_JARS_DIR=$(spark_jars) $(SBT) core/exportPackagedJar
-	@ls -l mmlspark/jars/repo/mmlspark/mmlspark_2.13/*/*.jar $(ASSEMBLY)
+	$(PY) scripts/spark_lines.py compile-venvs
+	SPARK_JARS_DIR=$(spark_jars) $(SBT) "+core/exportPackagedJar"
+	@ls -l mmlspark/jars/repo/mmlspark/*/*/*.jar dist/mmlspark_*-assembly-$(VERSION).jar
 
 codegen: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) "codegen/run"
@@ -41,19 +44,30 @@ format: venv
 # Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
 # the wheel, then the Python suites against them.
 test: venv lint
-	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test core/exportPackagedJar
-	$(MAKE) package-wheel test-python
+	$(PY) scripts/spark_lines.py compile-venvs
+	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
+	$(MAKE) package-wheel test-python test-lines
 
+# The primary suite leaves its cross-line results (tests/test_lines.py) for test-lines.
 test-python: venv
-	$(PY) -m pytest tests
+	rm -rf .lines/exchange
+	MMLSPARK_LINES_EXCHANGE=$(CURDIR)/.lines/exchange $(PY) -m pytest tests
+
+# The line tests (pytest -m lines) on every other Spark line (4.1 and 4.2 on JDK 21), each in its
+# own virtualenv with the wheel installed, then the cross-line checks on the primary line.
+test-lines: venv
+	$(PY) scripts/spark_lines.py test
 
 wheel: jar
 	$(MAKE) package-wheel
 
-# The wheel carries exactly one jar, of this version (pyproject.toml packs mmlspark/jars as is).
+# The wheel carries exactly one jar of this version per Scala version (pyproject.toml packs
+# mmlspark/jars as is).
 package-wheel: venv
-	@jars=$$(ls mmlspark/jars/repo/mmlspark/mmlspark_2.13/$(VERSION)-*/*.jar 2>/dev/null | wc -l); \
-	  test "$$jars" -eq 1 || { echo "expected one mmlspark $(VERSION) jar in mmlspark/jars, found $$jars; run 'make jar'"; exit 1; }
+	@for scala in 2.12 2.13; do \
+	  jars=$$(ls mmlspark/jars/repo/mmlspark/mmlspark_$$scala/$(VERSION)-*/*.jar 2>/dev/null | wc -l); \
+	  test "$$jars" -eq 1 || { echo "expected one mmlspark_$$scala $(VERSION) jar in mmlspark/jars, found $$jars; run 'make jar'"; exit 1; }; \
+	done
 	rm -rf build dist/mmlspark-*.whl
 	$(PY) -m pip wheel -q --no-deps --no-build-isolation -w dist .
 	@ls -l $(WHEEL)

@@ -1,20 +1,22 @@
 // mmlspark build: the runtime library (scala/) and the build-only code generator (codegen/).
 //
-// Spark is a provided dependency taken from the jars inside the pinned pyspark wheel
-// (SPARK_JARS_DIR, set by the Makefile), so the jar is compiled against exactly the
-// Spark that the Python package runs on, and nothing of Spark is downloaded twice.
+// The library is cross-built, one jar per entry of SparkLines.jars (project/SparkLines.scala):
+// Scala 2.13 against Spark 4.3 for every 4.x line, Scala 2.12 against Spark 3.5. Spark is a
+// provided dependency taken from the jars inside that line's pyspark (the primary line's in .venv,
+// SPARK_JARS_DIR; the others' in .lines/<line>, made by `scripts/spark_lines.py venv`), so each
+// jar is compiled against exactly the Spark it runs on, and nothing of Spark is downloaded twice.
+// `+core/exportPackagedJar` builds all of them.
 
 import java.nio.file.Files
 
-import mmlspark.codegen.SharedParams
+import mmlspark.codegen.{SharedParams, SparkJar, SparkLines}
 
 ThisBuild / organization := "mmlspark"
 ThisBuild / version := IO.read(file("VERSION")).trim
-ThisBuild / scalaVersion := "2.13.18"
+ThisBuild / scalaVersion := SparkLines.primary.scalaVersion
 ThisBuild / scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17")
 ThisBuild / javacOptions ++= Seq("--release", "17")
 
-val sparkVersion = "4.3.0"
 val onnxRuntimeVersion = "1.24.2"
 // The ONNX Runtime build the jar depends on: the CPU build, or with MMLSPARK_ONNXRUNTIME=gpu the
 // GPU build (CUDA 12, cuDNN 9; 370 MB) for a self-contained jar that runs on GPU clusters.
@@ -24,33 +26,37 @@ val onnxRuntimeArtifact = sys.env.get("MMLSPARK_ONNXRUNTIME") match {
   case Some(other) => sys.error(s"MMLSPARK_ONNXRUNTIME must be cpu or gpu, not '$other'")
 }
 val scalatest = "org.scalatest" %% "scalatest" % "3.2.19" % Test
-// JSON (param values, model specs, saved metadata) is written with json4s, the library Spark's own
-// ML persistence uses and hands to us (ParamsIO). Spark ships it, so it is declared `provided`, at
-// the version inside pyspark's jars (checked below), and intransitive: its own dependencies are
-// Spark's too, and older Jacksons beside Spark's would break Spark in tests.
-val json4sVersion = "4.0.7"
-val json4s = ("org.json4s" %% "json4s-jackson" % json4sVersion % Provided).intransitive()
 
-lazy val sparkJarsDir: File = {
-  val venvJars = (file(".venv") / "lib" * "python3*" / "site-packages" / "pyspark" / "jars").get()
+// The jar being built (by the Scala version sbt is switched to).
+val sparkJar = settingKey[SparkJar]("The Spark line jar this Scala version builds")
+
+// The Spark jars inside the pyspark of `jar`'s line: checked to be that Spark and to hold the
+// json4s we compile against. JSON (param values, model specs, saved metadata) is written with
+// json4s, the library Spark's own ML persistence uses and hands to us (ParamsIO).
+def sparkJarsDir(base: File, jar: SparkJar): File = {
+  val line = jar.lines.last
+  val (envName, venv) =
+    if (jar == SparkLines.primary) ("SPARK_JARS_DIR", base / ".venv")
+    else (s"SPARK_JARS_DIR_${line.replace('.', '_')}", base / ".lines" / line)
+  val venvJars = (venv / "lib" * "python3*" / "site-packages" / "pyspark" / "jars").get()
   // Absolute, since forked JVMs (tests, codegen) run in the sub-project's directory.
-  val dir =
-    sys.env.get("SPARK_JARS_DIR").map(file).orElse(venvJars.headOption).map(_.getAbsoluteFile)
+  val dir = sys.env.get(envName).map(file).orElse(venvJars.headOption).map(_.getAbsoluteFile)
+  val core = s"spark-core_${jar.scalaBinary}-${jar.compileSpark}.jar"
+  val json4s = s"json4s-jackson_${jar.scalaBinary}-${jar.json4s}.jar"
+  val install =
+    if (jar == SparkLines.primary) "make venv"
+    else s"python3 scripts/spark_lines.py venv $line"
   dir match {
-    case Some(d)
-        if (d / s"spark-core_2.13-$sparkVersion.jar").exists &&
-          (d / s"json4s-jackson_2.13-$json4sVersion.jar").exists =>
-      d
+    case Some(d) if (d / core).exists && (d / json4s).exists => d
     case Some(d) =>
       sys.error(
-        s"mmlspark build: $d does not hold spark-core_2.13-$sparkVersion.jar and " +
-          s"json4s-jackson_2.13-$json4sVersion.jar; install pyspark==$sparkVersion (make venv) " +
-          "or point SPARK_JARS_DIR at its jars"
+        s"mmlspark build: $d does not hold $core and $json4s; install pyspark==" +
+          s"${jar.compileSpark} ($install) or point $envName at its jars"
       )
     case None =>
       sys.error(
-        s"mmlspark build: Spark $sparkVersion jars not found; run 'make venv' " +
-          "or set SPARK_JARS_DIR to the jars folder of pyspark"
+        s"mmlspark build: Spark ${jar.compileSpark} jars not found; run '$install' " +
+          s"or set $envName to the jars folder of pyspark ${jar.compileSpark}"
       )
   }
 }
@@ -80,7 +86,9 @@ lazy val exportPackagedJar =
   taskKey[Unit]("Copies the jar into the Python package and the self-contained jar into dist/")
 
 lazy val commonSettings = Seq(
-  Compile / unmanagedJars ++= (sparkJarsDir ** "*.jar").classpath,
+  sparkJar := SparkLines.jarFor(scalaBinaryVersion.value),
+  Compile / unmanagedJars ++=
+    (sparkJarsDir((ThisBuild / baseDirectory).value, sparkJar.value) ** "*.jar").classpath,
   libraryDependencies += scalatest,
   Test / fork := true,
   Test / parallelExecution := false,
@@ -92,8 +100,15 @@ lazy val core = (project in file("scala"))
   .settings(commonSettings)
   .settings(
     name := "mmlspark",
+    crossScalaVersions := SparkLines.jars.map(_.scalaVersion),
+    // Provided (Spark ships it, at the version checked above) and intransitive: its own
+    // dependencies are Spark's too, and older Jacksons beside Spark's would break Spark in tests.
+    libraryDependencies += ("org.json4s" %% "json4s-jackson" % sparkJar.value.json4s % Provided)
+      .intransitive(),
+    // The line's own sources: the few calls whose Spark API differs between lines.
+    Compile / unmanagedSourceDirectories +=
+      (Compile / sourceDirectory).value / sparkJar.value.sources,
     libraryDependencies ++= Seq(
-      json4s,
       "org.openpnp" % "opencv" % "4.9.0-0",
       "com.microsoft.onnxruntime" % onnxRuntimeArtifact % onnxRuntimeVersion
     ),
@@ -110,16 +125,21 @@ lazy val core = (project in file("scala"))
       val out = (Compile / resourceManaged).value / "mmlspark" / "build.properties"
       IO.write(
         out,
-        s"version=${version.value}\nscalaVersion=${scalaVersion.value}\nsparkVersion=$sparkVersion\n" +
+        s"version=${version.value}\nscalaVersion=${scalaVersion.value}\n" +
+          s"sparkVersion=${sparkJar.value.compileSpark}\n" +
           s"onnxRuntimeVersion=$onnxRuntimeVersion\n"
       )
       Seq(out)
     }.taskValue,
     // The self-contained jar for clusters without network access: our classes and our
     // runtime dependencies, never Spark or Scala (the cluster provides both).
-    assembly / assemblyJarName := s"mmlspark-assembly-${version.value}.jar",
+    assembly / assemblyJarName :=
+      s"mmlspark_${scalaBinaryVersion.value}-assembly-${version.value}.jar",
     assembly / assemblyExcludedJars := {
-      val sparkJars = (sparkJarsDir ** "*.jar").get().map(_.getName).toSet
+      val sparkJars = (sparkJarsDir((ThisBuild / baseDirectory).value, sparkJar.value) ** "*.jar")
+        .get()
+        .map(_.getName)
+        .toSet
       (assembly / fullClasspath).value.filter(jar => sparkJars.contains(jar.data.getName))
     },
     assemblyPackageScala / assembleArtifact := false,
@@ -132,11 +152,13 @@ lazy val core = (project in file("scala"))
     exportPackagedJar := {
       val root = (ThisBuild / baseDirectory).value
       val jarsDir = root / "mmlspark" / "jars"
+      val artifact = s"mmlspark_${scalaBinaryVersion.value}"
       val jar = (Compile / packageBin).value
       val coordinate = s"${version.value}-${Hash.toHex(Hash(jar)).take(8)}"
-      val artifactDir = jarsDir / "repo" / "mmlspark" / "mmlspark_2.13" / coordinate
-      IO.delete(jarsDir)
-      IO.copyFile(jar, artifactDir / s"mmlspark_2.13-$coordinate.jar")
+      val artifactDir = jarsDir / "repo" / "mmlspark" / artifact / coordinate
+      // Only this Scala version's jar is replaced: the other lines' jars stay.
+      IO.delete(jarsDir / "repo" / "mmlspark" / artifact)
+      IO.copyFile(jar, artifactDir / s"$artifact-$coordinate.jar")
       // Scala and Spark come with the cluster, so only the library's own dependencies count.
       val runtimeDeps = libraryDependencies.value.filter { m =>
         m.configurations.isEmpty && !Set("org.scala-lang", "org.apache.spark")
@@ -147,12 +169,12 @@ lazy val core = (project in file("scala"))
           s"<version>${m.revision}</version></dependency>"
       }
       IO.write(
-        artifactDir / s"mmlspark_2.13-$coordinate.pom",
+        artifactDir / s"$artifact-$coordinate.pom",
         s"""<?xml version="1.0" encoding="UTF-8"?>
            |<project>
            |  <modelVersion>4.0.0</modelVersion>
            |  <groupId>mmlspark</groupId>
-           |  <artifactId>mmlspark_2.13</artifactId>
+           |  <artifactId>$artifact</artifactId>
            |  <version>$coordinate</version>
            |  <dependencies>
            |${dependencies.mkString("\n")}
@@ -160,8 +182,11 @@ lazy val core = (project in file("scala"))
            |</project>
            |""".stripMargin
       )
-      IO.writeLines(jarsDir / "packages.txt", Seq(s"mmlspark:mmlspark_2.13:$coordinate"))
-      IO.copyFile(assembly.value, root / "dist" / s"mmlspark-assembly-${version.value}.jar")
+      IO.writeLines(
+        jarsDir / s"packages_${scalaBinaryVersion.value}.txt",
+        Seq(s"mmlspark:$artifact:$coordinate")
+      )
+      IO.copyFile(assembly.value, root / "dist" / (assembly / assemblyJarName).value)
     },
     assembly / assemblyMergeStrategy := {
       case PathList("META-INF", "services", _*) => MergeStrategy.concat
@@ -176,7 +201,8 @@ lazy val codegen = (project in file("codegen"))
   .settings(
     publish / skip := true,
     // The shared param table, compiled here too so the Python mixins come from the same rows.
-    Compile / unmanagedSources += (ThisBuild / baseDirectory).value / "project" / "SharedParamsSpec.scala",
+    Compile / unmanagedSources ++= Seq("SharedParamsSpec.scala", "SparkLines.scala")
+      .map((ThisBuild / baseDirectory).value / "project" / _),
     run / fork := true,
     run / javaOptions ++= sparkJavaOptions,
     // The generator reads and writes files relative to the repository root.

@@ -5,13 +5,22 @@
 >>> conf = mmlspark.spark_conf()             # the settings that load mmlspark anywhere
 """
 
-from mmlspark._version import __version__, onnxruntime_version, scala_version, spark_version
+from mmlspark._version import (
+    __version__,
+    onnxruntime_version,
+    pyspark_requirement,
+    scala_version,
+    spark_lines,
+    spark_version,
+)
 from mmlspark.core.session import (
+    UnsupportedSparkError,
     VersionMismatchError,
     check_bundled_jar,
     jar_path,
     session,
     spark_conf,
+    spark_line,
 )
 
 check_bundled_jar()
@@ -20,9 +29,13 @@ __all__ = [
     "__version__",
     "scala_version",
     "spark_version",
+    "spark_lines",
+    "pyspark_requirement",
     "onnxruntime_version",
     "session",
     "spark_conf",
+    "spark_line",
     "jar_path",
     "VersionMismatchError",
+    "UnsupportedSparkError",
 ]

@@ -5,3 +5,8 @@ __version__ = "0.1.0"
 scala_version = "2.13.18"
 spark_version = "4.3.0"
 onnxruntime_version = "1.24.2"
+# The Spark lines (major.minor) the bundled jars serve, with each jar's Scala version.
+spark_lines = {"3.5": "2.12", "4.0": "2.13", "4.1": "2.13", "4.2": "2.13", "4.3": "2.13"}
+# The pyspark requirement of the wheel, and the pyspark release tested for each line.
+pyspark_requirement = ">=3.5,<4.4"
+tested_pyspark = {"3.5": "3.5.9", "4.0": "4.0.5", "4.1": "4.1.4", "4.2": "4.2.1", "4.3": "4.3.0"}

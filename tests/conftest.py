@@ -14,10 +14,18 @@ from pathlib import Path
 import pytest
 
 import mmlspark
+from mmlspark.core.compat import connect_ml_supported
 from mmlspark.core.wrapper import MMLParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from spark_services import ConnectServer  # noqa: E402
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "lines: runs on every supported Spark line too (scripts/spark_lines.py, make test-lines)",
+    )
 
 
 @pytest.fixture(scope="session")
@@ -71,10 +79,11 @@ def connect_spark(connect_server):
         session.stop()
 
 
-@pytest.fixture(params=["classic", "connect"])
+@pytest.fixture(params=["classic", "connect"] if connect_ml_supported() else ["classic"])
 def session(request, spark):
     """The classic session, then a Spark Connect one: a test taking `session` runs once on each,
-    from one body (use it, never `spark`, inside such a test)."""
+    from one body (use it, never `spark`, inside such a test). On Spark 3.5, whose Connect server
+    runs no ML stages, only the classic one."""
     if request.param == "classic":
         yield spark
         return
@@ -104,11 +113,13 @@ def run_job(
     local cluster) as `job.py ARGUMENT TESTS_DIR`, and checks that it succeeds."""
     path = tmp_path / "job.py"
     path.write_text(script)
-    root = Path(__file__).resolve().parent.parent
+    tests = Path(__file__).resolve().parent
+    # The mmlspark this run imports: the source tree's, or an installed wheel's (line tests).
+    package_root = Path(mmlspark.__file__).resolve().parent.parent
     result = subprocess.run(
-        [sys.executable, str(path), argument, str(root / "tests")],
+        [sys.executable, str(path), argument, str(tests)],
         cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(root), **(env or {})},
+        env={**os.environ, "PYTHONPATH": str(package_root), **(env or {})},
         capture_output=True,
         text=True,
         timeout=600,

@@ -13,7 +13,11 @@ import pytest
 from conftest import run_job
 
 from mmlspark.apps.camera_trap import job
+from mmlspark.core.compat import connect_ml_supported
 from mmlspark.image import read_images
+
+# The Connect round trip of every line whose Connect server runs ML (4.x).
+pytestmark = [pytest.mark.lines] if connect_ml_supported() else []
 
 ROOT = Path(__file__).resolve().parent.parent
 

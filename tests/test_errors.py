@@ -96,6 +96,36 @@ def test_spark_conf_loads_the_bundled_jar_as_a_package():
     assert "scala-library" not in pom and "org.apache.spark" not in pom
 
 
+def test_spark_conf_picks_the_jar_of_the_spark_line():
+    """Spark 3.5 gets the Scala 2.12 jar, every 4.x line the 2.13 jar, each with its own POM."""
+    for spark_version, scala in [("3.5.9", "2.12"), ("4.0.5", "2.13"), ("4.2.1", "2.13")]:
+        packages = mmlspark.spark_conf(spark_version=spark_version)["spark.jars.packages"]
+        assert packages.startswith(f"mmlspark:mmlspark_{scala}:{mmlspark.__version__}-")
+        jar = Path(mmlspark.jar_path(spark_version))
+        assert jar.name.startswith(f"mmlspark_{scala}-") and jar.is_file()
+        with zipfile.ZipFile(jar) as zf:
+            built = zf.read("mmlspark/build.properties").decode()
+        assert f"scalaVersion={scala}." in built
+
+
+@pytest.mark.parametrize("spark_version", ["3.4.4", "4.4.0", "5.0.0"])
+def test_unsupported_spark_line_names_the_supported_ones(spark_version):
+    with pytest.raises(mmlspark.UnsupportedSparkError) as error:
+        mmlspark.spark_conf(spark_version=spark_version)
+    message = str(error.value)
+    assert spark_version in message
+    assert all(line in message for line in mmlspark.spark_lines), message
+    assert mmlspark.pyspark_requirement in message
+
+
+def test_session_with_the_other_lines_jar_is_named(spark, monkeypatch):
+    line = mmlspark.spark_line(spark.version)
+    monkeypatch.setattr(session_module, "spark_lines", {line: "2.12"})
+    monkeypatch.setattr(session_module, "_checked_contexts", set())
+    with pytest.raises(mmlspark.VersionMismatchError, match="needs mmlspark's Scala 2.12 jar"):
+        session_module.require_jvm_library(spark.sparkContext)
+
+
 def test_session_joins_user_packages_with_ours(monkeypatch):
     captured = {}
 

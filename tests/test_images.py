@@ -44,6 +44,7 @@ def _by_name(rows) -> dict:
     return {Path(r["path"]).name: r for r in rows}
 
 
+@pytest.mark.lines
 def test_every_file_gives_one_row_and_each_bad_file_says_why(spark, folder):
     path, files = folder
     df = read_images(spark, str(path)).drop("image")  # the large image stays on the JVM
@@ -71,6 +72,7 @@ def test_every_file_gives_one_row_and_each_bad_file_says_why(spark, folder):
         "alpha.png",
     ],
 )
+@pytest.mark.lines
 def test_decoded_pixels_equal_opencv_python(session, folder, name):
     path, files = folder
     row = read_images(session, str(path / name)).collect()[0]
@@ -109,6 +111,7 @@ def test_exif_orientation_applies_unless_switched_off(session, folder):
     np.testing.assert_array_equal(to_ndarray(on), cv2.rotate(raw, cv2.ROTATE_90_CLOCKWISE))
 
 
+@pytest.mark.lines
 def test_large_image_full_and_reduced(spark, folder):
     path, files = folder
     df = read_images(spark, str(path / "large.jpg"))
@@ -135,6 +138,7 @@ def _reference_chain(img: np.ndarray) -> np.ndarray:
     return ((rgb * np.float32(1 / 255) - mean) / std).transpose(2, 0, 1)
 
 
+@pytest.mark.lines
 def test_model_ready_tensor_equals_numpy_reference(spark, tmp_path):
     img = pattern(480, 640, seed=5)
     (tmp_path / "a.png").write_bytes(encode(img, ".png"))
@@ -189,6 +193,7 @@ OPS = [
 
 
 @pytest.mark.parametrize("name,build,reference", OPS, ids=[o[0] for o in OPS])
+@pytest.mark.lines
 def test_each_operation_equals_opencv_python(spark, tmp_path, name, build, reference):
     img = pattern(47, 63, seed=11)
     (tmp_path / "x.png").write_bytes(encode(img, ".png"))

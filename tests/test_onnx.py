@@ -45,6 +45,7 @@ def model_file(tmp_path, model: bytes) -> str:
     return str(path)
 
 
+@pytest.mark.lines
 def test_two_inputs_two_outputs_match_onnxruntime(session, tmp_path):
     rng = np.random.default_rng(1)
     a = rng.normal(size=(37, 3)).astype(np.float32)
@@ -99,6 +100,7 @@ TYPES = {
 
 
 @pytest.mark.parametrize("elem", list(TYPES), ids=lambda e: TensorProto.DataType.Name(e).lower())
+@pytest.mark.lines
 def test_every_element_type_matches_onnxruntime(session, tmp_path, elem):
     dtype, column, values = TYPES[elem]
     model_bytes = onnx_models.typed(elem)
@@ -170,6 +172,7 @@ def _cnn_pipeline() -> Pipeline:
     return Pipeline(stages=[transformer, model])
 
 
+@pytest.mark.lines
 def test_small_cnn_on_image_tensors_saved_and_reloaded(spark, tmp_path):
     images = _write_images(tmp_path / "photos", 12)
     (tmp_path / "photos" / "broken.png").write_bytes(b"not an image")
@@ -197,6 +200,7 @@ def test_small_cnn_on_image_tensors_saved_and_reloaded(spark, tmp_path):
     assert len(saved) == 1 and saved[0].read_bytes() == onnx_models.small_cnn()
 
 
+@pytest.mark.lines
 def test_bad_rows_keep_their_place_with_an_error(session, tmp_path):
     df = session.createDataFrame(
         [
@@ -422,6 +426,7 @@ def onnx_settings(spark):
         spark.conf.unset(key)
 
 
+@pytest.mark.lines
 def test_batches_split_to_fit_the_byte_budget(spark, onnx_settings):
     # 10 rows of 256 floats (1 KiB each, plus 8 bytes of outputs) in one partition.
     x = np.random.default_rng(2).normal(size=(10, 256)).astype(np.float32)

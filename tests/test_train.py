@@ -54,6 +54,7 @@ def churn(spark):
     return train, test
 
 
+@pytest.mark.lines
 def test_train_classifier_metrics_match_scikit_learn(churn):
     train, test = churn
     model = TrainClassifier(model=LogisticRegression(), labelCol="label").fit(train)
@@ -109,6 +110,7 @@ def test_accuracy_equals_the_hand_built_pipeline(churn):
     assert accuracy == pytest.approx(hand_accuracy, abs=0.01)
 
 
+@pytest.mark.lines
 def test_multiclass_and_per_instance_log_loss_match_scikit_learn(spark):
     rng = np.random.default_rng(4)
     x = rng.normal(size=(300, 2))
@@ -139,6 +141,7 @@ def test_multiclass_and_per_instance_log_loss_match_scikit_learn(spark):
     assert stats.confusion_matrix == metrics.confusion_matrix(truth, predicted).tolist()
 
 
+@pytest.mark.lines
 def test_regression_metrics_match_scikit_learn(spark):
     rng = np.random.default_rng(9)
     n = 200
@@ -267,6 +270,7 @@ def _reviews(n: int, seed: int) -> list[tuple]:
     return rows
 
 
+@pytest.mark.lines
 def test_free_text_is_hashed_like_a_hand_built_pipeline(spark):
     from pyspark.ml.evaluation import BinaryClassificationEvaluator
     from pyspark.ml.feature import HashingTF, RegexTokenizer
@@ -302,6 +306,7 @@ def test_free_text_is_hashed_like_a_hand_built_pipeline(spark):
     assert onehot_auc < hand_auc - 0.2
 
 
+@pytest.mark.lines
 def test_statistics_need_no_column_names_after_training(spark, churn):
     from mmlspark.automl import FindBestModel
 

@@ -39,26 +39,42 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def test_wheel_requires_the_spark_line_it_was_built_for():
+def test_wheel_requires_every_spark_line_it_has_a_jar_for():
     import tomllib
 
-    from mmlspark._version import spark_version
+    from mmlspark._version import pyspark_requirement, spark_lines, tested_pyspark
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert f"pyspark=={spark_version}" in project["dependencies"]
+    assert f"pyspark{pyspark_requirement}" in project["dependencies"]
     with zipfile.ZipFile(WHEEL) as zf:
         metadata = zf.read(f"mmlspark-{mmlspark.__version__}.dist-info/METADATA").decode()
-    assert f"Requires-Dist: pyspark=={spark_version}" in metadata.splitlines()
+    from packaging.specifiers import SpecifierSet
+
+    required = [x for x in metadata.splitlines() if x.startswith("Requires-Dist: pyspark")]
+    assert len(required) == 1, required
+    specifiers = required[0].removeprefix("Requires-Dist: pyspark")
+    assert SpecifierSet(specifiers) == SpecifierSet(pyspark_requirement)
     assert f"Version: {mmlspark.__version__}" in metadata.splitlines()
+    # The range is exactly the lines served: the lowest line's first release to the line after
+    # the highest.
+    lines = sorted(spark_lines, key=lambda x: tuple(map(int, x.split("."))))
+    major, minor = lines[-1].split(".")
+    assert pyspark_requirement == f">={lines[0]},<{major}.{int(minor) + 1}"
+    assert set(tested_pyspark) == set(spark_lines)
 
 
-def test_wheel_contains_the_matching_jar():
+def test_wheel_contains_a_jar_for_each_scala_version():
+    from mmlspark._version import spark_lines
+
     assert WHEEL.is_file(), f"{WHEEL} is missing: 'make test' builds it before the Python suites"
     with zipfile.ZipFile(WHEEL) as zf:
         names = zf.namelist()
         jars = [n for n in names if n.startswith("mmlspark/jars/repo/") and n.endswith(".jar")]
-        assert len(jars) == 1 and f"mmlspark_2.13-{mmlspark.__version__}-" in jars[0]
-        assert "mmlspark/jars/packages.txt" in names
+        scalas = sorted(set(spark_lines.values()))
+        assert len(jars) == len(scalas), jars
+        for scala in scalas:
+            assert sum(f"mmlspark_{scala}-{mmlspark.__version__}-" in j for j in jars) == 1
+            assert f"mmlspark/jars/packages_{scala}.txt" in names
         assert "mmlspark/py.typed" in names
         assert "mmlspark/stages/_SelectColumns.py" in names
         demo = "mmlspark/apps/camera_trap/demo_data/"
@@ -104,7 +120,7 @@ SUBMITTED = textwrap.dedent(
 def test_self_contained_jar_runs_under_spark_submit(tmp_path):
     import pyspark
 
-    assembly = ROOT / "dist" / f"mmlspark-assembly-{mmlspark.__version__}.jar"
+    assembly = ROOT / "dist" / f"mmlspark_2.13-assembly-{mmlspark.__version__}.jar"
     assert assembly.is_file(), f"{assembly} is missing: 'make jar' builds it"
     script = tmp_path / "job.py"
     script.write_text(SUBMITTED)

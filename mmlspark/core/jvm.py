@@ -50,7 +50,7 @@ def qualified_path(spark: Any, path: str) -> str:
 def long_param_pair(java_param: Any, value: int) -> Any:
     """The JVM ``ParamPair`` of a ``LongParam`` and ``value`` as a ``Long`` (py4j alone would send
     a small int as an ``Integer``, which the param fails on when it is validated or saved)."""
-    from pyspark.core.context import SparkContext
+    from pyspark import SparkContext
 
     jvm = classic_jvm(SparkContext._active_spark_context, feature="LongParam", instead="")
     return jvm_class(jvm, "mmlspark.contracts.PythonParams").longPair(java_param, value)

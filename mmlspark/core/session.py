@@ -9,9 +9,22 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mmlspark._version import __version__, onnxruntime_version, scala_version, spark_version
+from mmlspark._version import (
+    __version__,
+    onnxruntime_version,
+    pyspark_requirement,
+    spark_lines,
+)
 
-__all__ = ["jar_path", "spark_conf", "session", "require_jvm_library", "VersionMismatchError"]
+__all__ = [
+    "jar_path",
+    "spark_conf",
+    "session",
+    "require_jvm_library",
+    "spark_line",
+    "VersionMismatchError",
+    "UnsupportedSparkError",
+]
 
 _JARS_DIR = Path(__file__).resolve().parent.parent / "jars"
 _checked_contexts: set[int] = set()
@@ -21,8 +34,32 @@ class VersionMismatchError(ImportError):
     """The Python package and the mmlspark jar come from different builds."""
 
 
-def _bundled_jars() -> list[Path]:
-    return sorted(_JARS_DIR.glob("repo/mmlspark/mmlspark_2.13/*/mmlspark_2.13-*.jar"))
+class UnsupportedSparkError(VersionMismatchError):
+    """A Spark line that no jar of this package is built for."""
+
+
+def _supported() -> str:
+    return f"Spark {', '.join(spark_lines)} (pyspark{pyspark_requirement})"
+
+
+def spark_line(spark_version: str | None = None) -> str:
+    """The Spark line (``major.minor``) of `spark_version`, by default of the installed pyspark;
+    fails with :class:`UnsupportedSparkError`, naming the supported lines, for any other line."""
+    if spark_version is None:
+        import pyspark
+
+        spark_version = pyspark.__version__
+    line = ".".join(spark_version.split(".")[:2])
+    if line not in spark_lines:
+        raise UnsupportedSparkError(
+            f"mmlspark {__version__} runs on {_supported()}, not on Spark {spark_version}; "
+            "install a supported pyspark, or an mmlspark release built for your Spark"
+        )
+    return line
+
+
+def _bundled_jars(scala: str = "*") -> list[Path]:
+    return sorted(_JARS_DIR.glob(f"repo/mmlspark/mmlspark_{scala}/*/mmlspark_{scala}-*.jar"))
 
 
 def _jar_version(jar: Path) -> str:
@@ -33,35 +70,42 @@ def _jar_version(jar: Path) -> str:
 
 
 def check_bundled_jar() -> None:
-    """Fails if the jar shipped next to this package was built from another version."""
-    jars = _bundled_jars()
-    if len(jars) > 1:
-        raise VersionMismatchError(
-            f"mmlspark {__version__}: found several jars in {_JARS_DIR}: "
-            f"{', '.join(j.name for j in jars)}; reinstall mmlspark so only one is left"
-        )
-    if jars:
-        jar_version = _jar_version(jars[0])
-        if jar_version != __version__:
+    """Fails if the jars shipped next to this package were built from another version, or if
+    one Scala version has several."""
+    for scala in sorted(set(spark_lines.values())):
+        jars = _bundled_jars(scala)
+        if len(jars) > 1:
             raise VersionMismatchError(
-                f"mmlspark Python package is version {__version__} but its jar {jars[0].name} "
-                f"is version {jar_version}; reinstall mmlspark (or rebuild with 'make wheel')"
+                f"mmlspark {__version__}: found several Scala {scala} jars in {_JARS_DIR}: "
+                f"{', '.join(j.name for j in jars)}; reinstall mmlspark so only one is left"
             )
+        if jars:
+            jar_version = _jar_version(jars[0])
+            if jar_version != __version__:
+                raise VersionMismatchError(
+                    f"mmlspark Python package is version {__version__} but its jar "
+                    f"{jars[0].name} is version {jar_version}; reinstall mmlspark (or rebuild "
+                    "with 'make wheel')"
+                )
 
 
-def jar_path() -> str:
-    """Path of the mmlspark jar bundled with this package."""
-    jars = _bundled_jars()
+def jar_path(spark_version: str | None = None) -> str:
+    """Path of the bundled mmlspark jar for `spark_version` (by default the installed
+    pyspark's): the Scala 2.12 jar for Spark 3.5, the Scala 2.13 jar for Spark 4.x."""
+    line = spark_line(spark_version)
+    scala = spark_lines[line]
+    jars = _bundled_jars(scala)
     if not jars:
         raise FileNotFoundError(
-            f"mmlspark {__version__}: no jar in {_JARS_DIR}. Install the wheel "
-            "(pip install mmlspark-*.whl) or, in a source checkout, run 'make jar'"
+            f"mmlspark {__version__}: no Scala {scala} jar (for Spark {line}) in {_JARS_DIR}. "
+            "Install the wheel (pip install mmlspark-*.whl) or, in a source checkout, run "
+            "'make jar'"
         )
     return str(jars[0])
 
 
-def _packages() -> list[str]:
-    listing = _JARS_DIR / "packages.txt"
+def _packages(scala: str) -> list[str]:
+    listing = _JARS_DIR / f"packages_{scala}.txt"
     if not listing.is_file():
         return []
     return [line.strip() for line in listing.read_text().splitlines() if line.strip()]
@@ -74,7 +118,7 @@ _ORT_CPU = "com.microsoft.onnxruntime:onnxruntime"
 _ORT_GPU = "com.microsoft.onnxruntime:onnxruntime_gpu"
 
 
-def spark_conf(*, gpu: bool = False) -> dict[str, str]:
+def spark_conf(*, gpu: bool = False, spark_version: str | None = None) -> dict[str, str]:
     """Spark settings that load mmlspark: its jar and JVM dependencies, as Maven packages.
 
     The jar is served from a small Maven repository inside this package
@@ -87,10 +131,14 @@ def spark_conf(*, gpu: bool = False) -> dict[str, str]:
     on the executors) replaces the CPU build. On a cluster without network access use the
     self-contained jar (``make jar``
     writes it to ``dist/``) with ``--jars`` instead.
+
+    The jar is the one built for `spark_version`, by default the installed pyspark's: pass the
+    cluster's Spark version when it differs from the local pyspark.
     """
-    jar_path()  # fails clearly when the jar is missing
+    scala = spark_lines[spark_line(spark_version)]
+    jar_path(spark_version)  # fails clearly when the jar is missing
     conf = {
-        "spark.jars.packages": ",".join(_packages()),
+        "spark.jars.packages": ",".join(_packages(scala)),
         "spark.jars.repositories": (_JARS_DIR / "repo").as_uri(),
     }
     if gpu:
@@ -199,10 +247,13 @@ def require_jvm_library(sc: Any) -> None:
             f"mmlspark jar version {jvm_version}; use the jar of the installed package "
             "(mmlspark.spark_conf()) or install the matching Python package"
         )
-    jvm_spark = sc.version
-    if jvm_spark.split(".")[:2] != spark_version.split(".")[:2]:
+    line = spark_line(sc.version)
+    jvm_scala = ".".join(build_info.scalaVersion().split(".")[:2])
+    if jvm_scala != spark_lines[line]:
         raise VersionMismatchError(
-            f"mmlspark {__version__} is built for Spark {spark_version} (Scala {scala_version}) "
-            f"but this session runs Spark {jvm_spark}"
+            f"this Spark session runs Spark {sc.version}, which needs mmlspark's Scala "
+            f"{spark_lines[line]} jar, but it loaded the Scala {jvm_scala} jar (built for Spark "
+            f"{build_info.sparkVersion()}); start the session with mmlspark.session() or "
+            f"mmlspark.spark_conf(spark_version='{sc.version}')"
         )
     _checked_contexts.add(id(sc))

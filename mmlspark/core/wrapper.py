@@ -12,19 +12,20 @@ from typing import Any, ClassVar
 
 from py4j.java_gateway import JavaObject
 from py4j.protocol import Py4JJavaError
-from pyspark.core.context import SparkContext
+from pyspark import SparkContext
 from pyspark.errors import IllegalArgumentException
 from pyspark.ml.evaluation import JavaEvaluator
 from pyspark.ml.param import Param
-from pyspark.ml.util import (
-    JavaMLReadable,
-    JavaMLReader,
-    JavaMLWritable,
-    MLReader,
-    RemoteModelRef,
-)
+from pyspark.ml.util import JavaMLReadable, JavaMLReader, JavaMLWritable, MLReader
 from pyspark.ml.wrapper import JavaEstimator, JavaModel, JavaParams, JavaTransformer
 from pyspark.sql.utils import is_remote
+
+from mmlspark.core.compat import (
+    PYSPARK_LINE,
+    connect_ml_supported,
+    is_remote_model_ref,
+    remote_model_ref,
+)
 
 __all__ = [
     "ConnectNotSupportedError",
@@ -149,7 +150,7 @@ class _RemoteReader(MLReader[Any]):
         result = deserialize(properties)
         instance = self._clazz()
         if is_model:
-            instance._java_obj = RemoteModelRef(result.obj_ref.id)
+            instance._java_obj = remote_model_ref(session, result.obj_ref.id)
         instance._resetUid(result.uid)
         # Params holding stages stay on the server: the client cannot hold them.
         values = {
@@ -174,6 +175,12 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
 
         if not is_remote():
             require_jvm_library(SparkContext._active_spark_context)
+        elif not connect_ml_supported():
+            raise ConnectNotSupportedError(
+                f"{type(self).__name__} over Spark Connect needs Spark 4.0 or newer: the Connect "
+                f"server of Spark {'.'.join(map(str, PYSPARK_LINE))} runs no ML stages; use a "
+                "classic session (mmlspark.session() or mmlspark.spark_conf())"
+            )
         self._java_obj = self._new_java_obj(self._java_class_name, self.uid)
 
     @classmethod
@@ -260,8 +267,8 @@ class MMLEstimator(MMLParams, JavaEstimator):
 
     _java_model_class_name: ClassVar[str]
 
-    def _create_model(self, java_model: JavaObject | RemoteModelRef) -> JavaModel:
-        if isinstance(java_model, RemoteModelRef):  # fitted on a Spark Connect server
+    def _create_model(self, java_model: Any) -> JavaModel:
+        if is_remote_model_ref(java_model):  # fitted on a Spark Connect server
             model = _python_class(self._java_model_class_name)()
             model._java_obj = java_model
             return model  # type: ignore[no-any-return]

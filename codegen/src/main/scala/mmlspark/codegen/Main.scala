@@ -34,6 +34,11 @@ object Main {
     val stages = ClassScan.publicStages.map(StageInfo.of)
     val byArea = stages.groupBy(_.area).toSeq.sortBy(_._1)
     val props = buildProperties
+    val lines = SparkLines.jars
+      .flatMap(jar => jar.lines.map(line => line -> jar.scalaBinary))
+      .sortBy(_._1)
+      .map { case (line, scala) => s""""$line": "$scala"""" }
+    val tested = SparkLines.tested.map { case (line, release) => s""""$line": "$release"""" }
     val version =
       s"""${PyCodeGen.header("the build")}
          |\"\"\"Versions this Python package was generated for; the bundled jar must match.\"\"\"
@@ -42,6 +47,11 @@ object Main {
          |scala_version = "${props.getProperty("scalaVersion")}"
          |spark_version = "${props.getProperty("sparkVersion")}"
          |onnxruntime_version = "${props.getProperty("onnxRuntimeVersion")}"
+         |# The Spark lines (major.minor) the bundled jars serve, with each jar's Scala version.
+         |spark_lines = {${lines.mkString(", ")}}
+         |# The pyspark requirement of the wheel, and the pyspark release tested for each line.
+         |pyspark_requirement = "${SparkLines.pysparkRequirement}"
+         |tested_pyspark = {${tested.mkString(", ")}}
          |""".stripMargin
     val perStage = stages.map(s => s"mmlspark/${s.area}/_${s.name}.py" -> PyCodeGen.stageModule(s))
     val perArea = byArea.map { case (area, inArea) =>

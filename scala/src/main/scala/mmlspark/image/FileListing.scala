@@ -142,7 +142,8 @@ object FileListing {
           )
         } else if (seenFolders.add(key)) {
           val children =
-            try Using.resource(Files.newDirectoryStream(file))(_.asScala.toSeq)
+            try
+              Using.resource(Files.newDirectoryStream(file))(_.asScala.toList) // strict: it closes
             catch {
               case e: IOException =>
                 failed(path, s"cannot list folder: ${reason(e)}")

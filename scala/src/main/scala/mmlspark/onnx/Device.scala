@@ -34,7 +34,7 @@ object Device {
       case "cpu" => Cpu
       case "cuda" | "auto" if cudaAvailable =>
         val address = gpus.headOption.getOrElse("0")
-        Cuda(address.toIntOption.getOrElse {
+        Cuda(scala.util.Try(address.toInt).toOption.getOrElse {
           throw new IllegalArgumentException(
             s"Spark gave this task GPU address '$address', which is not a CUDA device number"
           )

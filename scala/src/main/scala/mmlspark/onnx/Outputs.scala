@@ -135,7 +135,7 @@ object Outputs {
         val flat = flatten(tensor.getValue).toArray
         each { r =>
           val a = flat.slice(r * per, (r + 1) * per)
-          if (scalar) a(0) else scala.collection.immutable.ArraySeq.unsafeWrapArray(a)
+          if (scalar) a(0) else a.toSeq
         }
     }
     out

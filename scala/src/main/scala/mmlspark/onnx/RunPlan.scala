@@ -9,6 +9,7 @@ import ai.onnxruntime.{OnnxTensor, OrtSession}
 import mmlspark.contracts.RowResults
 import org.apache.spark.{TaskContext, TaskKilledException}
 import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.ml.mmlspark.TaskCpus
 import org.apache.spark.sql.RuntimeConfig
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.catalyst.expressions.GenericRow
@@ -92,10 +93,7 @@ final case class RunPlan(
     val device = Device.select(deviceType, Device.taskGpus, cuda)
     val threads =
       if (settings.intraOpThreads > 0) settings.intraOpThreads
-      else
-        Option(TaskContext.get())
-          .map(t => math.max(1, t.cpuAmount().setScale(0, BigDecimal.RoundingMode.CEILING).toInt))
-          .getOrElse(1)
+      else TaskCpus.get
     val key = SessionKey(source.hash, device, settings.copy(intraOpThreads = threads))
     val session = OrtSessions.acquireForTask(key, source)
     val partition = new PartitionRun(session, key)
@@ -121,7 +119,8 @@ final case class RunPlan(
           .filter(_ > limits.maxOutputBytesPerRow)
           .map(Outputs.tooLarge(spec, _, limits.maxOutputBytesPerRow))
       }
-      .nextOption()
+      .toList // a few outputs
+      .headOption
 
     private val fixedOutputBytes: Option[BigInt] = {
       val sizes = fetches.map { case (_, spec, element) => Outputs.fixedRowBytes(spec, element) }
@@ -173,7 +172,7 @@ final case class RunPlan(
             i = j
             indices.iterator.map(k => outputRow(rows(k), results(k - indices.start)))
         }
-      }.flatten
+      }.flatMap(identity)
     }
 
     /** Runs rows `indices` as one batch into `results` (from `results(indices.start - offset)`); if

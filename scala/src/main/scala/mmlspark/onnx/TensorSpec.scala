@@ -12,7 +12,7 @@ sealed abstract class ElementType(
     val bytes: Int,
     val javaType: OnnxJavaType,
     val sparkType: DataType
-) {
+) extends Serializable { // its case objects travel in tasks (Scala 2.12 needs this for them)
   def isFloating: Boolean = false
   override def toString: String = name
 }

@@ -7,7 +7,7 @@ import org.json4s._
 /** The type of one argument of an image operation, read off the case class's constructor: how it is
   * written to and read from the JSON form, and how the generated Python takes it.
   */
-sealed abstract class FieldType(val pythonType: String) {
+sealed abstract class FieldType(val pythonType: String) extends Serializable {
   def toJson(value: Any): JValue
   def fromJson(json: JValue): Any
 

@@ -134,7 +134,7 @@ object ImageHeader {
       .flatMap(_.trim.split("\\s+"))
       .filter(_.nonEmpty)
       .take(2)
-      .toSeq
+      .toList
     numbers match {
       case Seq(w, h)
           if w.forall(_.isDigit) && h.forall(_.isDigit) && w.length < 10 && h.length < 10 =>

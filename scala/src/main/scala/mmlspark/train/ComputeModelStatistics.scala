@@ -40,7 +40,7 @@ final class ComputeModelStatistics(override val uid: String)
     val row =
       if (schema == ComputeModelStatistics.regressionSchema) regression(dataset.toDF())
       else classification(dataset.toDF())
-    spark.createDataFrame(java.util.List.of(row), schema)
+    spark.createDataFrame(java.util.Collections.singletonList(row), schema)
   }
 
   private def complete(df: DataFrame): DataFrame =

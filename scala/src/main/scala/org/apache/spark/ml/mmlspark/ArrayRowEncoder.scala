@@ -39,7 +39,7 @@ object ArrayRowEncoder {
     if (!replaced)
       throw new IllegalStateException(s"unexpected Row deserializer ${base.objDeserializer}")
     ordinals.foreach(i => require(schema(i).dataType.isInstanceOf[ArrayType], schema(i)))
-    ExpressionEncoder(base.encoder, base.objSerializer, deserializer)
+    SparkCompat.withSerde(base, base.objSerializer, deserializer)
   }
 
   /** Encodes rows of `schema` whose array columns at `ordinals` hold `ArrayData` (or null). */
@@ -53,6 +53,6 @@ object ArrayRowEncoder {
         else standard.children.head // the Alias around each field's serializer
       Seq(Literal(schema(i).name), value)
     }
-    ExpressionEncoder(base.encoder, CreateNamedStruct(fields), base.objDeserializer)
+    SparkCompat.withSerde(base, CreateNamedStruct(fields), base.objDeserializer)
   }
 }

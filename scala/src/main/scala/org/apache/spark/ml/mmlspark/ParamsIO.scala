@@ -1,7 +1,7 @@
 package org.apache.spark.ml.mmlspark
 
 import org.apache.spark.ml.param.Params
-import org.apache.spark.ml.util.{DefaultParamsReader, DefaultParamsWriter}
+import org.apache.spark.ml.util.DefaultParamsReader
 import org.apache.spark.sql.SparkSession
 import org.json4s.JValue
 
@@ -16,14 +16,14 @@ object ParamsIO {
       spark: SparkSession,
       paramMap: JValue
   ): Unit =
-    DefaultParamsWriter.saveMetadata(instance, path, spark, None, Some(paramMap))
+    SparkCompat.saveMetadata(instance, path, spark, paramMap)
 
   /** Reads the metadata at `path`, checking it was written for `className`. */
   def loadMetadata(path: String, spark: SparkSession, className: String): SavedParams =
-    new SavedParams(DefaultParamsReader.loadMetadata(path, spark, className))
+    new SavedParams(SparkCompat.loadMetadata(path, spark, className))
 
   def loadStage[T](path: String, spark: SparkSession): T =
-    DefaultParamsReader.loadParamsInstance[T](path, spark)
+    SparkCompat.loadParamsInstance[T](path, spark)
 }
 
 /** The uid and params of a saved stage, ready to be set on a new instance. */

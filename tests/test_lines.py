@@ -1,0 +1,162 @@
+"""What every Spark line must give alike (pytest -m lines; scripts/spark_lines.py runs these with
+the other files' `lines` tests on each line, in a virtualenv with that line's pyspark and the
+wheel installed).
+
+Results travel between lines through the folder MMLSPARK_LINES_EXCHANGE (one subfolder per line):
+each line runs the camera-trap demo and saves a fitted TrainClassifier pipeline there, then checks
+every other line's: the same predictions, and the other line's saved models load here and give
+this line's results. The last run of scripts/spark_lines.py sets MMLSPARK_LINES_REQUIRE to the
+lines that must be present and only checks. Without an exchange folder (the primary suite) the
+tests use a temporary one, so they still save, load and compare on the one line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.ml.classification import LogisticRegression
+from pyspark.ml.functions import vector_to_array
+
+import mmlspark
+from mmlspark.apps.camera_trap import job
+from mmlspark.core.compat import connect_ml_supported
+from mmlspark.train import TrainClassifier
+
+pytestmark = pytest.mark.lines
+
+LINE = mmlspark.spark_line()
+REQUIRED = [x for x in os.environ.get("MMLSPARK_LINES_REQUIRE", "").split(",") if x]
+
+
+@pytest.fixture(scope="module")
+def exchange(tmp_path_factory) -> Path:
+    folder = os.environ.get("MMLSPARK_LINES_EXCHANGE")
+    return Path(folder) if folder else tmp_path_factory.mktemp("exchange")
+
+
+def _others(exchange: Path, name: str) -> dict[str, Path]:
+    """The other lines' saved `name` folders; in the checking run, every required line's."""
+    found = {
+        p.name: p / name
+        for p in sorted(exchange.iterdir())
+        if p.name != LINE and (p / name / "done").is_file()
+    }
+    missing = [x for x in REQUIRED if x != LINE and x not in found]
+    assert not missing, f"no {name} results from Spark {', '.join(missing)} in {exchange}"
+    return found
+
+
+def _fresh(exchange: Path, name: str) -> Path:
+    """This line's folder for `name`: made anew, except in the checking run, which reads it."""
+    own = exchange / LINE / name
+    if REQUIRED:
+        assert (own / "done").is_file(), f"Spark {LINE} left no {name} results in {exchange}"
+        return own
+    shutil.rmtree(own, ignore_errors=True)
+    own.mkdir(parents=True)
+    return own
+
+
+def _predictions(folder: Path) -> list[dict[str, Any]]:
+    """Camera-trap predictions keyed by the photo's path below the classified folder."""
+    rows = pq.read_table(folder / "predictions.parquet").to_pylist()
+    for r in rows:
+        r["path"] = r["path"].split("/data/test/", 1)[1]
+    return sorted(rows, key=lambda r: r["path"])
+
+
+def _assert_same_predictions(actual: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    assert [r["path"] for r in actual] == [r["path"] for r in expected]
+    for a, e in zip(actual, expected, strict=True):
+        assert (a["predicted_label"], a["failure"]) == (e["predicted_label"], e["failure"]), a
+        assert a["confidence"] == pytest.approx(e["confidence"], rel=1e-6, abs=1e-9), a
+
+
+def test_the_jvm_runs_the_java_the_line_run_asked_for(spark):
+    """scripts/spark_lines.py says which JDK a run is on (MMLSPARK_LINES_JAVA); the JVM agrees."""
+    java = spark.sparkContext._jvm.java.lang.System.getProperty("java.version")
+    expected = os.environ.get("MMLSPARK_LINES_JAVA")
+    if expected:
+        assert java.split(".")[0] == expected, java
+    else:
+        assert int(java.split(".")[0]) >= 17, java
+
+
+def test_camera_trap_demo_gives_the_same_predictions_on_every_line(spark, exchange):
+    own = _fresh(exchange, "demo")
+    if not REQUIRED:
+        summary = job.demo(spark, str(own / "run"), log=lambda _: None)
+        assert summary["accuracy"] > 0.8  # chance is 1/3
+        (own / "done").write_text(json.dumps({"spark": spark.version, **summary}, default=str))
+    mine = _predictions(own / "run" / "predictions")
+    assert len(mine) == 30
+    for line, theirs in _others(exchange, "demo").items():
+        # The same photos and featurizer give the same predictions on that line...
+        _assert_same_predictions(_predictions(theirs / "run" / "predictions"), mine)
+        # ...and the model that line trained and saved loads here and classifies alike.
+        out = own / f"with_model_of_{line}"
+        shutil.rmtree(out, ignore_errors=True)
+        job.classify(
+            spark,
+            str(own / "run" / "data" / "test"),
+            str(theirs / "run" / "model"),
+            str(out),
+            log=lambda _: None,
+        )
+        _assert_same_predictions(_predictions(out), _predictions(theirs / "run" / "predictions"))
+
+
+def _tabular(spark: Any) -> Any:
+    rows = [
+        (float(i % 7), f"c{i % 3}", float(i % 5) / 2, "yes" if (i % 7 + i % 3) > 4 else "no")
+        for i in range(120)
+    ]
+    return spark.createDataFrame(rows, "a double, color string, b double, label string")
+
+
+def _scored(model: PipelineModel, df: Any) -> list[dict[str, Any]]:
+    out = model.transform(df).select(
+        "a", "color", "b", vector_to_array("probability").alias("probability"), "prediction"
+    )
+    return [r.asDict() for r in out.orderBy("a", "color", "b").collect()]
+
+
+def test_saved_pipeline_loads_on_every_line_with_the_same_output(spark, exchange):
+    own = _fresh(exchange, "pipeline")
+    df = _tabular(spark)
+    if not REQUIRED:
+        train = TrainClassifier(model=LogisticRegression(maxIter=30), labelCol="label")
+        fitted = Pipeline(stages=[train]).fit(df)
+        fitted.write().overwrite().save(str(own / "model"))
+        (own / "scored.json").write_text(json.dumps(_scored(fitted, df)))
+        (own / "done").write_text(spark.version)
+    mine = json.loads((own / "scored.json").read_text())
+    assert len(mine) == 120 and {r["prediction"] for r in mine} == {"yes", "no"}
+    for _, theirs in _others(exchange, "pipeline").items():
+        loaded = PipelineModel.load(str(theirs / "model"))
+        expected = json.loads((theirs / "scored.json").read_text())
+        actual = _scored(loaded, df)
+        assert [r["prediction"] for r in actual] == [r["prediction"] for r in expected]
+        for a, e in zip(actual, expected, strict=True):
+            assert a["probability"] == pytest.approx(e["probability"], rel=1e-9, abs=1e-12)
+
+
+if not connect_ml_supported():
+
+    def test_stages_on_spark_35_fail_clearly_over_connect():
+        """Spark 3.5's Connect server runs no ML stages (4.x lines do: test_connect.py's round
+        trip runs on each); a stage created over Connect says so instead of failing in py4j."""
+        from conftest import connect_mode
+
+        from mmlspark.core.wrapper import ConnectNotSupportedError
+        from mmlspark.stages import SelectColumns
+
+        with connect_mode(), pytest.raises(ConnectNotSupportedError, match="Spark 4.0 or newer"):
+            SelectColumns(cols=["a"])
