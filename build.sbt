@@ -17,7 +17,7 @@ ThisBuild / scalaVersion := SparkLines.primary.scalaVersion
 ThisBuild / scalacOptions ++= Seq("-deprecation", "-feature", "-unchecked", "-release", "17")
 ThisBuild / javacOptions ++= Seq("--release", "17")
 
-val onnxRuntimeVersion = "1.24.2"
+val onnxRuntimeVersion = "1.29.0"
 // The ONNX Runtime build the jar depends on: the CPU build, or with MMLSPARK_ONNXRUNTIME=gpu the
 // GPU build (CUDA 12, cuDNN 9; 370 MB) for a self-contained jar that runs on GPU clusters.
 val onnxRuntimeArtifact = sys.env.get("MMLSPARK_ONNXRUNTIME") match {

@@ -4,7 +4,7 @@
 __version__ = "0.1.0"
 scala_version = "2.13.18"
 spark_version = "4.3.0"
-onnxruntime_version = "1.24.2"
+onnxruntime_version = "1.29.0"
 # The Spark lines (major.minor) the bundled jars serve, with each jar's Scala version.
 spark_lines = {"3.5": "2.12", "4.0": "2.13", "4.1": "2.13", "4.2": "2.13", "4.3": "2.13"}
 # The pyspark requirement of the wheel, and the pyspark release tested for each line.
