@@ -11,7 +11,6 @@ from typing import Any
 import pyspark
 
 __all__ = [
-    "RemoteModelRef",
     "PYSPARK_LINE",
     "connect_ml_supported",
     "remote_model_ref",
@@ -26,14 +25,6 @@ try:  # Spark 4.1 and newer: a model fitted on a Spark Connect server is held by
     _HAS_MODEL_REF = True
 except ImportError:  # Spark 3.5 and 4.0
     _HAS_MODEL_REF = False
-
-    class RemoteModelRef:  # type: ignore[no-redef]
-        """Stands in for pyspark's class on lines that lack it: nothing is ever an instance."""
-
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            raise NotImplementedError(
-                f"pyspark {pyspark.__version__} has no Spark Connect model references"
-            )
 
 
 def connect_ml_supported() -> bool:
