@@ -51,10 +51,10 @@ test: venv lint
 # The primary suite leaves its cross-line results (tests/test_lines.py) for test-lines.
 test-python: venv
 	rm -rf .lines/exchange
-	MMLSPARK_LINES_EXCHANGE=$(CURDIR)/.lines/exchange $(PY) -m pytest tests
+	MMLSPARK_LINES_EXCHANGE=$(CURDIR)/.lines/exchange $(PY) -m pytest tests --durations=25
 
-# The line tests (pytest -m lines) on every other Spark line (4.1 and 4.2 on JDK 21), each in its
-# own virtualenv with the wheel installed, then the cross-line checks on the primary line.
+# The line tests (pytest -m lines) on every other Spark line (3.5 on JDK 17 and on JDK 21), each in
+# its own virtualenv with the wheel installed, then the cross-line checks on the primary line.
 test-lines: venv
 	$(PY) scripts/spark_lines.py test
 
