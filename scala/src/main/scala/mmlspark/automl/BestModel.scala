@@ -2,7 +2,7 @@ package mmlspark.automl
 
 import scala.jdk.CollectionConverters._
 
-import mmlspark.contracts.{SchemaUtils, StageParam, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParam, StageParams, StageReadable, StageWritable}
 import org.apache.hadoop.fs.Path
 import org.apache.spark.ml.{Model, PipelineStage, Transformer}
 import org.apache.spark.ml.param.ParamMap
@@ -55,13 +55,7 @@ final class BestModel(override val uid: String)
   def getRocCurve: DataFrame =
     spark.createDataFrame(roc.map(p => Row(p._1, p._2)).asJava, BestModel.rocSchema)
 
-  private def model: Transformer = $(bestModel) match {
-    case t: Transformer => t
-    case other =>
-      throw new IllegalArgumentException(
-        s"${SchemaUtils.stageName(this)}: bestModel must be a Transformer but is ${other.getClass.getName}"
-      )
-  }
+  private def model: Transformer = SchemaUtils.requireTransformer(this, "bestModel", $(bestModel))
 
   override def transformSchema(schema: StructType): StructType = model.transformSchema(schema)
 
@@ -82,8 +76,7 @@ final class BestModel(override val uid: String)
     val copied = copyValues(new BestModel(uid), extra)
       .setParent(parent)
       .setMetrics(metricRows, metricSchema, roc)
-    get(bestModel).foreach(m => copied.setBestModel(m.copy(extra)))
-    copied
+    StageParams.copyStages(this, copied, extra)
   }
 }
 

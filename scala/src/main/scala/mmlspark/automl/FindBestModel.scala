@@ -5,6 +5,7 @@ import mmlspark.contracts.{
   HasPredictionCol,
   SchemaUtils,
   StageArrayParam,
+  StageParams,
   StageReadable,
   StageWritable
 }
@@ -73,14 +74,7 @@ final class FindBestModel(override val uid: String)
       isDefined(models),
       "param 'models' must be set to the fitted models to compare"
     )
-    $(models).toSeq.map {
-      case t: Transformer => t
-      case other =>
-        throw new IllegalArgumentException(
-          s"${SchemaUtils.stageName(this)}: param 'models' must hold fitted models (Transformers) " +
-            s"but holds ${other.getClass.getName}; fit it first"
-        )
-    }
+    $(models).toSeq.map(SchemaUtils.requireTransformer(this, "models", _))
   }
 
   override def transformSchema(schema: StructType): StructType = {
@@ -124,11 +118,8 @@ final class FindBestModel(override val uid: String)
       .setParent(this)
   }
 
-  override def copy(extra: ParamMap): FindBestModel = {
-    val copied = defaultCopy[FindBestModel](extra)
-    get(models).foreach(m => copied.setModels(m.map(_.copy(extra))))
-    copied
-  }
+  override def copy(extra: ParamMap): FindBestModel =
+    StageParams.copyStages(this, defaultCopy[FindBestModel](extra), extra)
 }
 
 object FindBestModel extends StageReadable[FindBestModel] {

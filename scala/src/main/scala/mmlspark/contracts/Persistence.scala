@@ -5,7 +5,7 @@ import scala.reflect.ClassTag
 import org.apache.hadoop.fs.Path
 import org.apache.spark.ml.PipelineStage
 import org.apache.spark.ml.mmlspark.ParamsIO
-import org.apache.spark.ml.param.{Param, ParamPair, Params}
+import org.apache.spark.ml.param.{Param, ParamMap, ParamPair, Params}
 import org.apache.spark.ml.util.{MLReadable, MLReader, MLWritable, MLWriter}
 import org.apache.spark.sql.SparkSession
 import org.json4s.{JField, JObject}
@@ -49,6 +49,21 @@ class StageArrayParam(parent: Params, name: String, doc: String)
     throw new UnsupportedOperationException(
       s"param '$name' holds stages and is loaded from directories, not from JSON"
     )
+}
+
+object StageParams {
+
+  /** Gives `copied`, a copy of `from` made with `copyValues`, copies of its own of the stages in
+    * `from`'s stage-valued params (`copyValues` shares them between the copy and the original).
+    */
+  def copyStages[T <: Params](from: Params, copied: T, extra: ParamMap): T = {
+    from.params.foreach {
+      case p: StageParam => from.get(p).foreach(s => copied.set(p, s.copy(extra)))
+      case p: StageArrayParam => from.get(p).foreach(s => copied.set(p, s.map(_.copy(extra))))
+      case _ =>
+    }
+    copied
+  }
 }
 
 /** Save for mmlspark stages: Spark's metadata layout (so `Pipeline` save/load and Spark's readers

@@ -1,5 +1,6 @@
 package mmlspark.contracts
 
+import org.apache.spark.ml.{PipelineStage, Transformer}
 import org.apache.spark.ml.param.Params
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.sql.types._
@@ -71,6 +72,20 @@ object SchemaUtils {
 
   def require(stage: Params, condition: Boolean, message: => String): Unit =
     if (!condition) fail(stage, message)
+
+  /** The value of the stage-valued param `param` as a Transformer (a fitted model), or a failure
+    * that names the param and the class it holds.
+    */
+  def requireTransformer(stage: Params, param: String, value: PipelineStage): Transformer =
+    value match {
+      case t: Transformer => t
+      case other =>
+        fail(
+          stage,
+          s"param '$param' must hold a Transformer (a fitted model) but holds " +
+            s"${other.getClass.getName}; fit it first"
+        )
+    }
 
   /** `name` as a column reference that is never parsed (dots and spaces stay literal). */
   def quoted(name: String): String = "`" + name.replace("`", "``") + "`"

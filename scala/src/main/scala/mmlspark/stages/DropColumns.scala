@@ -2,30 +2,23 @@ package mmlspark.stages
 
 import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.Transformer
-import org.apache.spark.ml.param.{ParamMap, StringArrayParam}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
 /** Drops the named columns; every named column must exist. */
-final class DropColumns(override val uid: String) extends Transformer with StageWritable {
+final class DropColumns(override val uid: String)
+    extends Transformer
+    with ColumnListParams
+    with StageWritable {
 
   def this() = this(Identifiable.randomUID("DropColumns"))
 
-  final val cols: StringArrayParam = new StringArrayParam(
-    this,
-    "cols",
-    "names of the columns to drop (at least one, no repeats)",
-    (names: Array[String]) => names.nonEmpty && names.distinct.length == names.length
-  )
-
-  def getCols: Array[String] = $(cols)
-
-  def setCols(value: Array[String]): this.type = set(cols, value)
+  override protected def colsPurpose: String = "to drop"
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.require(this, isDefined(cols), "param 'cols' must be set")
-    $(cols).foreach(c => SchemaUtils.requireColumn(this, schema, c))
+    requireCols(schema)
     StructType(schema.fields.filterNot(f => $(cols).contains(f.name)))
   }
 

@@ -1,6 +1,6 @@
 package mmlspark.stages
 
-import mmlspark.contracts.{SchemaUtils, StageParam, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParam, StageParams, StageReadable, StageWritable}
 import org.apache.spark.internal.Logging
 import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
 import org.apache.spark.ml.param.{BooleanParam, ParamMap}
@@ -75,11 +75,8 @@ final class Timer(override val uid: String)
       .setParent(this)
   }
 
-  override def copy(extra: ParamMap): Timer = {
-    val copied = defaultCopy[Timer](extra)
-    get(stage).foreach(s => copied.setStage(s.copy(extra)))
-    copied
-  }
+  override def copy(extra: ParamMap): Timer =
+    StageParams.copyStages(this, defaultCopy[Timer](extra), extra)
 }
 
 object Timer extends StageReadable[Timer]

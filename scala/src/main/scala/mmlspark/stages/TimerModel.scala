@@ -1,6 +1,6 @@
 package mmlspark.stages
 
-import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
 import org.apache.spark.internal.Logging
 import org.apache.spark.ml.{Model, Transformer}
 import org.apache.spark.ml.param.{LongParam, ParamMap}
@@ -39,13 +39,8 @@ final class TimerModel(override val uid: String)
   /** How long the most recent transform took, in milliseconds (-1 before the first). */
   def lastTransformMillis: Long = lastMillis
 
-  private def transformer: Transformer = requireStage() match {
-    case t: Transformer => t
-    case other =>
-      throw new IllegalArgumentException(
-        s"${SchemaUtils.stageName(this)}: param 'stage' must be a Transformer but was ${other.getClass.getName}"
-      )
-  }
+  private def transformer: Transformer =
+    SchemaUtils.requireTransformer(this, "stage", requireStage())
 
   override def transformSchema(schema: StructType): StructType = transformer.transformSchema(schema)
 
@@ -64,11 +59,8 @@ final class TimerModel(override val uid: String)
     result
   }
 
-  override def copy(extra: ParamMap): TimerModel = {
-    val copied = copyValues(new TimerModel(uid), extra).setParent(parent)
-    get(stage).foreach(s => copied.setStage(s.copy(extra)))
-    copied
-  }
+  override def copy(extra: ParamMap): TimerModel =
+    StageParams.copyStages(this, copyValues(new TimerModel(uid), extra).setParent(parent), extra)
 }
 
 object TimerModel extends StageReadable[TimerModel]

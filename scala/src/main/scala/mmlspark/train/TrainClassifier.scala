@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
 import org.apache.spark.ml.{Estimator, Model}
 import org.apache.spark.ml.classification.Classifier
 import org.apache.spark.ml.param.{BooleanParam, ParamMap, StringArrayParam}
@@ -131,33 +131,15 @@ final class TrainClassifier(override val uid: String)
             given
           case None => seen.map(_.getString(1))
         }
-    val columns = featureColumns(dataset.schema)
-    val features = featuresColumn
-    val index = helperPrefix + "label"
-    val (featurization, choice) = Training.featurize(this, data, columns, features, helperPrefix)
     val classIndex =
       if ($(reindexLabel)) array_position(typedLit(levels), label.cast(StringType)) - lit(1)
       else label
-    val indexed = Featurization(featurization, data, helperPrefix, features)
-      .withColumn(index, classIndex.cast(DoubleType))
-    val learner = Training.configure(this, $(model), features, index, helperPrefix + "prediction")
-    val fitted = learner.asInstanceOf[org.apache.spark.ml.Estimator[_]].fit(indexed)
-    copyValues(new TrainedClassifierModel(uid))
-      .setInputCols(columns.toArray)
-      .setLevels(levels)
-      .setLabelType(labelType.sql.toLowerCase)
-      .setFeaturization(featurization)
-      .setTextCols(choice.text.toArray)
-      .setCategoricalCols(choice.categorical.toArray)
-      .setModel(fitted.asInstanceOf[Model[_]])
-      .setParent(this)
+    val trained = new TrainedClassifierModel(uid).setLevels(levels)
+    fitInto(dataset, data, classIndex, labelType.sql.toLowerCase, trained).setParent(this)
   }
 
-  override def copy(extra: ParamMap): TrainClassifier = {
-    val copied = defaultCopy[TrainClassifier](extra)
-    get(model).foreach(m => copied.setModel(m.copy(extra)))
-    copied
-  }
+  override def copy(extra: ParamMap): TrainClassifier =
+    StageParams.copyStages(this, defaultCopy[TrainClassifier](extra), extra)
 }
 
 object TrainClassifier extends StageReadable[TrainClassifier] {

@@ -2,7 +2,7 @@ package mmlspark.train
 
 import mmlspark.contracts.{HasFeaturesCol, HasInputCols, HasLabelCol, SchemaUtils, StageParam}
 import org.apache.spark.internal.Logging
-import org.apache.spark.ml.{PipelineModel, PipelineStage, Transformer}
+import org.apache.spark.ml.{Estimator, PipelineModel, PipelineStage, Transformer}
 import org.apache.spark.ml.param.{
   IntParam,
   Param,
@@ -11,9 +11,9 @@ import org.apache.spark.ml.param.{
   Params,
   StringArrayParam
 }
-import org.apache.spark.sql.{DataFrame, Dataset}
+import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.{DataType, StructType}
+import org.apache.spark.sql.types.{DataType, DoubleType, StructType}
 
 /** Params of the train estimators and the models they fit. */
 private[train] trait TrainParams
@@ -81,6 +81,35 @@ private[train] trait TrainParams
 
   /** Helper columns start with this; they never reach the output. */
   protected def helperPrefix: String = s"__train_${uid}_"
+
+  /** Fits the featurization and the learner on `data` (the labelled rows of `dataset`), the
+    * learner's label being `label` as a double, and gives `trained` (a new model of this stage's
+    * uid) this stage's values and all it needs to score.
+    */
+  protected def fitInto[M <: TrainedParams](
+      dataset: Dataset[_],
+      data: DataFrame,
+      label: Column,
+      labelType: String,
+      trained: M
+  ): M = {
+    val columns = featureColumns(dataset.schema)
+    val features = featuresColumn
+    val labelColumn = helperPrefix + "label"
+    val (featurization, choice) = Training.featurize(this, data, columns, features, helperPrefix)
+    val prepared = Featurization(featurization, data, helperPrefix, features)
+      .withColumn(labelColumn, label.cast(DoubleType))
+    val learner =
+      Training.configure(this, $(model), features, labelColumn, helperPrefix + "prediction")
+    val fitted = learner.asInstanceOf[Estimator[_]].fit(prepared)
+    copyValues(trained)
+      .setInputCols(columns.toArray)
+      .setLabelType(labelType)
+      .setFeaturization(featurization)
+      .setTextCols(choice.text.toArray)
+      .setCategoricalCols(choice.categorical.toArray)
+      .setModel(fitted.asInstanceOf[PipelineStage])
+  }
 }
 
 /** What the fitted train models share: the featurization and the fitted learner. */
@@ -104,13 +133,7 @@ private[train] trait TrainedParams extends TrainParams {
   def getLabelType: String = $(labelType)
   def setLabelType(value: String): this.type = set(labelType, value)
 
-  protected def inner: Transformer = $(model) match {
-    case t: Transformer => t
-    case other =>
-      throw new IllegalArgumentException(
-        s"${SchemaUtils.stageName(this)}: param 'model' must hold a fitted model but holds ${other.getClass.getName}"
-      )
-  }
+  protected def inner: Transformer = SchemaUtils.requireTransformer(this, "model", $(model))
 
   protected def indexCol: String = helperPrefix + "prediction"
 
@@ -127,11 +150,6 @@ private[train] trait TrainedParams extends TrainParams {
       .transform(inner.transform)
   }
 
-  protected def copyInto[M <: TrainedParams](copied: M, extra: ParamMap): M = {
-    get(model).foreach(m => copied.set(copied.model, m.copy(extra)))
-    get(featurization).foreach(f => copied.set(copied.featurization, f.copy(extra)))
-    copied
-  }
 }
 
 private[train] object Training extends Logging {

@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
 import org.apache.spark.ml.{Estimator, Model}
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.regression.Regressor
@@ -37,29 +37,12 @@ final class TrainRegressor(override val uid: String)
   override def fit(dataset: Dataset[_]): TrainedRegressorModel = {
     transformSchema(dataset.schema, logging = true)
     val data = Training.labelled(this, dataset, $(labelCol))
-    val columns = featureColumns(dataset.schema)
-    val features = featuresColumn
-    val label = helperPrefix + "label"
-    val (featurization, choice) = Training.featurize(this, data, columns, features, helperPrefix)
-    val prepared = Featurization(featurization, data, helperPrefix, features)
-      .withColumn(label, col(SchemaUtils.quoted($(labelCol))).cast(DoubleType))
-    val learner = Training.configure(this, $(model), features, label, helperPrefix + "prediction")
-    val fitted = learner.asInstanceOf[Estimator[_]].fit(prepared)
-    copyValues(new TrainedRegressorModel(uid))
-      .setInputCols(columns.toArray)
-      .setLabelType("double")
-      .setFeaturization(featurization)
-      .setTextCols(choice.text.toArray)
-      .setCategoricalCols(choice.categorical.toArray)
-      .setModel(fitted.asInstanceOf[Model[_]])
-      .setParent(this)
+    val label = col(SchemaUtils.quoted($(labelCol)))
+    fitInto(dataset, data, label, "double", new TrainedRegressorModel(uid)).setParent(this)
   }
 
-  override def copy(extra: ParamMap): TrainRegressor = {
-    val copied = defaultCopy[TrainRegressor](extra)
-    get(model).foreach(m => copied.setModel(m.copy(extra)))
-    copied
-  }
+  override def copy(extra: ParamMap): TrainRegressor =
+    StageParams.copyStages(this, defaultCopy[TrainRegressor](extra), extra)
 }
 
 object TrainRegressor extends StageReadable[TrainRegressor]

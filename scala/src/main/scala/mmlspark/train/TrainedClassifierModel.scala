@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
 import org.apache.spark.ml.{Model, PipelineStage}
 import org.apache.spark.ml.attribute.NominalAttribute
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
@@ -72,7 +72,11 @@ final class TrainedClassifierModel(override val uid: String)
   }
 
   override def copy(extra: ParamMap): TrainedClassifierModel =
-    copyInto(copyValues(new TrainedClassifierModel(uid), extra).setParent(parent), extra)
+    StageParams.copyStages(
+      this,
+      copyValues(new TrainedClassifierModel(uid), extra).setParent(parent),
+      extra
+    )
 }
 
 object TrainedClassifierModel extends StageReadable[TrainedClassifierModel] {

@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
 import org.apache.spark.ml.Model
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.ml.param.{ParamMap, Params}
@@ -33,7 +33,11 @@ final class TrainedRegressorModel(override val uid: String)
   }
 
   override def copy(extra: ParamMap): TrainedRegressorModel =
-    copyInto(copyValues(new TrainedRegressorModel(uid), extra).setParent(parent), extra)
+    StageParams.copyStages(
+      this,
+      copyValues(new TrainedRegressorModel(uid), extra).setParent(parent),
+      extra
+    )
 }
 
 object TrainedRegressorModel extends StageReadable[TrainedRegressorModel] {

@@ -153,29 +153,17 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
       assert(stringColumn.getMessage.contains("but was string"))
       val corrupt = Files.createTempFile("corrupt", ".onnx")
       Files.write(corrupt, Array[Byte](1, 2, 3, 4, 5))
-      val bad = intercept[IllegalArgumentException](
-        new ONNXModel()
-          .setModelLocation(corrupt.toString)
-          .setInputCol("a")
-          .setOutputCol("o")
-          .transform(pairs)
+      def failure(location: String, outputCol: Option[String]): String = {
+        val stage = new ONNXModel().setModelLocation(location).setInputCol("a")
+        outputCol.foreach(stage.setOutputCol)
+        intercept[IllegalArgumentException](stage.transform(pairs)).getMessage
+      }
+      assert(failure(corrupt.toString, Some("o")).contains("is not a model ONNX Runtime"))
+      assert(
+        failure("/nonexistent/m.onnx", Some("o"))
+          .contains("cannot read the model at '/nonexistent/m.onnx'")
       )
-      assert(bad.getMessage.contains("is not a model ONNX Runtime"))
-      val missing = intercept[IllegalArgumentException](
-        new ONNXModel()
-          .setModelLocation("/nonexistent/m.onnx")
-          .setInputCol("a")
-          .setOutputCol("o")
-          .transform(pairs)
-      )
-      assert(missing.getMessage.contains("cannot read the model at '/nonexistent/m.onnx'"))
-      val noMapping = intercept[IllegalArgumentException](
-        new ONNXModel()
-          .setModelLocation(path("two_in_two_out.onnx"))
-          .setInputCol("a")
-          .transform(pairs)
-      )
-      assert(noMapping.getMessage.contains("the model has 2 inputs"))
+      assert(failure(path("two_in_two_out.onnx"), None).contains("the model has 2 inputs"))
       intercept[IllegalArgumentException](new ONNXModel().setFeedDict("[1, 2]"))
       intercept[IllegalArgumentException](new ONNXModel().setDeviceType("gpu"))
       // Listener events arrive in order: once this job's start is seen, any earlier job's was too.

@@ -1,0 +1,30 @@
+package mmlspark.stages
+
+import mmlspark.contracts.SchemaUtils
+import org.apache.spark.ml.param.{Params, StringArrayParam}
+import org.apache.spark.sql.types.{StructField, StructType}
+
+/** The `cols` param of the stages that pick columns by name ([[DropColumns]], [[SelectColumns]]).
+  */
+private[stages] trait ColumnListParams extends Params {
+
+  /** What the named columns are for, the start of the param's doc ("to drop"). */
+  protected def colsPurpose: String
+
+  final val cols: StringArrayParam = new StringArrayParam(
+    this,
+    "cols",
+    s"names of the columns $colsPurpose (at least one, no repeats)",
+    (names: Array[String]) => names.nonEmpty && names.distinct.length == names.length
+  )
+
+  def getCols: Array[String] = $(cols)
+
+  def setCols(value: Array[String]): this.type = set(cols, value)
+
+  /** The fields of the named columns in `schema`, in the order named; each must exist. */
+  protected def requireCols(schema: StructType): Array[StructField] = {
+    SchemaUtils.require(this, isDefined(cols), "param 'cols' must be set")
+    $(cols).map(c => SchemaUtils.requireColumn(this, schema, c))
+  }
+}
