@@ -125,6 +125,46 @@ def test_large_image_full_and_reduced(spark, folder):
     np.testing.assert_array_equal(to_ndarray(small), expected)
 
 
+def _resized_tensor(data: bytes, mode: int) -> np.ndarray:
+    """opencv-python's decode in `mode`, resized to 224 x 224, as an RGB CHW float tensor."""
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), mode | cv2.IMREAD_IGNORE_ORIENTATION)
+    return cv2.resize(decoded, (224, 224))[:, :, ::-1].astype(np.float32).transpose(2, 0, 1)
+
+
+def _tensor_of(stage: ImageTransformer, df) -> np.ndarray:
+    row = stage.transform(df).select("tensor", "transformError").first()
+    assert row["transformError"] is None
+    return np.array(row["tensor"], np.float32).reshape(3, 224, 224)
+
+
+@pytest.mark.lines
+def test_encoded_bytes_decode_in_the_same_pass_at_the_reduced_scale(session, tmp_path):
+    """binaryFile bytes straight into ImageTransformer: with reducedDecode (the default) a 7.7 MP
+    JPEG is decoded at 1/8, as OpenCV's reduced mode does it; with it off, at full size."""
+    data = encode(pattern(2400, 3200, seed=9), ".jpg")
+    (tmp_path / "photo.jpg").write_bytes(data)
+    df = session.read.format("binaryFile").load(str(tmp_path / "photo.jpg"))
+    for reduced, mode in ((True, cv2.IMREAD_REDUCED_COLOR_8), (False, cv2.IMREAD_COLOR)):
+        stage = ImageTransformer(
+            inputCol="content", outputCol="tensor", toTensor=True, reducedDecode=reduced
+        ).resize(224, 224)
+        np.testing.assert_array_equal(_tensor_of(stage, df), _resized_tensor(data, mode))
+
+
+@pytest.mark.lines
+def test_read_images_then_transformer_decodes_at_the_reduced_scale(session, folder):
+    """read_images -> ImageTransformer: the stage reads the file itself and decodes it at 1/8,
+    on classic and Connect sessions alike; with reducedDecode off, as read_images decodes it
+    (at 1/4 here)."""
+    path, files = folder
+    df = read_images(session, str(path / "large.jpg"), reduceFactor=4)
+    stage = ImageTransformer(outputCol="tensor", toTensor=True).resize(224, 224)
+    reduced = _resized_tensor(files["large.jpg"], cv2.IMREAD_REDUCED_COLOR_8)
+    np.testing.assert_array_equal(_tensor_of(stage, df), reduced)
+    as_read = _resized_tensor(files["large.jpg"], cv2.IMREAD_REDUCED_COLOR_4)
+    np.testing.assert_array_equal(_tensor_of(stage.setReducedDecode(False), df), as_read)
+
+
 def _reference_chain(img: np.ndarray) -> np.ndarray:
     """resize(shorter side 256) -> centerCrop(224) -> RGB -> normalize -> CHW, in numpy/cv2."""
     h, w = img.shape[:2]

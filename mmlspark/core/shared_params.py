@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from pyspark.ml.param import Param, Params, TypeConverters
 
-__all__ = ["HasInputCol", "HasOutputCol", "HasInputCols", "HasOutputCols", "HasLabelCol", "HasFeaturesCol", "HasWeightCol", "HasErrorCol", "HasMiniBatchSize", "HasPredictionCol", "HasTensorChannelOrder"]
+__all__ = ["HasInputCol", "HasOutputCol", "HasInputCols", "HasOutputCols", "HasLabelCol", "HasFeaturesCol", "HasWeightCol", "HasErrorCol", "HasMiniBatchSize", "HasPredictionCol", "HasReducedDecode", "HasTensorChannelOrder"]
 
 _P = TypeVar("_P", bound=Params)
 
@@ -200,6 +200,25 @@ class HasPredictionCol(Params):
     def setPredictionCol(self: _P, value: str) -> _P:
         """Sets ``predictionCol``: name of the column with the predicted class or value."""
         return self._set(predictionCol=value)
+
+
+class HasReducedDecode(Params):
+    """Mixin for shared param ``reducedDecode``: when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size."""
+
+    reducedDecode: "Param[bool]" = Param(
+        Params._dummy(),
+        "reducedDecode",
+        "when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
+    def getReducedDecode(self) -> bool:
+        """Gets the value of ``reducedDecode`` or its default."""
+        return self.getOrDefault(self.reducedDecode)
+
+    def setReducedDecode(self: _P, value: bool) -> _P:
+        """Sets ``reducedDecode``: when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size."""
+        return self._set(reducedDecode=value)
 
 
 class HasTensorChannelOrder(Params):

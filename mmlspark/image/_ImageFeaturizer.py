@@ -8,13 +8,13 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
-from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasTensorChannelOrder
+from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode, HasTensorChannelOrder
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasTensorChannelOrder):
+class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode, HasTensorChannelOrder):
     """The JVM transformer ``mmlspark.image.ImageFeaturizer``.
 
     Parameters
@@ -43,6 +43,8 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence.
     outputCol : str, optional
         name of the output column. Default: ``"features"``.
+    reducedDecode : bool, optional
+        when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
     tensorChannelOrder : str, optional
         channel order of the tensor: 'RGB' or 'BGR'. Default: ``"RGB"``.
     """
@@ -121,10 +123,11 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         miniBatchSize: int | None = None,
         modelLocation: str | None = None,
         outputCol: str | None = None,
+        reducedDecode: bool | None = None,
         tensorChannelOrder: str | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(channelMeans=[0.485, 0.456, 0.406], channelStds=[0.229, 0.224, 0.225], colorScaleFactor=0.00392156862745098, deviceType="auto", errorCol="featurizeError", imageHeight=224, imageWidth=224, inputCol="image", miniBatchSize=64, outputCol="features", tensorChannelOrder="RGB")
+        self._setDefault(channelMeans=[0.485, 0.456, 0.406], channelStds=[0.229, 0.224, 0.225], colorScaleFactor=0.00392156862745098, deviceType="auto", errorCol="featurizeError", imageHeight=224, imageWidth=224, inputCol="image", miniBatchSize=64, outputCol="features", reducedDecode=True, tensorChannelOrder="RGB")
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -143,6 +146,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         miniBatchSize: int | None = None,
         modelLocation: str | None = None,
         outputCol: str | None = None,
+        reducedDecode: bool | None = None,
         tensorChannelOrder: str | None = None,
     ) -> _ImageFeaturizer:
         """Sets the params given by keyword; the others keep their values."""

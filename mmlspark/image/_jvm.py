@@ -28,9 +28,10 @@ def list_files(
     )
 
 
-def read_files(files: DataFrame, *, decoder: Any) -> DataFrame:
+def read_files(files: DataFrame, *, decoder: Any, defer_decode: bool) -> DataFrame:
     """``ImageReader.readFiles``: reads and decodes the files of a listing with the settings of
-    ``decoder`` (an ImageDecoder)."""
+    ``decoder`` (an ImageDecoder), marking the decode as one a later ImageTransformer may run
+    itself when ``defer_decode``."""
     spark = files.sparkSession
     jvm = classic_jvm(
         spark,
@@ -39,4 +40,4 @@ def read_files(files: DataFrame, *, decoder: Any) -> DataFrame:
     )
     decoder._transfer_params_to_java()
     reader = jvm_class(jvm, _IMAGE_READER)
-    return DataFrame(reader.readFiles(files._jdf, decoder._java_obj), spark)
+    return DataFrame(reader.readFiles(files._jdf, decoder._java_obj, bool(defer_decode)), spark)

@@ -6,10 +6,16 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 
 from mmlspark.image import _jvm
 
 __all__ = ["read_images", "read_image_stream", "list_files", "read_files", "to_ndarray"]
+
+# The column metadata of a decode a later ImageTransformer may run itself (the JVM's
+# mmlspark.pixels.DeferredDecode writes and reads the same keys).
+_DEFERRED_DECODE_KEY = "mmlsparkDeferredDecode"
+_DECODE_SOURCE_KEY = "mmlsparkDecodeSource"
 
 # OpenCV depth codes (type & 7) and the numpy types of their samples.
 _DEPTHS = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 5: np.float32}
@@ -87,7 +93,9 @@ def read_images(
         files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
         if sampleRatio < 1.0:
             files = files.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
-        return _decoded(files, colorMode, applyOrientation, reduceFactor, dropInvalid)
+        return _decoded(
+            files, colorMode, applyOrientation, reduceFactor, dropInvalid, minHeight, minWidth
+        )
     from mmlspark.image import ImageDecoder
 
     listing = list_files(spark, path, recursive, pathGlobFilter)
@@ -119,12 +127,18 @@ def list_files(
     return _jvm.list_files(spark, path=path, recursive=recursive, path_glob_filter=pathGlobFilter)
 
 
-def read_files(files: DataFrame, decoder: Any) -> DataFrame:
+def read_files(files: DataFrame, decoder: Any, *, deferDecode: bool = True) -> DataFrame:
     """Reads and decodes the files of a :func:`list_files` DataFrame in the tasks, with the
     settings of ``decoder`` (an :class:`ImageDecoder`; its columns are ignored): adds ``image``
     and sets ``error`` to the listing's, the read's or the decode's error. Other columns are kept.
+
+    With ``deferDecode`` (and without ``dropInvalid``), an :class:`ImageTransformer` or
+    :class:`ImageFeaturizer` applied to ``image`` reads and decodes each file itself, at the
+    smallest JPEG scale its first resize allows (see their ``reducedDecode``); Spark then runs
+    this decode only if ``image`` or ``error`` is read afterwards. Set it to False when both
+    are kept anyway, so that each file is decoded once.
     """
-    return _jvm.read_files(files, decoder=decoder)
+    return _jvm.read_files(files, decoder=decoder, defer_decode=deferDecode)
 
 
 def read_image_stream(
@@ -158,7 +172,7 @@ def read_image_stream(
     reader = _binary_files(spark.readStream.schema(schema), recursive, pathGlobFilter)
     if maxFilesPerTrigger is not None:
         reader = reader.option("maxFilesPerTrigger", int(maxFilesPerTrigger))
-    return _decoded(reader.load(path), colorMode, applyOrientation, reduceFactor, dropInvalid)
+    return _decoded(reader.load(path), colorMode, applyOrientation, reduceFactor, dropInvalid, 0, 0)
 
 
 def _binary_files(reader: Any, recursive: bool, pathGlobFilter: str | None) -> Any:
@@ -167,7 +181,13 @@ def _binary_files(reader: Any, recursive: bool, pathGlobFilter: str | None) -> A
 
 
 def _decoded(
-    files: DataFrame, colorMode: str, applyOrientation: bool, reduceFactor: int, dropInvalid: bool
+    files: DataFrame,
+    colorMode: str,
+    applyOrientation: bool,
+    reduceFactor: int,
+    dropInvalid: bool,
+    minHeight: int,
+    minWidth: int,
 ) -> DataFrame:
     """`read_images`' columns from the rows of Spark's binaryFile source, with ImageDecoder."""
     from mmlspark.image import ImageDecoder
@@ -178,10 +198,30 @@ def _decoded(
         colorMode=colorMode,
         applyOrientation=applyOrientation,
         reduceFactor=reduceFactor,
+        minHeight=minHeight,
+        minWidth=minWidth,
         dropInvalid=dropInvalid,
     )
     decoded = decoder.transform(files.select("path", "content"))
-    return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
+    if dropInvalid:
+        return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
+    # As read_files marks it: a decode a later ImageTransformer may run itself from the path.
+    source = {
+        "sourceCol": "path",
+        "fromPath": True,
+        "originCol": "path",
+        "id": decoder.uid,
+        "colorMode": colorMode,
+        "applyOrientation": applyOrientation,
+        "reduceFactor": reduceFactor,
+        "minHeight": minHeight,
+        "minWidth": minWidth,
+    }
+    return decoded.select(  # type: ignore[no-any-return]
+        F.col("path").alias("path", metadata={_DECODE_SOURCE_KEY: decoder.uid}),
+        F.col("image").alias("image", metadata={_DEFERRED_DECODE_KEY: source}),
+        "error",
+    )
 
 
 def to_ndarray(image: Any) -> np.ndarray:

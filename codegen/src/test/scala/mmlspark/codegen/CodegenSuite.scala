@@ -76,9 +76,10 @@ class CodegenSuite extends AnyFunSuite {
     // Directly, and through another trait (FindBestModelParams, MetricParams).
     assert(
       names(classOf[mmlspark.opencv.ImageTransformer]) ==
-        Seq("inputCol", "outputCol", "errorCol", "tensorChannelOrder")
+        Seq("inputCol", "outputCol", "errorCol", "reducedDecode", "tensorChannelOrder")
     )
     assert(names(classOf[mmlspark.image.ImageFeaturizer]).contains("tensorChannelOrder"))
+    assert(names(classOf[mmlspark.image.ImageFeaturizer]).contains("reducedDecode"))
     assert(names(classOf[mmlspark.automl.FindBestModel]) == Seq("labelCol", "predictionCol"))
     assert(
       names(classOf[mmlspark.train.ComputeModelStatistics]) == Seq("labelCol", "predictionCol")

@@ -3,7 +3,6 @@ package mmlspark.image
 import mmlspark.contracts._
 import mmlspark.onnx.{HasDeviceType, HasOnnxModel, ONNXModel, OnnxGraph}
 import mmlspark.opencv.ImageTransformer
-import mmlspark.pixels.ImageSchemaUtils
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable
@@ -12,7 +11,8 @@ import org.apache.spark.sql.functions.{coalesce, col}
 import org.apache.spark.sql.types.{StringType, StructType}
 
 /** Turns images into feature vectors with an image model cut at an intermediate node: the headless
-  * featurizer of transfer learning, in one stage.
+  * featurizer of transfer learning, in one stage. The input is an image struct or encoded image
+  * bytes (decoded in the same pass, at a reduced JPEG scale with `reducedDecode`).
   *
   * Each image is resized to `imageHeight` x `imageWidth`, scaled by `colorScaleFactor`, normalized
   * with `channelMeans` and `channelStds` and laid out as a CHW tensor (`ImageTransformer`); the
@@ -28,6 +28,7 @@ final class ImageFeaturizer(override val uid: String)
     with HasErrorCol
     with HasMiniBatchSize
     with HasTensorChannelOrder
+    with HasReducedDecode
     with HasDeviceType
     with HasOnnxModel {
 
@@ -89,6 +90,7 @@ final class ImageFeaturizer(override val uid: String)
     channelStds -> Array(0.229, 0.224, 0.225),
     colorScaleFactor -> 1.0 / 255,
     tensorChannelOrder -> "RGB",
+    reducedDecode -> true,
     miniBatchSize -> 64
   )
 
@@ -146,6 +148,7 @@ final class ImageFeaturizer(override val uid: String)
       .setErrorCol(imageErrorCol)
       .setToTensor(true)
       .setTensorChannelOrder($(tensorChannelOrder))
+      .setReducedDecode($(reducedDecode))
       .resize($(imageHeight), $(imageWidth))
       .normalize(inRgbOrder($(channelMeans)), inRgbOrder($(channelStds)), $(colorScaleFactor))
     val model = cutModel(spark)
@@ -167,7 +170,7 @@ final class ImageFeaturizer(override val uid: String)
   }
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageSchemaUtils.ImageColumn)
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageTransformer.InputColumn)
     SchemaUtils.requireAbsent(this, schema, $(errorCol))
     val (preprocess, model) = stages(SparkSession.active)
     val full = model.transformSchema(preprocess.transformSchema(schema))

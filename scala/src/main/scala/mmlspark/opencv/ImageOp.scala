@@ -38,6 +38,16 @@ sealed trait ImageOp {
     */
   def changesSize: Boolean = false
 
+  /** For an operation that scales any input to a size of its own (a resize): the size (height,
+    * width) its input must at least have, so that a smaller decode still serves it.
+    */
+  def minInputSize: Option[(Int, Int)] = None
+
+  /** Whether the operation works pixel by pixel, so that it may run before a resize on a smaller
+    * decode and mean the same.
+    */
+  def pixelwise: Boolean = false
+
   protected def require(condition: Boolean, message: => String): Unit =
     if (!condition) throw new IllegalArgumentException(s"$op: $message")
 
@@ -64,6 +74,7 @@ final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.IN
     )
   override def fixedSize: Option[(Int, Int)] = Some((height, width))
   override def changesSize: Boolean = true
+  override def minInputSize: Option[(Int, Int)] = Some((height, width))
 }
 
 object Resize
@@ -99,6 +110,7 @@ final case class ResizeShorter(size: Int, interpolation: Int = Imgproc.INTER_LIN
     newMat(image)((in, out) => Imgproc.resize(in, out, new Size(nw, nh), 0, 0, interpolation))
   }
   override def changesSize: Boolean = true
+  override def minInputSize: Option[(Int, Int)] = Some((size, size))
 }
 
 object ResizeShorter
@@ -198,6 +210,7 @@ final case class ColorFormat(format: String) extends ImageOp {
       case Some(c) => Image(newMat(image)((in, out) => Imgproc.cvtColor(in, out, c)).mat, format)
     }
   }
+  override def pixelwise: Boolean = true
 }
 
 object ColorFormat
@@ -215,6 +228,7 @@ final case class Flip(flipCode: Int = 1) extends ImageOp {
   def validate(): Unit =
     require(Seq(-1, 0, 1).contains(flipCode), s"flipCode must be -1, 0 or 1 but was $flipCode")
   def apply(image: Image): Image = newMat(image)((in, out) => Core.flip(in, out, flipCode))
+  override def pixelwise: Boolean = true
 }
 
 object Flip
@@ -253,6 +267,7 @@ final case class Threshold(threshold: Double, maxVal: Double, thresholdType: Int
   )
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.threshold(in, out, threshold, maxVal, thresholdType))
+  override def pixelwise: Boolean = true
 }
 
 object Threshold
@@ -351,6 +366,7 @@ final case class Normalize(
     )
     Image(out, image.order)
   }
+  override def pixelwise: Boolean = true
 }
 
 object Normalize
@@ -447,6 +463,13 @@ object ImageOp {
 
 /** Pixel access helpers shared by the operations and the tensor output. */
 object ImageOps {
+
+  /** The size (height, width) a decode must at least have to serve `ops`: the minimum input of
+    * their first resize, when only pixel-wise operations come before it; None when the operations
+    * need the image at full size.
+    */
+  def reducedDecodeTarget(ops: Seq[ImageOp]): Option[(Int, Int)] =
+    ops.dropWhile(_.pixelwise).headOption.flatMap(_.minInputSize)
 
   /** The samples of `mat` (any depth) as floats, row-major with interleaved channels. */
   def floats(mat: Mat): Array[Float] = {

@@ -1,31 +1,47 @@
 package mmlspark.opencv
 
+import scala.reflect.runtime.universe.TypeTag
+
 import mmlspark.contracts.{
   ColumnKind,
+  HasReducedDecode,
   HasTensorChannelOrder,
   RowResults,
   RowwiseTransformer,
+  SchemaUtils,
   StageReadable,
   StageWritable
 }
-import mmlspark.pixels.{ImageLimits, ImageSchemaUtils}
+import mmlspark.pixels.{DeferredDecode, ImageCodec, ImageFiles, ImageLimits, ImageSchemaUtils}
 import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat}
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, Dataset, Row}
-import org.apache.spark.sql.types.{ArrayType, DataType, FloatType, Metadata, MetadataBuilder}
+import org.apache.spark.sql.functions.{col, lit}
+import org.apache.spark.sql.types.{
+  ArrayType,
+  BinaryType,
+  DataType,
+  FloatType,
+  Metadata,
+  MetadataBuilder,
+  StringType
+}
 
 /** Applies a chain of OpenCV operations to each image, in the order given, in one pass per row with
-  * no intermediate columns. The output is an image struct or, with `toTensor`, a flat
-  * `array<float>` in CHW layout (channels in `tensorChannelOrder`), its shape `[C, H, W]` recorded
-  * in the column metadata under `tensorShape` (-1 where it depends on the input). A row whose image
-  * is null or fails an operation (a crop outside the image, say) gets a null output and an error
-  * message; it is never dropped.
+  * no intermediate columns. The input is an image struct, or encoded image bytes (a binary column,
+  * as the `binaryFile` source gives), decoded in the same pass (color, EXIF orientation applied)
+  * and, with `reducedDecode`, at the smallest JPEG scale the first resize allows. The output is an
+  * image struct or, with `toTensor`, a flat `array<float>` in CHW layout (channels in
+  * `tensorChannelOrder`), its shape `[C, H, W]` recorded in the column metadata under `tensorShape`
+  * (-1 where it depends on the input). A row whose image is null or fails an operation (a crop
+  * outside the image, say) gets a null output and an error message; it is never dropped.
   */
 final class ImageTransformer(override val uid: String)
     extends RowwiseTransformer
     with HasTensorChannelOrder
+    with HasReducedDecode
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageTransformer"))
@@ -49,7 +65,8 @@ final class ImageTransformer(override val uid: String)
     errorCol -> "transformError",
     operations -> "[]",
     toTensor -> false,
-    tensorChannelOrder -> "RGB"
+    tensorChannelOrder -> "RGB",
+    reducedDecode -> true
   )
 
   def getOperations: String = $(operations)
@@ -116,7 +133,7 @@ final class ImageTransformer(override val uid: String)
       .putString("tensorChannelOrder", if (grayTensor(getOps)) "GRAY" else $(tensorChannelOrder))
       .build()
 
-  override protected def inputKind: ColumnKind = ImageSchemaUtils.ImageColumn
+  override protected def inputKind: ColumnKind = ImageTransformer.InputColumn
 
   override protected def outputDataType: DataType =
     if ($(toTensor)) ArrayType(FloatType, containsNull = false) else ImageSchemaUtils.imageType
@@ -127,19 +144,92 @@ final class ImageTransformer(override val uid: String)
   override protected def rowResults(dataset: Dataset[_], input: Column): Column = {
     val ops = getOps
     val tensorOrder = if (grayTensor(ops)) "GRAY" else $(tensorChannelOrder)
-    val transform =
-      if ($(toTensor))
-        RowResults.udf1 { (row: Row) =>
-          ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
+    val encoded = dataset.schema($(inputCol)).dataType == BinaryType
+    val target = if ($(reducedDecode)) ImageOps.reducedDecodeTarget(ops) else None
+    DeferredDecode.of(dataset.schema, $(inputCol)) match {
+      case Some(source) => fromSource(dataset, source, ops, target, tensorOrder)
+      case None =>
+        val transform = ($(toTensor), encoded) match {
+          case (true, false) =>
+            RowResults.udf1 { (row: Row) =>
+              ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
+            }
+          case (false, false) =>
+            RowResults.udf1 { (row: Row) =>
+              ImageTransformer.run(ops)(
+                row,
+                image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))
+              )
+            }
+          case (true, true) =>
+            RowResults.udf1 { (bytes: Array[Byte]) =>
+              ImageTransformer.decodeAndRun(ops, target)(
+                bytes,
+                image => ImageTransformer.toCHW(image, tensorOrder)
+              )
+            }
+          case (false, true) =>
+            RowResults.udf1 { (bytes: Array[Byte]) =>
+              ImageTransformer.decodeAndRun(ops, target)(
+                bytes,
+                image => ImageSchemaUtils.toStruct(image.mat, null)
+              )
+            }
         }
-      else
-        RowResults.udf1 { (row: Row) =>
-          ImageTransformer.run(ops)(
-            row,
-            image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))
-          )
-        }
-    transform(input)
+        transform(input)
+    }
+  }
+
+  /** The result column when the input images are a decode not run yet (by `read_images` or
+    * `ImageDecoder`, see [[DeferredDecode]]): each task decodes the file or bytes itself (at the
+    * reduced scale when `target` allows), so the first decode runs only if something else reads its
+    * image or error column. Without `reducedDecode` the decode is the first one's own, so the
+    * output is the same as from its images.
+    */
+  private def fromSource(
+      dataset: Dataset[_],
+      source: DeferredDecode,
+      ops: Seq[ImageOp],
+      target: Option[(Int, Int)],
+      tensorOrder: String
+  ): Column = {
+    val (reduce, minSize) = target match {
+      case Some((h, w)) => (1, (math.max(h, source.minHeight), math.max(w, source.minWidth)))
+      case None => (source.reduceFactor, (source.minHeight, source.minWidth))
+    }
+    val decode = (bytes: Array[Byte]) =>
+      ImageCodec.decode(
+        bytes,
+        source.colorMode,
+        source.applyOrientation,
+        reduce,
+        minSize._1,
+        minSize._2
+      )
+    val input = col(SchemaUtils.quoted(source.sourceCol))
+    val origin =
+      if (source.originCol.isEmpty) lit(null).cast(StringType)
+      else col(SchemaUtils.quoted(source.originCol))
+    def resultOf[T: TypeTag](output: (Image, String) => T): Column = {
+      val run = (bytes: Array[Byte], originValue: String) => {
+        val first = decode(bytes)
+        ImageTransformer.runOn(ops)(
+          Image(first, ImageOps.orderOf(first)),
+          image => output(image, originValue)
+        )
+      }
+      if (source.fromPath) {
+        val conf = ImageFiles.hadoopConf(dataset.sparkSession)
+        RowResults
+          .udf2 { (path: String, originValue: String) =>
+            if (path == null) throw new IllegalArgumentException("no input image (null)")
+            run(ImageFiles.read(path, conf.value, ImageLimits.maxFileBytes), originValue)
+          }
+          .apply(input, origin)
+      } else RowResults.udf2(run).apply(input, origin)
+    }
+    if ($(toTensor)) resultOf((image, _) => ImageTransformer.toCHW(image, tensorOrder))
+    else resultOf((image, originValue) => ImageSchemaUtils.toStruct(image.mat, originValue))
   }
 
   override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)
@@ -147,11 +237,38 @@ final class ImageTransformer(override val uid: String)
 
 object ImageTransformer extends StageReadable[ImageTransformer] {
 
+  /** What the input column may hold: an image struct, or encoded image bytes. */
+  val InputColumn: ColumnKind = ColumnKind(
+    ImageSchemaUtils.ImageColumn.description + " or encoded image bytes (binary)",
+    t => t == BinaryType || ImageSchemaUtils.ImageColumn.accepts(t)
+  )
+
   /** Runs `ops` on the image in `row` and hands the result to `output`; every Mat made on the way
     * is released before this returns, whatever happens.
     */
   private[opencv] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
     if (row == null) throw new IllegalArgumentException("no input image (null)")
+    val first = ImageSchemaUtils.toMat(row)
+    runOn(ops)(Image(first, ImageOps.orderOf(first)), output)
+  }
+
+  /** Decodes `bytes` (color, EXIF orientation applied; at the smallest JPEG scale that covers
+    * `target` when there is one), then runs `ops` on the image like [[run]].
+    */
+  private[opencv] def decodeAndRun[T](ops: Seq[ImageOp], target: Option[(Int, Int)])(
+      bytes: Array[Byte],
+      output: Image => T
+  ): T = {
+    if (bytes == null) throw new IllegalArgumentException("no input image (null)")
+    val (height, width) = target.getOrElse((0, 0))
+    val first = ImageCodec.decode(bytes, "color", applyOrientation = true, 1, height, width)
+    runOn(ops)(Image(first, ImageOps.orderOf(first)), output)
+  }
+
+  /** Runs `ops` on `image`, which it owns, and hands the result to `output`; every Mat is released
+    * before this returns, whatever happens.
+    */
+  private[opencv] def runOn[T](ops: Seq[ImageOp])(image: Image, output: Image => T): T = {
     val limit = ImageLimits.maxPixels
     def refuse(op: ImageOp, height: Long, width: Long): Nothing =
       throw new IllegalArgumentException(
@@ -159,8 +276,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
           s" over the limit of ${ImageLimits.megapixels(limit)} per image on this executor; " +
           s"raise ${ImageLimits.MaxPixelsKey}"
       )
-    val first = ImageSchemaUtils.toMat(row)
-    var current = Image(first, ImageOps.orderOf(first))
+    var current = image
     try {
       ops.foreach { op =>
         op.fixedSize.foreach { case (h, w) => if (h.toLong * w > limit) refuse(op, h, w) }
