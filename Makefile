@@ -80,6 +80,7 @@ bench: jar
 	$(PY) bench/onnx_inference.py
 	$(PY) bench/scaling.py
 	$(PY) bench/end_to_end.py
+	$(PY) bench/camera_trap.py
 	$(PY) bench/summary.py
 
 clean:

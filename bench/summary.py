@@ -94,6 +94,17 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
         if r.get("ratio_vs_synapseml"):
             rows.append(("end to end: mmlspark / SynapseML", r["ratio_vs_synapseml"], 1.2))
         rows.append(("end to end: mmlspark / raw Python", r["ratio_vs_raw_python"], None))
+    camera = results / "camera_trap.json"
+    if camera.exists():
+        r = json.loads(camera.read_text())
+        rows.append(("12 MP photos: mmlspark / raw Python", r["ratio_vs_raw_python"], 1.0))
+        rows.append(
+            ("12 MP photos: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 2.0)
+        )
+        if r.get("cli_ratio_vs_raw_python"):
+            rows.append(
+                ("12 MP photos: camera-trap CLI / raw Python", r["cli_ratio_vs_raw_python"], 0.8)
+            )
     scaling = results / "scaling.json"
     if scaling.exists():
         r = json.loads(scaling.read_text())

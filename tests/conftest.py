@@ -29,6 +29,18 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
+def demo_run(spark, tmp_path_factory) -> tuple[dict, list[str], Path]:
+    """The camera-trap demo, run once in local mode for every test that checks it or compares
+    with it: its summary, its log lines and its output folder (read only)."""
+    from mmlspark.apps.camera_trap import job
+
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    lines: list[str] = []
+    summary = job.demo(spark, str(out), log=lines.append)
+    return summary, lines, out
+
+
+@pytest.fixture(scope="session")
 def spark():
     session = mmlspark.session(
         "local[2]",

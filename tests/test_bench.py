@@ -88,3 +88,18 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     red = (image[:, :, 2] > 180) & (image[:, :, 1] < 80)  # bars of missed targets
     green = (image[:, :, 1] > 140) & (image[:, :, 2] < 90)  # bars of met targets
     assert red.any() and green.any()
+
+
+def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
+    out = tmp_path / "camera_trap.md"
+    figures = quick_run("camera_trap.py", out)
+    assert figures["images"] == 4 and figures["photo"].startswith("4000x3000 JPEG")
+    assert set(figures["images_per_s"]) == {
+        "mmlspark",
+        "mmlspark_read_images_full_decode",
+        "predict_batch_udf",
+        "raw_python",
+    }
+    assert all(rate > 0 for rate in figures["images_per_s"].values())
+    assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
+    assert figures["peak_jvm_rss_mb"]["mmlspark"] > 0

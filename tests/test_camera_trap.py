@@ -48,16 +48,15 @@ def check_megadetector_format(results: dict, files: set[str]) -> None:
                 assert category in classification_categories and 0.0 <= p <= 1.0
 
 
-def test_demo_trains_classifies_and_evaluates_well_above_chance(spark, tmp_path):
-    lines: list[str] = []
-    summary = job.demo(spark, str(tmp_path / "demo"), log=lines.append)
+def test_demo_trains_classifies_and_evaluates_well_above_chance(demo_run):
+    summary, lines, demo = demo_run
     assert summary["accuracy"] > 0.8, lines  # chance is 1/3
-    out = tmp_path / "demo" / "predictions"
+    out = demo / "predictions"
     rows = list(csv.DictReader((out / "predictions.csv").open()))
     assert len(rows) == 30 and all(r["predicted_label"] in {"deer", "fox", "empty"} for r in rows)
     results = json.loads((out / "results.json").read_text())
     check_megadetector_format(results, {r["path"] for r in rows})
-    evaluation = json.loads((tmp_path / "demo" / "evaluation" / "metrics.json").read_text())
+    evaluation = json.loads((demo / "evaluation" / "metrics.json").read_text())
     truth = [r["path"].split("/")[0] for r in rows]
     assert evaluation["accuracy"] == pytest.approx(
         metrics.accuracy_score(truth, [r["predicted_label"] for r in rows])
@@ -65,8 +64,8 @@ def test_demo_trains_classifies_and_evaluates_well_above_chance(spark, tmp_path)
     assert any("synthetic photos" in line for line in lines)  # provenance is stated
     import cv2
 
-    matrix = cv2.imread(str(tmp_path / "demo" / "evaluation" / "confusion_matrix.png"))
-    grid = cv2.imread(str(tmp_path / "demo" / "evaluation" / "samples.png"))
+    matrix = cv2.imread(str(demo / "evaluation" / "confusion_matrix.png"))
+    grid = cv2.imread(str(demo / "evaluation" / "samples.png"))
     assert matrix is not None and grid is not None
     assert grid.shape[1] == 4 * 128 and grid.shape[0] == 4 * (128 + 22)  # 16 photos, 4 a row
     # Perfect predictions: the diagonal cells are dark, the others white (cells 70 px from 110, 40).

@@ -151,20 +151,6 @@ def test_encoded_bytes_decode_in_the_same_pass_at_the_reduced_scale(session, tmp
         np.testing.assert_array_equal(_tensor_of(stage, df), _resized_tensor(data, mode))
 
 
-@pytest.mark.lines
-def test_read_images_then_transformer_decodes_at_the_reduced_scale(session, folder):
-    """read_images -> ImageTransformer: the stage reads the file itself and decodes it at 1/8,
-    on classic and Connect sessions alike; with reducedDecode off, as read_images decodes it
-    (at 1/4 here)."""
-    path, files = folder
-    df = read_images(session, str(path / "large.jpg"), reduceFactor=4)
-    stage = ImageTransformer(outputCol="tensor", toTensor=True).resize(224, 224)
-    reduced = _resized_tensor(files["large.jpg"], cv2.IMREAD_REDUCED_COLOR_8)
-    np.testing.assert_array_equal(_tensor_of(stage, df), reduced)
-    as_read = _resized_tensor(files["large.jpg"], cv2.IMREAD_REDUCED_COLOR_4)
-    np.testing.assert_array_equal(_tensor_of(stage.setReducedDecode(False), df), as_read)
-
-
 def _reference_chain(img: np.ndarray) -> np.ndarray:
     """resize(shorter side 256) -> centerCrop(224) -> RGB -> normalize -> CHW, in numpy/cv2."""
     h, w = img.shape[:2]
@@ -232,8 +218,15 @@ OPS = [
 ]
 
 
-@pytest.mark.parametrize("name,build,reference", OPS, ids=[o[0] for o in OPS])
-@pytest.mark.lines
+# The other Spark lines run a representative subset (one of each kind of operation).
+ON_EVERY_LINE = {"resize", "crop", "gray", "flip-lr", "threshold", "gaussian", "normalize"}
+
+
+@pytest.mark.parametrize(
+    "name,build,reference",
+    [pytest.param(*o, marks=[pytest.mark.lines] if o[0] in ON_EVERY_LINE else []) for o in OPS],
+    ids=[o[0] for o in OPS],
+)
 def test_each_operation_equals_opencv_python(spark, tmp_path, name, build, reference):
     img = pattern(47, 63, seed=11)
     (tmp_path / "x.png").write_bytes(encode(img, ".png"))

@@ -89,11 +89,12 @@ def test_the_jvm_runs_the_java_the_line_run_asked_for(spark):
         assert int(java.split(".")[0]) >= 17, java
 
 
-def test_camera_trap_demo_gives_the_same_predictions_on_every_line(spark, exchange):
+def test_camera_trap_demo_gives_the_same_predictions_on_every_line(spark, exchange, request):
     own = _fresh(exchange, "demo")
     if not REQUIRED:
-        summary = job.demo(spark, str(own / "run"), log=lambda _: None)
+        summary, _, demo = request.getfixturevalue("demo_run")
         assert summary["accuracy"] > 0.8  # chance is 1/3
+        shutil.copytree(demo, own / "run")
         (own / "done").write_text(json.dumps({"spark": spark.version, **summary}, default=str))
     mine = _predictions(own / "run" / "predictions")
     assert len(mine) == 30

@@ -96,14 +96,14 @@ def assert_same(actual: list[dict[str, Any]], expected: list[dict[str, Any]], ro
             assert a["confidence"] == pytest.approx(e["confidence"], rel=1e-6, abs=1e-9)
 
 
-def test_demo_on_the_cluster_equals_local_mode(cluster, spark, tmp_path):
-    local = job.demo(spark, str(tmp_path / "local"), log=lambda _: None)
+def test_demo_on_the_cluster_equals_local_mode(cluster, demo_run, tmp_path):
+    local, _, local_out = demo_run
     process = submit(
         cluster, ["demo", "--out", str(tmp_path / "cluster")], tmp_path / "ev", free_port()
     )
     output = finish(process)
     assert "[demo] accuracy" in output, output[-3000:]
-    expected = predictions(tmp_path / "local" / "predictions")
+    expected = predictions(local_out / "predictions")
     actual = predictions(tmp_path / "cluster" / "predictions")
     assert len(actual) == 30
     assert_same(actual, expected, "/data/test/")

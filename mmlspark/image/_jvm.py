@@ -28,10 +28,9 @@ def list_files(
     )
 
 
-def read_files(files: DataFrame, *, decoder: Any, defer_decode: bool) -> DataFrame:
+def read_files(files: DataFrame, *, decoder: Any) -> DataFrame:
     """``ImageReader.readFiles``: reads and decodes the files of a listing with the settings of
-    ``decoder`` (an ImageDecoder), marking the decode as one a later ImageTransformer may run
-    itself when ``defer_decode``."""
+    ``decoder`` (an ImageDecoder)."""
     spark = files.sparkSession
     jvm = classic_jvm(
         spark,
@@ -40,4 +39,4 @@ def read_files(files: DataFrame, *, decoder: Any, defer_decode: bool) -> DataFra
     )
     decoder._transfer_params_to_java()
     reader = jvm_class(jvm, _IMAGE_READER)
-    return DataFrame(reader.readFiles(files._jdf, decoder._java_obj, bool(defer_decode)), spark)
+    return DataFrame(reader.readFiles(files._jdf, decoder._java_obj), spark)

@@ -6,16 +6,10 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 
 from mmlspark.image import _jvm
 
 __all__ = ["read_images", "read_image_stream", "list_files", "read_files", "to_ndarray"]
-
-# The column metadata of a decode a later ImageTransformer may run itself (the JVM's
-# mmlspark.pixels.DeferredDecode writes and reads the same keys).
-_DEFERRED_DECODE_KEY = "mmlsparkDeferredDecode"
-_DECODE_SOURCE_KEY = "mmlsparkDecodeSource"
 
 # OpenCV depth codes (type & 7) and the numpy types of their samples.
 _DEPTHS = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 5: np.float32}
@@ -127,18 +121,12 @@ def list_files(
     return _jvm.list_files(spark, path=path, recursive=recursive, path_glob_filter=pathGlobFilter)
 
 
-def read_files(files: DataFrame, decoder: Any, *, deferDecode: bool = True) -> DataFrame:
+def read_files(files: DataFrame, decoder: Any) -> DataFrame:
     """Reads and decodes the files of a :func:`list_files` DataFrame in the tasks, with the
     settings of ``decoder`` (an :class:`ImageDecoder`; its columns are ignored): adds ``image``
     and sets ``error`` to the listing's, the read's or the decode's error. Other columns are kept.
-
-    With ``deferDecode`` (and without ``dropInvalid``), an :class:`ImageTransformer` or
-    :class:`ImageFeaturizer` applied to ``image`` reads and decodes each file itself, at the
-    smallest JPEG scale its first resize allows (see their ``reducedDecode``); Spark then runs
-    this decode only if ``image`` or ``error`` is read afterwards. Set it to False when both
-    are kept anyway, so that each file is decoded once.
     """
-    return _jvm.read_files(files, decoder=decoder, defer_decode=deferDecode)
+    return _jvm.read_files(files, decoder=decoder)
 
 
 def read_image_stream(
@@ -203,25 +191,7 @@ def _decoded(
         dropInvalid=dropInvalid,
     )
     decoded = decoder.transform(files.select("path", "content"))
-    if dropInvalid:
-        return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
-    # As read_files marks it: a decode a later ImageTransformer may run itself from the path.
-    source = {
-        "sourceCol": "path",
-        "fromPath": True,
-        "originCol": "path",
-        "id": decoder.uid,
-        "colorMode": colorMode,
-        "applyOrientation": applyOrientation,
-        "reduceFactor": reduceFactor,
-        "minHeight": minHeight,
-        "minWidth": minWidth,
-    }
-    return decoded.select(  # type: ignore[no-any-return]
-        F.col("path").alias("path", metadata={_DECODE_SOURCE_KEY: decoder.uid}),
-        F.col("image").alias("image", metadata={_DEFERRED_DECODE_KEY: source}),
-        "error",
-    )
+    return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
 
 
 def to_ndarray(image: Any) -> np.ndarray:

@@ -131,8 +131,7 @@ def train(
     start = time.perf_counter()
     # Photos are decoded at the smallest JPEG scale that still covers the featurizer's input.
     decoder = ImageDecoder(minHeight=image_size, minWidth=image_size)
-    # Decoded once: the images are cached and counted, then featurized.
-    photos = read_files(list_files(spark, images), decoder, deferDecode=False)
+    photos = read_files(list_files(spark, images), decoder)
     photos = with_labels(spark, photos, images, labels).cache()
     usable = photos.filter("image IS NOT NULL AND label IS NOT NULL AND label != ''")
     counts = photos.agg(
@@ -599,8 +598,7 @@ def score(
 ) -> DataFrame:
     """The prediction rows of listed photos (path, length, modificationTime, burst, ...); with
     `ensemble`, the probabilities of each burst's photos are averaged."""
-    # Decoded once: the error column is kept, so the decode could not be left to the featurizer.
-    scored = model.transform(read_files(photos, decoder, deferDecode=False))
+    scored = model.transform(read_files(photos, decoder))
     failure = F.coalesce("error", "featurizeError")
     if ensemble:
         # A photo that failed is a burst of its own, so it cannot spoil its neighbours' mean.

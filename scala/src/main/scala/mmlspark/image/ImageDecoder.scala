@@ -10,9 +10,7 @@ import mmlspark.contracts.{
   StageWritable
 }
 import mmlspark.pixels.{
-  DeferredDecode,
   ImageCodec,
-  ImageFiles,
   ImageLimits,
   ImageSchemaUtils,
   ImageStruct,
@@ -22,7 +20,7 @@ import org.apache.spark.ml.param.{BooleanParam, IntParam, Param, ParamMap, Param
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.{col, lit}
-import org.apache.spark.sql.types.{BinaryType, DataType, Metadata, StringType, StructType}
+import org.apache.spark.sql.types.{BinaryType, DataType, StringType, StructType}
 import org.opencv.core.Mat
 
 /** The row-wise stages that decode a binary column of encoded images (and, through
@@ -113,10 +111,9 @@ trait HasDecodeParams extends RowwiseTransformer {
     RowResults
       .udf2 { (pathValue: String, error: String) =>
         if (error != null) throw new UndecodableImageException(error)
-        val bytes = ImageFiles.read(pathValue, conf.value, ImageLimits.maxFileBytes)
+        val bytes = ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes)
         HasDecodeParams.toStruct(decode(bytes), pathValue)
       }
-      .withName(ImageReader.DecodeUdfName)
       .apply(path, listingError)
   }
 
@@ -186,29 +183,6 @@ final class ImageDecoder(override val uid: String) extends HasDecodeParams with 
 
   override protected def outputDataType: DataType = ImageSchemaUtils.imageType
 
-  /** The decode as a later `ImageTransformer` can run it itself (unless rows are dropped, which
-    * needs the images anyway).
-    */
-  private def deferred: Option[DeferredDecode] =
-    if ($(dropInvalid)) None
-    else
-      Some(
-        DeferredDecode(
-          $(inputCol),
-          fromPath = false,
-          $(originCol),
-          uid,
-          $(colorMode),
-          $(applyOrientation),
-          $(reduceFactor),
-          $(minHeight),
-          $(minWidth)
-        )
-      )
-
-  override protected def outputMetadata: Metadata =
-    deferred.map(_.imageMetadata).getOrElse(Metadata.empty)
-
   override protected def checkSchema(schema: StructType): Unit =
     if ($(originCol).nonEmpty) {
       SchemaUtils.requireColumnType(this, schema, $(originCol), "string")(_ == StringType)
@@ -223,13 +197,7 @@ final class ImageDecoder(override val uid: String) extends HasDecodeParams with 
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     val decoded = super.transform(dataset)
-    deferred match {
-      case None => decoded.filter(col(SchemaUtils.quoted($(outputCol))).isNotNull)
-      case Some(source) =>
-        val input = $(inputCol)
-        val marked = source.sourceMetadata(decoded.schema(input).metadata)
-        decoded.withMetadata(input, marked)
-    }
+    if ($(dropInvalid)) decoded.filter(col(SchemaUtils.quoted($(outputCol))).isNotNull) else decoded
   }
 
   override def copy(extra: ParamMap): ImageDecoder = defaultCopy(extra)

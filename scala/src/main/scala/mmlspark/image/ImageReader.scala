@@ -1,9 +1,17 @@
 package mmlspark.image
 
-import mmlspark.contracts.RowResults
-import mmlspark.pixels.{DeferredDecode, ImageFiles}
-import org.apache.spark.sql.{DataFrame, SparkSession}
-import org.apache.spark.sql.functions.col
+import java.io.IOException
+import java.nio.file.{Files, Paths}
+
+import scala.util.control.NonFatal
+
+import mmlspark.contracts.{RowResults, SchemaUtils}
+import mmlspark.pixels.{ImageLimits, UndecodableImageException}
+import org.apache.hadoop.fs.Path
+import org.apache.hadoop.io.IOUtils
+import org.apache.spark.sql.{Column, DataFrame, SparkSession}
+import org.apache.spark.sql.functions.{col, udf}
+import org.apache.spark.util.SerializableConfiguration
 
 /** Reads image files into a DataFrame of `path`, `image` (Spark's image struct) and `error`. Files
   * are listed on the driver by [[FileListing]] (every file, broken link, unlistable folder and link
@@ -47,43 +55,49 @@ object ImageReader {
   /** Reads and decodes the files of a [[FileListing]] DataFrame (columns `path`, `length`,
     * `modificationTime`, `error`), with `decoder`'s params; its other columns are kept, `error`
     * becomes the listing's, the read's or the decode's error and `image` is added.
-    *
-    * With `deferDecode`, unless rows are dropped (`dropInvalid` needs every image), `image` is
-    * marked as a decode a later `ImageTransformer` (or `ImageFeaturizer`) may run itself from
-    * `path` ([[DeferredDecode]]): that stage then reads each file and decodes it at the smallest
-    * size its first resize allows, and Spark runs this decode only if `image` or `error` is read
-    * afterwards.
     */
-  def readFiles(files: DataFrame, decoder: ImageDecoder, deferDecode: Boolean = true): DataFrame = {
+  def readFiles(files: DataFrame, decoder: ImageDecoder): DataFrame = {
     val spark = files.sparkSession
-    val conf = ImageFiles.hadoopConf(spark)
+    val conf = spark.sparkContext.broadcast(
+      new SerializableConfiguration(spark.sessionState.newHadoopConf())
+    )
     val tmp = s"__listing_error_${decoder.uid}"
     val result = decoder.decodeFilesColumn(col("path"), col(tmp), conf)
     val read =
       RowResults.expand(files.withColumnRenamed("error", tmp), decoder, result, "image", "error")
     val kept = read.drop(tmp)
-    if (decoder.getDropInvalid) kept.filter(col("image").isNotNull)
-    else if (!deferDecode) kept
-    else {
-      val source = DeferredDecode(
-        "path",
-        fromPath = true,
-        "path",
-        decoder.uid,
-        decoder.getColorMode,
-        decoder.getApplyOrientation,
-        decoder.getReduceFactor,
-        decoder.getMinHeight,
-        decoder.getMinWidth
-      )
-      kept
-        .withMetadata("path", source.sourceMetadata(kept.schema("path").metadata))
-        .withMetadata("image", source.imageMetadata)
-    }
+    if (decoder.getDropInvalid) kept.filter(col("image").isNotNull) else kept
   }
 
-  /** The name the reader's decode has in query plans. */
-  val DecodeUdfName = "read_image_file"
+  /** The bytes of one file, refused (before reading) when over `maxBytes`. */
+  def readBytes(path: String, conf: SerializableConfiguration, maxBytes: Long): Array[Byte] = {
+    val hadoopPath = new Path(path)
+    val fs = hadoopPath.getFileSystem(conf.value)
+    def tooLarge(length: Long) = new UndecodableImageException(
+      s"file is ${ImageLimits.megabytes(length)}, over the limit of " +
+        s"${ImageLimits.megabytes(maxBytes)} per file on this executor; raise " +
+        ImageLimits.MaxFileBytesKey
+    )
+    try {
+      if (fs.getScheme == "file") {
+        val file = Paths.get(hadoopPath.toUri)
+        val length = Files.size(file)
+        if (length > maxBytes) throw tooLarge(length)
+        Files.readAllBytes(file)
+      } else {
+        val length = fs.getFileStatus(hadoopPath).getLen
+        if (length > maxBytes) throw tooLarge(length)
+        val bytes = new Array[Byte](Math.toIntExact(length))
+        val in = fs.open(hadoopPath)
+        try IOUtils.readFully(in, bytes, 0, bytes.length)
+        finally in.close()
+        bytes
+      }
+    } catch {
+      case e: IOException =>
+        throw new UndecodableImageException(s"cannot read the file: ${FileListing.reason(e)}")
+    }
+  }
 
   /** Bytes of encoded images one task reads, when files are grouped into partitions. */
   val targetPartitionBytes: Long = 64L << 20

@@ -1,32 +1,27 @@
 package mmlspark.opencv
 
-import scala.reflect.runtime.universe.TypeTag
-
 import mmlspark.contracts.{
   ColumnKind,
   HasReducedDecode,
   HasTensorChannelOrder,
   RowResults,
   RowwiseTransformer,
-  SchemaUtils,
   StageReadable,
   StageWritable
 }
-import mmlspark.pixels.{DeferredDecode, ImageCodec, ImageFiles, ImageLimits, ImageSchemaUtils}
+import mmlspark.pixels.{ImageCodec, ImageLimits, ImageSchemaUtils}
 import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat}
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, Dataset, Row}
-import org.apache.spark.sql.functions.{col, lit}
 import org.apache.spark.sql.types.{
   ArrayType,
   BinaryType,
   DataType,
   FloatType,
   Metadata,
-  MetadataBuilder,
-  StringType
+  MetadataBuilder
 }
 
 /** Applies a chain of OpenCV operations to each image, in the order given, in one pass per row with
@@ -146,90 +141,34 @@ final class ImageTransformer(override val uid: String)
     val tensorOrder = if (grayTensor(ops)) "GRAY" else $(tensorChannelOrder)
     val encoded = dataset.schema($(inputCol)).dataType == BinaryType
     val target = if ($(reducedDecode)) ImageOps.reducedDecodeTarget(ops) else None
-    DeferredDecode.of(dataset.schema, $(inputCol)) match {
-      case Some(source) => fromSource(dataset, source, ops, target, tensorOrder)
-      case None =>
-        val transform = ($(toTensor), encoded) match {
-          case (true, false) =>
-            RowResults.udf1 { (row: Row) =>
-              ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
-            }
-          case (false, false) =>
-            RowResults.udf1 { (row: Row) =>
-              ImageTransformer.run(ops)(
-                row,
-                image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))
-              )
-            }
-          case (true, true) =>
-            RowResults.udf1 { (bytes: Array[Byte]) =>
-              ImageTransformer.decodeAndRun(ops, target)(
-                bytes,
-                image => ImageTransformer.toCHW(image, tensorOrder)
-              )
-            }
-          case (false, true) =>
-            RowResults.udf1 { (bytes: Array[Byte]) =>
-              ImageTransformer.decodeAndRun(ops, target)(
-                bytes,
-                image => ImageSchemaUtils.toStruct(image.mat, null)
-              )
-            }
+    val transform = ($(toTensor), encoded) match {
+      case (true, false) =>
+        RowResults.udf1 { (row: Row) =>
+          ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
         }
-        transform(input)
+      case (false, false) =>
+        RowResults.udf1 { (row: Row) =>
+          ImageTransformer.run(ops)(
+            row,
+            image => ImageSchemaUtils.toStruct(image.mat, row.getString(0))
+          )
+        }
+      case (true, true) =>
+        RowResults.udf1 { (bytes: Array[Byte]) =>
+          ImageTransformer.decodeAndRun(ops, target)(
+            bytes,
+            image => ImageTransformer.toCHW(image, tensorOrder)
+          )
+        }
+      case (false, true) =>
+        RowResults.udf1 { (bytes: Array[Byte]) =>
+          ImageTransformer.decodeAndRun(ops, target)(
+            bytes,
+            image => ImageSchemaUtils.toStruct(image.mat, null)
+          )
+        }
     }
-  }
-
-  /** The result column when the input images are a decode not run yet (by `read_images` or
-    * `ImageDecoder`, see [[DeferredDecode]]): each task decodes the file or bytes itself (at the
-    * reduced scale when `target` allows), so the first decode runs only if something else reads its
-    * image or error column. Without `reducedDecode` the decode is the first one's own, so the
-    * output is the same as from its images.
-    */
-  private def fromSource(
-      dataset: Dataset[_],
-      source: DeferredDecode,
-      ops: Seq[ImageOp],
-      target: Option[(Int, Int)],
-      tensorOrder: String
-  ): Column = {
-    val (reduce, minSize) = target match {
-      case Some((h, w)) => (1, (math.max(h, source.minHeight), math.max(w, source.minWidth)))
-      case None => (source.reduceFactor, (source.minHeight, source.minWidth))
-    }
-    val decode = (bytes: Array[Byte]) =>
-      ImageCodec.decode(
-        bytes,
-        source.colorMode,
-        source.applyOrientation,
-        reduce,
-        minSize._1,
-        minSize._2
-      )
-    val input = col(SchemaUtils.quoted(source.sourceCol))
-    val origin =
-      if (source.originCol.isEmpty) lit(null).cast(StringType)
-      else col(SchemaUtils.quoted(source.originCol))
-    def resultOf[T: TypeTag](output: (Image, String) => T): Column = {
-      val run = (bytes: Array[Byte], originValue: String) => {
-        val first = decode(bytes)
-        ImageTransformer.runOn(ops)(
-          Image(first, ImageOps.orderOf(first)),
-          image => output(image, originValue)
-        )
-      }
-      if (source.fromPath) {
-        val conf = ImageFiles.hadoopConf(dataset.sparkSession)
-        RowResults
-          .udf2 { (path: String, originValue: String) =>
-            if (path == null) throw new IllegalArgumentException("no input image (null)")
-            run(ImageFiles.read(path, conf.value, ImageLimits.maxFileBytes), originValue)
-          }
-          .apply(input, origin)
-      } else RowResults.udf2(run).apply(input, origin)
-    }
-    if ($(toTensor)) resultOf((image, _) => ImageTransformer.toCHW(image, tensorOrder))
-    else resultOf((image, originValue) => ImageSchemaUtils.toStruct(image.mat, originValue))
+    transform(input)
   }
 
   override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)

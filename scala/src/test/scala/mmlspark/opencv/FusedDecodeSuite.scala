@@ -1,11 +1,10 @@
 package mmlspark.opencv
 
 import mmlspark.contracts.SparkTestSession
-import mmlspark.image.{ImageDecoder, ImageReader}
+import mmlspark.image.ImageDecoder
 import mmlspark.pixels.OpenCV
 import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.{BinaryType, Metadata, StringType, StructField, StructType}
+import org.apache.spark.sql.types.{BinaryType, StringType, StructField, StructType}
 import org.opencv.core.{Core, CvType, Mat, MatOfByte, Size}
 import org.opencv.imgcodecs.Imgcodecs
 import org.opencv.imgproc.Imgproc
@@ -156,40 +155,6 @@ class FusedDecodeSuite extends AnyFunSuite {
       run(new ImageTransformer().crop(0, 0, 2000, 2000).resize(224, 224)) ==
         reference(Imgcodecs.IMREAD_COLOR, m => resized(224, 224)(cropped(m)))
     )
-  }
-
-  test(
-    "read_images then ImageTransformer: the stage reads the files; the reader's decode is unrun"
-  ) {
-    val dir = java.nio.file.Files.createTempDirectory("fused-read")
-    java.nio.file.Files.write(dir.resolve("photo.jpg"), photo)
-    java.nio.file.Files.write(dir.resolve("notes.jpg"), "not an image".getBytes("UTF-8"))
-    val images = ImageReader.read(spark, dir.toString)
-    val stage = new ImageTransformer().resize(224, 224)
-    val out = stage.transform(images).select("path", "transformed", "transformError")
-    val plan = out.queryExecution.optimizedPlan.toString
-    assert(!plan.contains(ImageReader.DecodeUdfName), plan)
-    val all = stage.transform(images).queryExecution.optimizedPlan.toString
-    assert(all.contains(ImageReader.DecodeUdfName), all)
-    val rows = out.collect().map(r => new java.io.File(r.getString(0)).getName -> r).toMap
-    val buffer = new MatOfByte(photo: _*)
-    val reduced = Imgcodecs.imdecode(buffer, Imgcodecs.IMREAD_REDUCED_COLOR_8)
-    val expected = new Mat()
-    Imgproc.resize(reduced, expected, new Size(224, 224), 0, 0, Imgproc.INTER_LINEAR)
-    assert(pixels(rows("photo.jpg").getAs[Row](1)) == matPixels(expected))
-    assert(rows("photo.jpg").getAs[Row](1).getAs[String]("origin").endsWith("photo.jpg"))
-    Seq(buffer, reduced, expected).foreach(_.release())
-    assert(rows("notes.jpg").getString(2).contains("not a decodable image"), rows("notes.jpg"))
-    // Without reducedDecode the stage decodes as the reader would: the same output as from the
-    // reader's images (here at the reader's 1/2).
-    val half = ImageReader.read(spark, dir.toString, reduceFactor = 2)
-    val exact = new ImageTransformer().setReducedDecode(false).resize(224, 224)
-    val fused = exact.transform(half).select("path", "transformed").collect()
-    val unmarked = half.select(col("path"), col("image").as("image", Metadata.empty))
-    val viaImages = exact.transform(unmarked).select("path", "transformed")
-    assert(viaImages.queryExecution.optimizedPlan.toString.contains(ImageReader.DecodeUdfName))
-    def byName(rows: Array[Row]) = rows.map(r => r.getString(0) -> r.get(1)).toMap
-    assert(byName(fused) == byName(viaImages.collect()))
   }
 
   test("the reduced-decode target follows the operations") {

@@ -1,0 +1,307 @@
+"""Benchmark: camera-trap-size photos. 4000x3000 JPEGs made in code (smooth texture plus grain,
+so they compress like photos, about 2 MB each) -> decode at 1/8 (500x375, the smallest JPEG scale
+that covers 224x224) -> resize 224x224 -> RGB, ImageNet-normalized CHW -> ResNet-50 architecture
+(random weights) -> top class, side by side in one run on two cores, with the same decode for
+every contender:
+  - mmlspark: Spark's binaryFile source -> ImageTransformer decoding the bytes in the same pass at
+    1/8 (reducedDecode) -> ONNXModel, on local[2],
+  - mmlspark, read_images: read_images (a full decode) -> ImageTransformer -> ONNXModel, for
+    comparison: what a pipeline written for small photos gets,
+  - predict_batch_udf: binaryFile, a pandas UDF decoding with opencv-python's
+    IMREAD_REDUCED_COLOR_8, then predict_batch_udf + onnxruntime (one intra-op thread per task),
+  - raw Python: opencv-python (IMREAD_REDUCED_COLOR_8) in two threads, onnxruntime with two
+    intra-op threads, in this process,
+  - the camera-trap CLI: `classify` with a model trained (by `train`, on the same photos in two
+    folders) on the same ResNet-50 cut at its pooled features; its own summary line's photos/s.
+Peak RSS of the JVM is sampled during each mmlspark run and the CLI run. Every contender but the
+CLI computes the same top class (checked). Best of --repeats timed runs after a warm-up; writes
+bench/results/camera_trap.md and .json. Not a test.
+
+Usage: python bench/camera_trap.py [--images N] [--repeats R] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx
+import pandas as pd  # the pandas UDF's type hints name it
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import models  # noqa: E402
+from end_to_end import agree  # noqa: E402
+from image_pipeline import MEAN, STD  # noqa: E402
+from onnx_inference import best_of, report  # noqa: E402
+
+BATCH = 64
+HEIGHT, WIDTH = 3000, 4000
+SIZE = 224
+
+
+def make_photos(folder: Path, count: int, distinct: int = 8) -> list[Path]:
+    """`count` 12 MP JPEGs in `folder`/deer and `folder`/fox, `distinct` different pictures."""
+    rng = np.random.default_rng(0)
+    pictures = []
+    for _ in range(min(distinct, count)):
+        small = rng.integers(0, 256, (HEIGHT // 40, WIDTH // 40, 3), dtype=np.uint8)
+        img = cv2.resize(small, (WIDTH, HEIGHT), interpolation=cv2.INTER_CUBIC)
+        grain = rng.integers(-12, 13, img.shape, dtype=np.int16)
+        img = np.clip(img.astype(np.int16) + grain, 0, 255).astype(np.uint8)
+        pictures.append(cv2.imencode(".jpg", img, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes())
+    paths = []
+    for i in range(count):
+        path = folder / ("deer" if i % 2 == 0 else "fox") / f"IMG_{i:05d}.JPG"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(pictures[i % len(pictures)])
+        paths.append(path)
+    return paths
+
+
+def preprocess(encoded: np.ndarray) -> np.ndarray:
+    """The shared decode: 1/8 scale, 224x224, RGB, ImageNet-normalized CHW float32."""
+    img = cv2.imdecode(encoded, cv2.IMREAD_REDUCED_COLOR_8)
+    resized = cv2.resize(img, (SIZE, SIZE), interpolation=cv2.INTER_LINEAR)
+    rgb = resized[:, :, ::-1].astype(np.float32)
+    return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
+
+
+class PeakRss:
+    """Samples the resident memory of a process and its children every 50 ms while in use."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.peak, self._stop = pid, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                root = psutil.Process(self.pid)
+                procs = [root, *root.children(recursive=True)]
+                jvms = [p for p in procs if p.name() == "java"] or procs
+                self.peak = max(self.peak, max(p.memory_info().rss for p in jvms))
+            except psutil.Error:
+                pass
+            self._stop.wait(0.05)
+
+    def __enter__(self) -> PeakRss:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def onnx_stage(model: bytes):
+    from mmlspark.onnx import ONNXModel
+
+    return ONNXModel(
+        feedDict={"image": "tensor"},
+        fetchDict={"logits": "logits"},
+        argMaxDict={"logits": "top"},
+        miniBatchSize=BATCH,
+    ).setModelPayload(model)
+
+
+def transformer(input_col: str):
+    from mmlspark.opencv import ImageTransformer
+
+    return (
+        ImageTransformer(inputCol=input_col, outputCol="tensor", toTensor=True)
+        .resize(SIZE, SIZE)
+        .normalize(mean=MEAN.tolist(), std=STD.tolist(), colorScaleFactor=1 / 255)
+    )
+
+
+def run_mmlspark(spark, folder: Path, model: bytes, repeats: int, binary: bool):
+    from mmlspark.image import read_images
+
+    onnx_model = onnx_stage(model)
+
+    def scored():
+        if binary:
+            files = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+            images, stage = files.load(str(folder)), transformer("content")
+        else:
+            images, stage = read_images(spark, str(folder)), transformer("image")
+            stage.setReducedDecode(False)  # decoded images in: nothing to reduce
+        return onnx_model.transform(stage.transform(images)).select("path", "top", "transformError")
+
+    jvm_pid = spark.sparkContext._gateway.proc.pid
+    with PeakRss(jvm_pid) as rss:
+        seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
+    rows = scored().collect()
+    assert all(r.transformError is None for r in rows), [r.transformError for r in rows][:3]
+    return seconds, {Path(r.path).name: int(r.top) for r in rows}, rss.peak
+
+
+def run_udf(spark, folder: Path, model_path: Path, repeats: int):
+    from pyspark.ml.functions import predict_batch_udf
+    from pyspark.sql import functions as F
+    from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.types import IntegerType
+
+    @pandas_udf("array<float>")
+    def to_tensor(content: pd.Series) -> pd.Series:
+        return content.map(lambda b: preprocess(np.frombuffer(b, np.uint8)))
+
+    path = str(model_path)
+
+    def make_predict_fn():
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+        def predict(x: np.ndarray) -> np.ndarray:
+            return session.run(None, {"image": x})[0].argmax(axis=1).astype(np.int32)
+
+        return predict
+
+    top = predict_batch_udf(
+        make_predict_fn,
+        return_type=IntegerType(),
+        batch_size=BATCH,
+        input_tensor_shapes=[[3, SIZE, SIZE]],
+    )
+
+    def scored():
+        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        files = reader.load(str(folder)).repartition(2)
+        return files.select("path", top(to_tensor(F.col("content"))).alias("top"))
+
+    seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
+    return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
+
+
+def run_raw_python(paths: list[Path], model_path: Path, repeats: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
+    result: dict = {}
+
+    def run() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            tensors = list(pool.map(lambda p: preprocess(np.fromfile(p, np.uint8)), paths))
+        for start in range(0, len(paths), BATCH):
+            batch = np.stack(tensors[start : start + BATCH]).reshape(-1, 3, SIZE, SIZE)
+            tops = session.run(None, {"image": batch})[0].argmax(axis=1)
+            for p, t in zip(paths[start : start + BATCH], tops, strict=True):
+                result[p.name] = int(t)
+
+    return best_of(repeats, run), result
+
+
+def feature_node(model: bytes) -> str:
+    """The pooled-features tensor of the ResNet-50 graph (the Flatten before the classifier)."""
+    graph = onnx.load_from_string(model).graph
+    return next(n.output[0] for n in graph.node if n.op_type == "Flatten")
+
+
+def run_cli(folder: Path, model_path: Path, work: Path, node: str) -> tuple[float, int]:
+    """Trains with the CLI, then times `classify`; its photos/s and the JVM's peak RSS."""
+    cli = [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]"]
+    train = [*cli, "train", "--images", str(folder), "--featurizer", str(model_path)]
+    train += ["--feature-node", node, "--image-size", str(SIZE), "--model-out", str(work / "m")]
+    subprocess.run(train, check=True, cwd=ROOT, capture_output=True, text=True)
+    classify = [*cli, "classify", "--images", str(folder), "--model", str(work / "m")]
+    classify += ["--out", str(work / "out")]
+    process = subprocess.Popen(
+        classify, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    with PeakRss(process.pid) as rss:
+        output, _ = process.communicate()
+    if process.returncode != 0:
+        raise RuntimeError(f"classify failed:\n{output[-3000:]}")
+    match = re.search(r"\[classify\].*\(([\d.]+) photos/s\)", output)
+    if match is None:
+        raise RuntimeError(f"no summary line in:\n{output[-3000:]}")
+    return float(match.group(1)), rss.peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--images", type=int, default=96)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat, no CLI")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "camera_trap.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.images, args.repeats = 4, 1
+
+    import mmlspark
+
+    spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
+    model = models.resnet50()
+    rates: dict[str, float] = {}
+    agreement: dict[str, float] = {}
+    peak_rss_mb: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "photos"
+        paths = make_photos(folder, args.images)
+        photo_mb = sum(p.stat().st_size for p in paths) / len(paths) / 1e6
+        model_path = Path(tmp) / "resnet50.onnx"
+        model_path.write_bytes(model)
+        seconds, expected, rss = run_mmlspark(spark, folder, model, args.repeats, binary=True)
+        rates["mmlspark"], peak_rss_mb["mmlspark"] = args.images / seconds, rss / 1e6
+        seconds, _, rss = run_mmlspark(spark, folder, model, args.repeats, binary=False)
+        rates["mmlspark_read_images_full_decode"] = args.images / seconds
+        peak_rss_mb["mmlspark_read_images_full_decode"] = rss / 1e6
+        seconds, tops = run_udf(spark, folder, model_path, args.repeats)
+        rates["predict_batch_udf"] = args.images / seconds
+        agreement["predict_batch_udf"] = agree(tops, expected)
+        seconds, tops = run_raw_python(paths, model_path, args.repeats)
+        rates["raw_python"] = args.images / seconds
+        agreement["raw_python"] = agree(tops, expected)
+        spark.stop()
+        if not args.quick:
+            rate, rss = run_cli(folder, model_path, Path(tmp), feature_node(model))
+            rates["camera_trap_cli"], peak_rss_mb["camera_trap_cli"] = rate, rss / 1e6
+    raw = rates["raw_python"]
+    figures = {
+        "images": args.images,
+        "photo": f"{WIDTH}x{HEIGHT} JPEG, {photo_mb:.1f} MB on average",
+        "top_class_agreement_with_mmlspark": agreement,
+        "images_per_s": rates,
+        "peak_jvm_rss_mb": peak_rss_mb,
+        "ratio_vs_raw_python": rates["mmlspark"] / raw,
+        "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
+        "cli_ratio_vs_raw_python": rates["camera_trap_cli"] / raw if not args.quick else None,
+    }
+    report(
+        args.out,
+        "Camera-trap benchmark",
+        f"python bench/camera_trap.py --images {args.images} --repeats {args.repeats}"
+        f"{' --quick' if args.quick else ''}",
+        f"{WIDTH}x{HEIGHT} JPEGs ({photo_mb:.1f} MB) -> decode at 1/8 -> resize {SIZE}x{SIZE} ->"
+        " normalize -> ResNet-50 architecture (random weights) -> top class; the CLI classifies"
+        " with a logistic regression on the pooled features. Peak JVM RSS (MB):"
+        f" {', '.join(f'{k} {v:.0f}' for k, v in peak_rss_mb.items())}.",
+        "contender | photos/s | mmlspark / contender",
+        rates,
+        lambda rate: rates["mmlspark"] / rate,
+        "mmlspark >= 1.0x raw Python and >= 2x predict_batch_udf; the CLI >= 0.8x raw Python",
+        figures,
+    )
+
+
+if __name__ == "__main__":
+    main()
