@@ -27,14 +27,11 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import cv2
 import numpy as np
 import onnx
-import pandas as pd  # the pandas UDF's type hints name it
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +39,9 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
-from end_to_end import agree  # noqa: E402
+from end_to_end import agree, run_raw_python, run_udf  # noqa: E402
 from image_pipeline import MEAN, STD  # noqa: E402
-from onnx_inference import best_of, report  # noqa: E402
+from onnx_inference import PeakRss, best_of, report  # noqa: E402
 
 BATCH = 64
 HEIGHT, WIDTH = 3000, 4000
@@ -78,31 +75,18 @@ def preprocess(encoded: np.ndarray) -> np.ndarray:
     return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
 
 
-class PeakRss:
-    """Samples the resident memory of a process and its children every 50 ms while in use."""
+def jvms_under(root: int):
+    """Selects, for PeakRss, the Java processes started by process `root` (or that are it)."""
 
-    def __init__(self, pid: int) -> None:
-        self.pid, self.peak, self._stop = pid, 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def select(pid: int, cmdline: str) -> bool:
+        if "java" not in cmdline.split(" ", 1)[0]:
+            return False
+        try:
+            return pid == root or root in (p.pid for p in psutil.Process(pid).parents())
+        except psutil.Error:
+            return False
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                root = psutil.Process(self.pid)
-                procs = [root, *root.children(recursive=True)]
-                jvms = [p for p in procs if p.name() == "java"] or procs
-                self.peak = max(self.peak, max(p.memory_info().rss for p in jvms))
-            except psutil.Error:
-                pass
-            self._stop.wait(0.05)
-
-    def __enter__(self) -> PeakRss:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
+    return select
 
 
 def onnx_stage(model: bytes):
@@ -140,72 +124,11 @@ def run_mmlspark(spark, folder: Path, model: bytes, repeats: int, binary: bool):
             stage.setReducedDecode(False)  # decoded images in: nothing to reduce
         return onnx_model.transform(stage.transform(images)).select("path", "top", "transformError")
 
-    jvm_pid = spark.sparkContext._gateway.proc.pid
-    with PeakRss(jvm_pid) as rss:
+    with PeakRss(jvms_under(spark.sparkContext._gateway.proc.pid)) as rss:
         seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
     rows = scored().collect()
     assert all(r.transformError is None for r in rows), [r.transformError for r in rows][:3]
     return seconds, {Path(r.path).name: int(r.top) for r in rows}, rss.peak
-
-
-def run_udf(spark, folder: Path, model_path: Path, repeats: int):
-    from pyspark.ml.functions import predict_batch_udf
-    from pyspark.sql import functions as F
-    from pyspark.sql.functions import pandas_udf
-    from pyspark.sql.types import IntegerType
-
-    @pandas_udf("array<float>")
-    def to_tensor(content: pd.Series) -> pd.Series:
-        return content.map(lambda b: preprocess(np.frombuffer(b, np.uint8)))
-
-    path = str(model_path)
-
-    def make_predict_fn():
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-        def predict(x: np.ndarray) -> np.ndarray:
-            return session.run(None, {"image": x})[0].argmax(axis=1).astype(np.int32)
-
-        return predict
-
-    top = predict_batch_udf(
-        make_predict_fn,
-        return_type=IntegerType(),
-        batch_size=BATCH,
-        input_tensor_shapes=[[3, SIZE, SIZE]],
-    )
-
-    def scored():
-        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-        files = reader.load(str(folder)).repartition(2)
-        return files.select("path", top(to_tensor(F.col("content"))).alias("top"))
-
-    seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
-    return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
-
-
-def run_raw_python(paths: list[Path], model_path: Path, repeats: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 2
-    session = ort.InferenceSession(str(model_path), options, providers=["CPUExecutionProvider"])
-    result: dict = {}
-
-    def run() -> None:
-        with ThreadPoolExecutor(2) as pool:
-            tensors = list(pool.map(lambda p: preprocess(np.fromfile(p, np.uint8)), paths))
-        for start in range(0, len(paths), BATCH):
-            batch = np.stack(tensors[start : start + BATCH]).reshape(-1, 3, SIZE, SIZE)
-            tops = session.run(None, {"image": batch})[0].argmax(axis=1)
-            for p, t in zip(paths[start : start + BATCH], tops, strict=True):
-                result[p.name] = int(t)
-
-    return best_of(repeats, run), result
 
 
 def feature_node(model: bytes) -> str:
@@ -225,7 +148,7 @@ def run_cli(folder: Path, model_path: Path, work: Path, node: str) -> tuple[floa
     process = subprocess.Popen(
         classify, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    with PeakRss(process.pid) as rss:
+    with PeakRss(jvms_under(process.pid)) as rss:
         output, _ = process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"classify failed:\n{output[-3000:]}")
@@ -265,10 +188,10 @@ def main() -> None:
         seconds, _, rss = run_mmlspark(spark, folder, model, args.repeats, binary=False)
         rates["mmlspark_read_images_full_decode"] = args.images / seconds
         peak_rss_mb["mmlspark_read_images_full_decode"] = rss / 1e6
-        seconds, tops = run_udf(spark, folder, model_path, args.repeats)
+        seconds, tops = run_udf(spark, folder, model_path, args.repeats, preprocess)
         rates["predict_batch_udf"] = args.images / seconds
         agreement["predict_batch_udf"] = agree(tops, expected)
-        seconds, tops = run_raw_python(paths, model_path, args.repeats)
+        seconds, tops = run_raw_python(paths, model_path, args.repeats, preprocess)
         rates["raw_python"] = args.images / seconds
         agreement["raw_python"] = agree(tops, expected)
         spark.stop()

@@ -62,7 +62,11 @@ def run_mmlspark(spark, folder: Path, model: bytes, repeats: int) -> tuple[float
     return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
 
 
-def run_udf(spark, folder: Path, model_path: Path, repeats: int) -> tuple[float, dict]:
+def run_udf(
+    spark, folder: Path, model_path: Path, repeats: int, prepare=preprocess
+) -> tuple[float, dict]:
+    """predict_batch_udf over the binaryFile rows under `folder` (recursively), each photo turned
+    into a CHW tensor by `prepare` (encoded bytes -> flat float32 3x224x224) in a pandas UDF."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
@@ -70,7 +74,7 @@ def run_udf(spark, folder: Path, model_path: Path, repeats: int) -> tuple[float,
 
     @pandas_udf("array<float>")
     def to_tensor(content: pd.Series) -> pd.Series:
-        return content.map(lambda b: preprocess(np.frombuffer(b, np.uint8)))
+        return content.map(lambda b: prepare(np.frombuffer(b, np.uint8)))
 
     # The UDF calls this file's preprocessing: ship its module to the Python workers.
     spark.sparkContext.addPyFile(str(ROOT / "bench" / "image_pipeline.py"))
@@ -96,14 +100,18 @@ def run_udf(spark, folder: Path, model_path: Path, repeats: int) -> tuple[float,
     )
 
     def scored():
-        files = spark.read.format("binaryFile").load(str(folder)).repartition(2)
+        reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        files = reader.load(str(folder)).repartition(2)
         return files.select("path", top(to_tensor(F.col("content"))).alias("top"))
 
     seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
     return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
 
 
-def run_raw_python(paths: list[Path], model_path: Path, repeats: int) -> tuple[float, dict]:
+def run_raw_python(
+    paths: list[Path], model_path: Path, repeats: int, prepare=preprocess
+) -> tuple[float, dict]:
+    """opencv-python (`prepare`) in two threads, then onnxruntime with two intra-op threads."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -113,7 +121,7 @@ def run_raw_python(paths: list[Path], model_path: Path, repeats: int) -> tuple[f
 
     def run() -> None:
         with ThreadPoolExecutor(2) as pool:
-            tensors = list(pool.map(lambda p: preprocess(np.fromfile(p, np.uint8)), paths))
+            tensors = list(pool.map(lambda p: prepare(np.fromfile(p, np.uint8)), paths))
         for start in range(0, len(paths), BATCH):
             batch = np.stack(tensors[start : start + BATCH]).reshape(-1, 3, 224, 224)
             tops = session.run(None, {"image": batch})[0].argmax(axis=1)
