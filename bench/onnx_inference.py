@@ -17,6 +17,7 @@ Usage: python bench/onnx_inference.py [--models resnet50,tiny] [--repeats R] [--
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -105,6 +106,18 @@ def report(
     Path(out).parent.mkdir(parents=True, exist_ok=True)
     Path(out).write_text("\n".join(lines))
     save_figures(out, figures)
+
+
+@contextlib.contextmanager
+def service_off(spark):
+    """ONNXModel without the executor's inference service: each task runs its own batches on the
+    shared session (the path before the service; a contender beside it)."""
+    key = "spark.mmlspark.onnx.inferenceService"
+    spark.conf.set(key, "false")
+    try:
+        yield
+    finally:
+        spark.conf.unset(key)
 
 
 def best_of(repeats: int, run) -> float:
@@ -237,6 +250,11 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     figures["mmlspark_images_per_s"] = n / seconds
     figures["mmlspark_sessions_created"] = jvm.mmlspark.onnx.OrtSessions.created() - sessions_before
     figures["mmlspark_jvm_peak_rss_mb"] = rss.peak / 2**20
+    with service_off(spark):
+        figures["mmlspark_service_off_images_per_s"] = n / best_of(args.repeats, onnx_run)
+    figures["service_on_vs_off"] = (
+        figures["mmlspark_images_per_s"] / figures["mmlspark_service_off_images_per_s"]
+    )
 
     ort_jar = next(
         j for j in spark.sparkContext.getConf().get("spark.jars").split(",") if "onnxruntime" in j
@@ -308,17 +326,21 @@ def table(results: list[dict], args) -> str:
         f"`python bench/onnx_inference.py --models {args.models} --repeats {args.repeats}"
         f"{' --quick' if args.quick else ''}` on {platform.machine()}, {os.cpu_count()} cores,"
         f" {time.strftime('%Y-%m-%d')}. Random float32 tensors, batch {args.batch}, two threads"
-        " (local[2]: two tasks, one intra-op thread each); best of the timed runs.",
+        " (local[2]: two tasks; ONNXModel's inference service runs their batches with two intra-op"
+        " threads, and with the service off each task runs its own with one); best of the timed"
+        " runs.",
         "",
-        "| model | images | ONNXModel img/s | raw ORT Java img/s | raw ORT Python img/s |"
+        "| model | images | ONNXModel img/s | ONNXModel, service off img/s | raw ORT Java img/s |"
+        " raw ORT Python img/s |"
         " predict_batch_udf img/s | SynapseML 1.1.0 img/s | ONNXModel / raw Java |"
         " ONNXModel / predict_batch_udf | ONNXModel / SynapseML | sessions created |"
         " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {f(r['mmlspark_images_per_s'])}"
+            f" | {f(r['mmlspark_service_off_images_per_s'])}"
             f" | {f(r['raw_ort_java_images_per_s'])} | {f(r['raw_ort_python_images_per_s'])}"
             f" | {f(r['predict_batch_udf_images_per_s'])} | {f(r.get('synapseml_images_per_s'))}"
             f" | {f(r['ratio_vs_raw'], '.3f')} | {f(r.get('ratio_vs_predict_batch_udf'), '.2f')}"

@@ -189,6 +189,17 @@ def endless_loop(trips: int = 10**12) -> bytes:
     )
 
 
+def lookup(table: tuple[float, ...] = (10.0, 20.0, 30.0, 40.0, 50.0)) -> bytes:
+    """index: int64 [N, 1] -> value = table[index] [N, 1]; an index outside the table fails the
+    run it is in (and only the rows with one should fail)."""
+    return _model(
+        [helper.make_node("Gather", ["table", "index"], ["value"], axis=0)],
+        [_io("index", TensorProto.INT64, ["N", 1])],
+        [_io("value", TensorProto.FLOAT, ["N", 1])],
+        [numpy_helper.from_array(np.array(table, dtype=np.float32), "table")],
+    )
+
+
 def save_with_external_data(model: bytes, folder: Path, location: str = "weights.bin") -> Path:
     """Writes `model` as folder/model.onnx with every initializer in the file `location` beside
     it (ONNX's external data); returns the model's path."""
@@ -210,6 +221,7 @@ SCALA_FIXTURES = {
     "two_in_two_out.onnx": two_in_two_out,
     "fixed_batch.onnx": fixed_batch,
     "small_cnn.onnx": small_cnn,
+    "lookup.onnx": lookup,
 }
 
 

@@ -716,3 +716,61 @@ def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path):
     # No native crash at exit, and no temporary directory left behind.
     assert not list(tmp_path.glob("hs_err_pid*.log"))
     assert not list(temp.glob("mmlspark-onnx*"))
+
+
+SERVICE_JOB = """
+import sys
+
+import numpy as np
+import onnxruntime as ort
+
+sys.path.insert(0, sys.argv[2])
+import mmlspark
+import onnx_models
+from mmlspark.onnx import ONNXModel
+
+spark = mmlspark.session(
+    "local[4]",
+    {"spark.ui.enabled": "false", "spark.mmlspark.onnx.inferenceService.maxWait": "1s"},
+)
+jvm = spark.sparkContext._jvm
+service = jvm.mmlspark.onnx.InferenceService
+sessions = jvm.mmlspark.onnx.OrtSessions
+model_bytes = onnx_models.small_cnn(size=32)
+images = np.random.default_rng(3).random((64, 3, 32, 32), dtype=np.float32)
+df = spark.createDataFrame(
+    [(i, images[i].tolist()) for i in range(64)], "id int, image array<array<array<float>>>"
+).repartition(16)
+model = ONNXModel(feedDict={"image": "image"}, fetchDict={"logits": "logits"}, miniBatchSize=64)
+model.setModelPayload(model_bytes)
+expected = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"]).run(
+    None, {"image": images}
+)[0]
+
+
+def scored():
+    rows = model.transform(df).select("id", "logits", "onnxError").collect()
+    assert sorted(r.id for r in rows) == list(range(64))
+    assert all(r.onnxError is None for r in rows), [r.onnxError for r in rows][:3]
+    return np.array([r.logits for r in sorted(rows, key=lambda r: r.id)], dtype=np.float32)
+
+
+created = sessions.created()
+service.resetLargestBatch()
+on = scored()
+# 16 tasks of 4 rows, 4 at a time: the service filled batches with rows of several tasks.
+largest = service.largestBatch()
+assert largest > 4, largest
+assert sessions.created() - created == 1
+spark.conf.set("spark.mmlspark.onnx.inferenceService", "false")
+off = scored()
+np.testing.assert_allclose(on, expected, rtol=1e-5, atol=1e-6)
+np.testing.assert_allclose(off, expected, rtol=1e-5, atol=1e-6)
+np.testing.assert_allclose(on, off, rtol=1e-5, atol=1e-6)
+print(f"ok: largest batch {largest} rows")
+"""
+
+
+def test_the_inference_service_batches_rows_of_four_tasks_with_the_same_results(tmp_path):
+    result = run_job(tmp_path, SERVICE_JOB, "")
+    assert "ok: largest batch" in result.stdout

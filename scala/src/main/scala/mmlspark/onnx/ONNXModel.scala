@@ -24,9 +24,12 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * `ImageTransformer` writes it). Outputs become arrays of the matching type (vectors with
   * `vectorOutputs`), or scalars when a row's output is one value.
   *
-  * Every executor JVM creates one ONNX Runtime session per model content, device and settings,
-  * shared by its concurrent tasks, and fills each batch into direct buffers reused across the
-  * partition. A row whose input is null or has the wrong number of values gets null outputs and a
+  * Every executor JVM creates one ONNX Runtime session per model content, device and settings.
+  * One inference service thread per session alone runs it (`spark.mmlspark.onnx.inferenceService`,
+  * default true): the executor's tasks hand it their rows, it fills batches from the rows of all of
+  * them into direct buffers it reuses, and each task reads and prepares its next rows while the
+  * service runs the current batch (settings in [[ServiceSettings]]). With the service off, tasks
+  * share the session and each runs its own batches. A row whose input is null or has the wrong number of values gets null outputs and a
   * message in `errorCol`; a model that cannot be loaded, or inputs, outputs and columns that do not
   * match, fail in `transformSchema` before any job runs.
   *
@@ -34,8 +37,9 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * output tensors of one run hold at most `spark.mmlspark.onnx.maxBatchBytes` (default 256m; a
   * mini-batch over it is split, a row over it alone runs by itself), and a row's value of an output
   * over `spark.mmlspark.onnx.maxOutputBytesPerRow` (default 64m) is that row's error, found before
-  * it is copied into the JVM heap. A cancelled or killed task terminates its running ONNX Runtime
-  * calls, and at JVM exit running calls are terminated before ONNX Runtime shuts down.
+  * it is copied into the JVM heap. A cancelled or killed task stops waiting at once and its
+  * queued rows are dropped; a running ONNX Runtime call is terminated once no task waits for it,
+  * and at JVM exit running calls are terminated before ONNX Runtime shuts down.
   */
 final class ONNXModel(override val uid: String)
     extends Transformer
@@ -82,8 +86,8 @@ final class ONNXModel(override val uid: String)
   final val intraOpThreads: IntParam = new IntParam(
     this,
     "intraOpThreads",
-    "threads ONNX Runtime uses within one run; 0 means the task's CPU share, spark.task.cpus " +
-      "(at least 0)",
+    "threads ONNX Runtime uses within one run; 0 means the executor's cores through the " +
+      "inference service, or the task's CPU share (spark.task.cpus) without it (at least 0)",
     ParamValidators.gtEq(0)
   )
 
@@ -245,7 +249,11 @@ final class ONNXModel(override val uid: String)
     }
   }
 
-  private def plan(schema: StructType, limits: RunLimits = RunLimits.default): RunPlan = {
+  private def plan(
+      schema: StructType,
+      limits: RunLimits = RunLimits.default,
+      service: ServiceSettings = ServiceSettings.default
+  ): RunPlan = {
     val info = modelInfo
     val inputs = feeds(schema, info)
     val outputs = fetches(info)
@@ -280,7 +288,8 @@ final class ONNXModel(override val uid: String)
         $(useTensorRT)
       ),
       $(vectorOutputs),
-      limits
+      limits,
+      service
     )
   }
 
@@ -306,7 +315,8 @@ final class ONNXModel(override val uid: String)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     // transformSchema's gate, keeping the plan it resolves instead of resolving it twice.
-    val p = plan(dataset.schema, RunLimits.from(dataset.sparkSession.conf))
+    val conf = dataset.sparkSession.conf
+    val p = plan(dataset.schema, RunLimits.from(conf), ServiceSettings.from(conf))
     val schema = outputSchema(dataset.schema, p)
     modelInfo.ship(dataset.sparkSession)
     val arrays = p.feeds.filter(_.columnType.isInstanceOf[ArrayType]).map(_.ordinal).toSet

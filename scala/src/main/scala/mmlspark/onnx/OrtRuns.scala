@@ -10,14 +10,19 @@ import ai.onnxruntime.OrtSession.RunOptions
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 
-/** The ONNX Runtime runs of one task: their `RunOptions`, which terminate them. Created when the
-  * task's first run starts, closed when the task completes. Its runs are terminated when the task
-  * is killed or cancelled (seen by the [[OrtRuns]] watcher) or the JVM exits.
+/** The ONNX Runtime runs of one task, or of one batch of the inference service: their
+  * `RunOptions`, which terminate them. Created when the first run starts, closed when the task
+  * completes (or the batch is done). Its runs are terminated when `killed` says why (the task was
+  * killed or cancelled; every task whose rows are in the batch ended), as seen by the [[OrtRuns]]
+  * watcher, or when the JVM exits.
   */
-final class TaskRuns private[onnx] (val task: Option[TaskContext]) {
+final class TaskRuns private[onnx] (killed: () => Option[String]) {
   private val options = new RunOptions()
   private var closed = false
   @volatile private var terminatedBy: String = _
+
+  /** Why these runs should stop now, if they should. */
+  private[onnx] def killedBecause: Option[String] = killed()
 
   /** Why this task's runs were terminated, if they were. */
   def terminated: Option[String] = Option(terminatedBy)
@@ -66,13 +71,25 @@ object OrtRuns extends Logging {
   /** The runs of the running task (or of the calling thread, outside a task), released with it. */
   def forTask(): TaskRuns = {
     OrtSessions.environment // installs this object
-    val task = Option(TaskContext.get())
-    val runs = new TaskRuns(task)
-    task match {
-      case Some(t) => t.addTaskCompletionListener[Unit](_ => runs.close())
-      case None =>
+    Option(TaskContext.get()) match {
+      case Some(t) =>
+        val runs = new TaskRuns(() =>
+          if (t.isInterrupted()) Some(s"task ${t.taskAttemptId()} was killed") else None
+        )
+        t.addTaskCompletionListener[Unit](_ => runs.close())
+        runs
+      case None => new TaskRuns(() => None)
     }
-    runs
+  }
+
+  /** The runs of one batch of the inference service, terminated once every task in `tickets` has
+    * ended; the caller closes them.
+    */
+  private[onnx] def forBatch(tickets: Seq[ServiceTicket]): TaskRuns = {
+    OrtSessions.environment
+    new TaskRuns(() =>
+      if (tickets.forall(_.ended)) Some("every task whose rows were in the batch ended") else None
+    )
   }
 
   /** `session.run` for the task of `runs`, terminated if the task is killed or the JVM exits. */
@@ -96,10 +113,7 @@ object OrtRuns extends Logging {
     }
   }
 
-  private def check(runs: TaskRuns): Unit = runs.task.foreach { t =>
-    if (t.isInterrupted())
-      runs.terminate(s"task ${t.taskAttemptId()} was killed")
-  }
+  private def check(runs: TaskRuns): Unit = runs.killedBecause.foreach(runs.terminate)
 
   /** Starts the watcher and the exit hook; called once the ONNX Runtime environment exists. */
   private[onnx] def install(): Unit = started

@@ -2,6 +2,7 @@ package mmlspark.onnx
 
 import java.util.concurrent.ConcurrentHashMap
 
+import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
@@ -78,14 +79,20 @@ final case class RunPlan(
     deviceType: String,
     settings: SessionSettings,
     asVector: Boolean,
-    limits: RunLimits = RunLimits.default
+    limits: RunLimits = RunLimits.default,
+    service: ServiceSettings = ServiceSettings.default
 ) {
 
-  private def fetchNames: java.util.Set[String] = fetches.map(_._2.name).toSet.asJava
+  private[onnx] def fetchNames: java.util.Set[String] = fetches.map(_._2.name).toSet.asJava
+
+  /** What rows must share to run in one batch (the model's session aside). */
+  private[onnx] lazy val batchKey: Any = (feeds, fetches, asVector, limits)
 
   /** The output rows of a partition: each input row, its outputs and its error, in input order.
     * Rows are read a mini-batch at a time and given back a run at a time, so that the outputs of
-    * one run at most are held at once.
+    * one run (per batch in flight) at most are held at once. With the inference service (the
+    * default) the executor's service runs the batches, and the task reads and prepares the rows of
+    * the next batch meanwhile; without it, the task runs its own.
     */
   def run(rows: Iterator[Row]): Iterator[Row] = {
     if (!rows.hasNext) return Iterator.empty // no session for an empty partition
@@ -93,190 +100,139 @@ final case class RunPlan(
     val device = Device.select(deviceType, Device.taskGpus, cuda)
     val threads =
       if (settings.intraOpThreads > 0) settings.intraOpThreads
+      else if (service.enabled) ServiceSettings.executorCores
       else TaskCpus.get
     val key = SessionKey(source.hash, device, settings.copy(intraOpThreads = threads))
+    // The task creates the session (a model that cannot load fails the task) and holds it while it
+    // runs, so that it stays open between the service's batches.
     val session = OrtSessions.acquireForTask(key, source)
-    val partition = new PartitionRun(session, key)
-    rows.grouped(batchSize).flatMap(group => partition.group(group.toIndexedSeq))
+    if (service.enabled) new ServiceRun(key).rows(rows)
+    else {
+      val runner = new BatchRunner(this, key)
+      val runs = OrtRuns.forTask()
+      Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit](_ => runner.release()))
+      rows.grouped(batchSize).flatMap(group => runner.group(session, runs, group.toIndexedSeq))
+    }
   }
 
   /** Input bytes of one row of the per-row `shapes` (a string counted as a reference). */
-  private def inputBytes(shapes: Seq[Seq[Long]]): BigInt = feeds.indices.foldLeft(BigInt(0)) {
+  private[onnx] def inputBytes(shapes: Seq[Seq[Long]]): BigInt = feeds.indices.foldLeft(BigInt(0)) {
     (sum, f) => sum + shapes(f).foldLeft(BigInt(RunPlan.bytesOf(feeds(f).element)))(_ * _)
   }
 
-  /** The state of one partition: its session, its reused input buffers and its runs. */
-  private final class PartitionRun(session: OrtSession, key: SessionKey) {
-    private val batch = new TensorBatch(feeds)
-    private val runs = OrtRuns.forTask()
-    Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit](_ => batch.release()))
-
-    // An output fixed in the model at more bytes per row than the limit: no row can get it.
-    private val fixedOutputError: Option[OutputTooLarge] = fetches.iterator
-      .flatMap { case (_, spec, element) =>
-        Outputs
-          .fixedRowBytes(spec, element)
-          .filter(_ > limits.maxOutputBytesPerRow)
-          .map(Outputs.tooLarge(spec, _, limits.maxOutputBytesPerRow))
-      }
-      .toList // a few outputs
-      .headOption
-
-    private val fixedOutputBytes: Option[BigInt] = {
-      val sizes = fetches.map { case (_, spec, element) => Outputs.fixedRowBytes(spec, element) }
-      if (sizes.forall(_.isDefined)) Some(sizes.flatten.sum) else None
+  // An output fixed in the model at more bytes per row than the limit: no row can get it.
+  private[onnx] lazy val fixedOutputError: Option[OutputTooLarge] = fetches.iterator
+    .flatMap { case (_, spec, element) =>
+      Outputs
+        .fixedRowBytes(spec, element)
+        .filter(_ > limits.maxOutputBytesPerRow)
+        .map(Outputs.tooLarge(spec, _, limits.maxOutputBytesPerRow))
     }
+    .toList // a few outputs
+    .headOption
 
-    /** How many rows of the per-row `shapes` one run takes: as many as fit the byte budget, at
-      * least one. Outputs count once their size per row is known, from the model or from an earlier
-      * run of rows of these shapes; until then a single row runs first, so that a model whose
-      * output is huge per row never runs a whole batch of them.
-      */
-    def rowsPerRun(shapes: Seq[Seq[Long]]): Int =
-      fixedOutputBytes.orElse(RunPlan.learnedOutputBytes(key, shapes)) match {
-        case None => 1
-        case Some(output) =>
-          val perRow = inputBytes(shapes) + output
-          if (perRow <= 0) batchSize
-          else (BigInt(limits.maxBatchBytes) / perRow).max(1).min(batchSize).toInt
-      }
-
-    /** The output rows of a mini-batch, produced a run at a time as they are read. */
-    def group(rows: IndexedSeq[Row]): Iterator[Row] = {
-      val shapes: IndexedSeq[Either[String, Seq[Seq[Long]]]] = rows.map { row =>
-        try
-          Right(feeds.map { f =>
-            val value = row.get(f.ordinal)
-            if (value == null)
-              throw new IllegalArgumentException(s"input column '${f.column}' is null")
-            f.rowShape(value)
-          })
-        catch { case NonFatal(e) => Left(RowResults.describe(e)) }
-      }
-      // Runs of consecutive rows of equal shapes, split to fit the budget; a row that cannot be
-      // fed only fails itself.
-      new Iterator[Iterator[Row]] {
-        private var i = 0
-        def hasNext: Boolean = i < rows.length
-        def next(): Iterator[Row] = shapes(i) match {
-          case Left(error) =>
-            i += 1
-            Iterator.single(outputRow(rows(i - 1), Left(error)))
-          case Right(shape) =>
-            val limit = i + rowsPerRun(shape)
-            var j = i + 1
-            while (j < rows.length && j < limit && shapes(j) == shapes(i)) j += 1
-            val indices = i until j
-            val results = new Array[Either[String, Array[Any]]](indices.length)
-            runRows(rows, indices, shape, results, indices.start)
-            i = j
-            indices.iterator.map(k => outputRow(rows(k), results(k - indices.start)))
-        }
-      }.flatMap(identity)
-    }
-
-    /** Runs rows `indices` as one batch into `results` (from `results(indices.start - offset)`); if
-      * the run fails, runs them one by one so that only the rows the model rejects get an error. An
-      * output too large per row fails every row at once; an `OutOfMemoryError` frees the buffers
-      * and fails the row, never the task.
-      */
-    private def runRows(
-        rows: IndexedSeq[Row],
-        indices: Range,
-        shapes: Seq[Seq[Long]],
-        results: Array[Either[String, Array[Any]]],
-        offset: Int
-    ): Unit = {
-      def retryOneByOne(): Unit =
-        indices.foreach(k => runRows(rows, k to k, shapes, results, offset))
-      def failAll(message: String): Unit =
-        indices.foreach(k => results(k - offset) = Left(message))
-      try {
-        fixedOutputError.foreach(e => throw e)
-        val values = execute(rows, indices, shapes)
-        indices.zip(values).foreach { case (k, v) => results(k - offset) = Right(v) }
-      } catch {
-        case e: OutputTooLarge => failAll(e.getMessage)
-        case e: OutOfMemoryError =>
-          batch.release()
-          if (indices.length > 1) retryOneByOne()
-          else
-            failAll(
-              s"out of memory running the model on this row (its inputs are " +
-                s"${Bytes.show(inputBytes(shapes))}): ${e.getMessage}"
-            )
-        case NonFatal(e) =>
-          stopIfTerminated()
-          if (indices.length > 1) retryOneByOne() else failAll(RowResults.describe(e))
-      }
-    }
-
-    /** After a failed run: if the task was killed, ends it as killed (its runs were terminated, so
-      * retrying rows would only fail them); if the JVM is exiting, fails it.
-      */
-    private def stopIfTerminated(): Unit =
-      runs.terminated.orElse(if (OrtRuns.exiting) Some("the JVM is exiting") else None).foreach {
-        why =>
-          if (Option(TaskContext.get()).exists(_.isInterrupted()))
-            throw new TaskKilledException(why)
-          throw new IllegalStateException(s"ONNX Runtime runs were terminated: $why")
-      }
-
-    private def execute(
-        rows: IndexedSeq[Row],
-        indices: Range,
-        shapes: Seq[Seq[Long]]
-    ): Seq[Array[Any]] = {
-      val n = indices.length
-      batch.reserve(n, shapes)
-      feeds.indices.foreach { f =>
-        val count = shapes(f).product
-        var k = 0
-        while (k < n) {
-          batch.fill(f, k, count, rows(indices.start + k).get(feeds(f).ordinal))
-          k += 1
-        }
-      }
-      val env = OrtSessions.environment
-      val tensors = new java.util.HashMap[String, OnnxTensor]()
-      try {
-        feeds.indices.foreach { f =>
-          val batched = feeds(f).spec.batchDim.isDefined
-          tensors.put(feeds(f).spec.name, batch.tensor(env, f, n, shapes(f), batched))
-        }
-        val result = OrtRuns.run(runs, session, tensors, fetchNames)
-        try {
-          learn(shapes, result, n)
-          val perOutput = fetches.map { case (_, spec, element) =>
-            Outputs.perRow(
-              result.get(spec.name).get(),
-              spec,
-              element,
-              n,
-              asVector,
-              limits.maxOutputBytesPerRow
-            )
-          }
-          (0 until n).map(k => perOutput.map(_(k)).toArray)
-        } finally result.close()
-      } finally tensors.values().forEach(_.close())
-    }
-
-    /** Records the output bytes per row of a run, for the batch sizes of later runs. */
-    private def learn(shapes: Seq[Seq[Long]], result: OrtSession.Result, rows: Int): Unit =
-      if (fixedOutputBytes.isEmpty) {
-        val perRow = fetches.foldLeft(BigInt(0)) { case (sum, (_, spec, element)) =>
-          result.get(spec.name).get() match {
-            case t: OnnxTensor =>
-              sum + BigInt(t.getInfo.getNumElements / rows) * RunPlan.bytesOf(element)
-            case _ => sum
-          }
-        }
-        RunPlan.recordOutputBytes(key, shapes, perRow)
-      }
+  private[onnx] lazy val fixedOutputBytes: Option[BigInt] = {
+    val sizes = fetches.map { case (_, spec, element) => Outputs.fixedRowBytes(spec, element) }
+    if (sizes.forall(_.isDefined)) Some(sizes.flatten.sum) else None
   }
 
-  private def outputRow(input: Row, result: Either[String, Array[Any]]): Row = {
+  /** How many rows of the per-row `shapes` one run of session `key` takes: as many as fit the byte
+    * budget, at least one. Outputs count once their size per row is known, from the model or from
+    * an earlier run of rows of these shapes; until then a single row runs first, so that a model
+    * whose output is huge per row never runs a whole batch of them.
+    */
+  private[onnx] def rowsPerRun(key: SessionKey, shapes: Seq[Seq[Long]]): Int =
+    fixedOutputBytes.orElse(RunPlan.learnedOutputBytes(key, shapes)) match {
+      case None => 1
+      case Some(output) =>
+        val perRow = inputBytes(shapes) + output
+        if (perRow <= 0) batchSize
+        else (BigInt(limits.maxBatchBytes) / perRow).max(1).min(batchSize).toInt
+    }
+
+  /** The per-feed shapes of `row`'s values, or why the row cannot be fed. */
+  private[onnx] def rowShapes(row: Row): Either[String, Seq[Seq[Long]]] =
+    try
+      Right(feeds.map { f =>
+        val value = row.get(f.ordinal)
+        if (value == null)
+          throw new IllegalArgumentException(s"input column '${f.column}' is null")
+        f.rowShape(value)
+      })
+    catch { case NonFatal(e) => Left(RowResults.describe(e)) }
+
+  /** A partition's rows through the executor's [[InferenceService]]: consecutive rows of equal
+    * shapes go over as one request of at most a run's rows; up to `batchesInFlight` requests are
+    * out at once, and the next is read (decoded, transformed upstream) while the service runs the
+    * earlier ones. Rows come back in input order; a row that cannot be fed fails only itself.
+    */
+  private final class ServiceRun(key: SessionKey) {
+    private val (inference, ticket) = InferenceService.forTask(key)
+
+    import RunPlan.{Failed, Place, Sent}
+
+    def rows(input: Iterator[Row]): Iterator[Row] = {
+      val rows = input.buffered
+      // The next places in order: a run of rows of one shape becomes one request.
+      val places: Iterator[Place] = new Iterator[Place] {
+        def hasNext: Boolean = rows.hasNext
+        def next(): Place = {
+          val row = rows.next()
+          rowShapes(row) match {
+            case Left(error) => Failed(row, error)
+            case Right(shapes) =>
+              val limit = rowsPerRun(key, shapes)
+              val segment = ArrayBuffer(row)
+              var open = true
+              while (open && segment.length < limit && rows.hasNext) {
+                val candidate = rows.head
+                rowShapes(candidate) match {
+                  case Right(s) if s == shapes =>
+                    segment += rows.next()
+                  case _ => open = false // the next row starts another place
+                }
+              }
+              val request = new ServiceRequest(RunPlan.this, segment.toIndexedSeq, shapes, ticket)
+              inference.submit(request)
+              Sent(request)
+          }
+        }
+      }
+      new Iterator[Row] {
+        private val pending = new java.util.ArrayDeque[Place]()
+        private var sent = 0
+        private var current: Iterator[Row] = Iterator.empty
+
+        private def fill(): Unit =
+          while (sent < service.batchesInFlight && pending.size < batchSize && places.hasNext) {
+            val place = places.next()
+            if (place.isInstanceOf[Sent]) sent += 1
+            pending.add(place)
+          }
+
+        def hasNext: Boolean = {
+          while (!current.hasNext && { fill(); !pending.isEmpty }) {
+            current = pending.poll() match {
+              case Failed(row, error) => Iterator.single(outputRow(row, Left(error)))
+              case Sent(request) =>
+                sent -= 1
+                val results = request.await()
+                fill() // hand over the next batch before emitting this one's rows
+                request.rows.indices.iterator.map(k => outputRow(request.rows(k), results(k)))
+            }
+          }
+          current.hasNext
+        }
+
+        def next(): Row = {
+          if (!hasNext) throw new NoSuchElementException("no more rows")
+          current.next()
+        }
+      }
+    }
+  }
+
+  private[onnx] def outputRow(input: Row, result: Either[String, Array[Any]]): Row = {
     val width = input.length
     val out = new Array[Any](width + fetches.length + softMax.length + argMax.length + 1)
     var i = 0
@@ -293,20 +249,188 @@ final case class RunPlan(
   }
 }
 
+/** Runs batches of one [[RunPlan]] on session `key`: its reused input buffers and the isolation of rows a run fails on; the runs' options come with each call. Not thread-safe: one per task, or the inference
+  * service's thread.
+  */
+private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
+  import plan.{feeds, fetches, limits}
+
+  private val batch = new TensorBatch(feeds)
+
+  /** Frees the input buffers (the next run allocates them again). */
+  def release(): Unit = batch.release()
+
+  def rowsPerRun(shapes: Seq[Seq[Long]]): Int = plan.rowsPerRun(key, shapes)
+
+  /** The output rows of a mini-batch, produced a run at a time as they are read. */
+  def group(session: OrtSession, runs: TaskRuns, rows: IndexedSeq[Row]): Iterator[Row] = {
+    val shapes = rows.map(plan.rowShapes)
+    // Runs of consecutive rows of equal shapes, split to fit the budget; a row that cannot be
+    // fed only fails itself.
+    new Iterator[Iterator[Row]] {
+      private var i = 0
+      def hasNext: Boolean = i < rows.length
+      def next(): Iterator[Row] = shapes(i) match {
+        case Left(error) =>
+          i += 1
+          Iterator.single(plan.outputRow(rows(i - 1), Left(error)))
+        case Right(shape) =>
+          val limit = i + rowsPerRun(shape)
+          var j = i + 1
+          while (j < rows.length && j < limit && shapes(j) == shapes(i)) j += 1
+          val indices = i until j
+          val results = new Array[Either[String, Array[Any]]](indices.length)
+          runRows(session, runs, rows, indices, shape, results, indices.start)
+          i = j
+          indices.iterator.map(k => plan.outputRow(rows(k), results(k - indices.start)))
+      }
+    }.flatMap(identity)
+  }
+
+  /** Runs `rows` (all of the per-row `shapes`) into `results`, a run of at most [[rowsPerRun]]
+    * rows at a time.
+    */
+  def runAll(
+      session: OrtSession,
+      runs: TaskRuns,
+      rows: IndexedSeq[Row],
+      shapes: Seq[Seq[Long]],
+      results: Array[Either[String, Array[Any]]]
+  ): Unit = {
+    var i = 0
+    while (i < rows.length) {
+      val j = math.min(rows.length, i + rowsPerRun(shapes))
+      runRows(session, runs, rows, i until j, shapes, results, 0)
+      i = j
+    }
+  }
+
+  /** Runs rows `indices` as one batch into `results` (from `results(indices.start - offset)`); if
+    * the run fails, runs them one by one so that only the rows the model rejects get an error. An
+    * output too large per row fails every row at once; an `OutOfMemoryError` frees the buffers
+    * and fails the row, never the task.
+    */
+  private def runRows(
+      session: OrtSession,
+      runs: TaskRuns,
+      rows: IndexedSeq[Row],
+      indices: Range,
+      shapes: Seq[Seq[Long]],
+      results: Array[Either[String, Array[Any]]],
+      offset: Int
+  ): Unit = {
+    def retryOneByOne(): Unit =
+      indices.foreach(k => runRows(session, runs, rows, k to k, shapes, results, offset))
+    def failAll(message: String): Unit =
+      indices.foreach(k => results(k - offset) = Left(message))
+    try {
+      plan.fixedOutputError.foreach(e => throw e)
+      val values = execute(session, runs, rows, indices, shapes)
+      indices.zip(values).foreach { case (k, v) => results(k - offset) = Right(v) }
+    } catch {
+      case e: OutputTooLarge => failAll(e.getMessage)
+      case e: OutOfMemoryError =>
+        batch.release()
+        if (indices.length > 1) retryOneByOne()
+        else
+          failAll(
+            s"out of memory running the model on this row (its inputs are " +
+              s"${Bytes.show(plan.inputBytes(shapes))}): ${e.getMessage}"
+          )
+      case NonFatal(e) =>
+        stopIfTerminated(runs)
+        if (indices.length > 1) retryOneByOne() else failAll(RowResults.describe(e))
+    }
+  }
+
+  /** After a failed run: if the task was killed, ends it as killed (its runs were terminated, so
+    * retrying rows would only fail them); if the JVM is exiting, fails it.
+    */
+  private def stopIfTerminated(runs: TaskRuns): Unit =
+    runs.terminated.orElse(if (OrtRuns.exiting) Some("the JVM is exiting") else None).foreach {
+      why =>
+        if (Option(TaskContext.get()).exists(_.isInterrupted()))
+          throw new TaskKilledException(why)
+        throw new IllegalStateException(s"ONNX Runtime runs were terminated: $why")
+    }
+
+  private def execute(
+      session: OrtSession,
+      runs: TaskRuns,
+      rows: IndexedSeq[Row],
+      indices: Range,
+      shapes: Seq[Seq[Long]]
+  ): Seq[Array[Any]] = {
+    val n = indices.length
+    batch.reserve(n, shapes)
+    feeds.indices.foreach { f =>
+      val count = shapes(f).product
+      var k = 0
+      while (k < n) {
+        batch.fill(f, k, count, rows(indices.start + k).get(feeds(f).ordinal))
+        k += 1
+      }
+    }
+    val env = OrtSessions.environment
+    val tensors = new java.util.HashMap[String, OnnxTensor]()
+    try {
+      feeds.indices.foreach { f =>
+        val batched = feeds(f).spec.batchDim.isDefined
+        tensors.put(feeds(f).spec.name, batch.tensor(env, f, n, shapes(f), batched))
+      }
+      val result = OrtRuns.run(runs, session, tensors, plan.fetchNames)
+      try {
+        learn(shapes, result, n)
+        val perOutput = fetches.map { case (_, spec, element) =>
+          Outputs.perRow(
+            result.get(spec.name).get(),
+            spec,
+            element,
+            n,
+            plan.asVector,
+            limits.maxOutputBytesPerRow
+          )
+        }
+        (0 until n).map(k => perOutput.map(_(k)).toArray)
+      } finally result.close()
+    } finally tensors.values().forEach(_.close())
+  }
+
+  /** Records the output bytes per row of a run, for the batch sizes of later runs. */
+  private def learn(shapes: Seq[Seq[Long]], result: OrtSession.Result, rows: Int): Unit =
+    if (plan.fixedOutputBytes.isEmpty) {
+      val perRow = fetches.foldLeft(BigInt(0)) { case (sum, (_, spec, element)) =>
+        result.get(spec.name).get() match {
+          case t: OnnxTensor =>
+            sum + BigInt(t.getInfo.getNumElements / rows) * RunPlan.bytesOf(element)
+          case _ => sum
+        }
+      }
+      RunPlan.recordOutputBytes(key, shapes, perRow)
+    }
+}
+
 object RunPlan {
 
+  /** One place in a task's output through the service: a row that failed before the model, or a
+    * request.
+    */
+  private sealed trait Place
+  private final case class Failed(row: Row, error: String) extends Place
+  private final case class Sent(request: ServiceRequest) extends Place
+
   /** Bytes of one value of `e` in a run (a string counted as a reference). */
-  private def bytesOf(e: ElementType): Int = if (e == ElementType.Str) 8 else e.bytes
+  private[onnx] def bytesOf(e: ElementType): Int = if (e == ElementType.Str) 8 else e.bytes
 
   // Output bytes per row seen in this JVM, by session and per-row input shapes: the largest seen,
   // as outputs of a data-dependent size (detections) vary from run to run.
   private val outputBytes = new ConcurrentHashMap[(SessionKey, Seq[Seq[Long]]), BigInt]()
   private val maxRemembered = 4096
 
-  private def learnedOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]]): Option[BigInt] =
+  private[onnx] def learnedOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]]): Option[BigInt] =
     Option(outputBytes.get((key, shapes)))
 
-  private def recordOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]], perRow: BigInt): Unit = {
+  private[onnx] def recordOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]], perRow: BigInt): Unit = {
     if (outputBytes.size() > maxRemembered) outputBytes.clear()
     outputBytes.merge((key, shapes), perRow, (a, b) => a.max(b))
   }

@@ -1,0 +1,356 @@
+package mmlspark.onnx
+
+import java.util.concurrent.{ConcurrentHashMap, CountDownLatch, LinkedBlockingQueue, TimeUnit}
+import java.util.concurrent.atomic.{AtomicInteger, AtomicLong}
+
+import scala.collection.mutable.ArrayBuffer
+import scala.util.Try
+import scala.util.control.NonFatal
+
+import org.apache.spark.{SparkEnv, TaskContext, TaskKilledException}
+import org.apache.spark.internal.Logging
+import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.sql.{RuntimeConfig, Row}
+
+/** How [[ONNXModel]] hands its runs to the executor's [[InferenceService]], from Spark settings
+  * read on the driver when the transform is planned.
+  *
+  * @param enabled
+  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`, default true); off,
+  *   each task runs its own batches on a session it shares with the other tasks
+  * @param maxWaitNanos
+  *   how long the service waits for rows of other tasks to fill a batch that one task left short
+  *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one
+  *   task uses it
+  * @param batchesInFlight
+  *   how many batches a task hands over before it waits for the first one's results
+  *   (`spark.mmlspark.onnx.inferenceService.batchesInFlight`, default 2): while the service runs
+  *   one, the task reads, decodes and transforms the rows of the next
+  */
+final case class ServiceSettings(enabled: Boolean, maxWaitNanos: Long, batchesInFlight: Int)
+
+object ServiceSettings {
+  val EnabledKey = "spark.mmlspark.onnx.inferenceService"
+  val MaxWaitKey = "spark.mmlspark.onnx.inferenceService.maxWait"
+  val BatchesInFlightKey = "spark.mmlspark.onnx.inferenceService.batchesInFlight"
+
+  val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
+
+  /** The settings in `conf`, checked: a misconfiguration fails on the driver, naming the setting. */
+  def from(conf: RuntimeConfig): ServiceSettings = {
+    def read[T](key: String, default: String, what: String)(parse: String => T): T = {
+      val text = conf.get(key, default).trim
+      try parse(text)
+      catch {
+        case NonFatal(_) => throw new IllegalArgumentException(s"$key must be $what, not '$text'")
+      }
+    }
+    val enabled = read(EnabledKey, "true", "true or false")(_.toLowerCase match {
+      case "true" => true
+      case "false" => false
+    })
+    val maxWaitMicros = read(MaxWaitKey, "2ms", "a duration from 0 to 10s such as 2ms or 500us") {
+      t =>
+        // A bare number is milliseconds, as in Spark's own time settings.
+        val micros =
+          if (t.nonEmpty && t.forall(_.isDigit)) t.toLong * 1000L
+          else JavaUtils.timeStringAs(t, TimeUnit.MICROSECONDS).longValue
+        require(micros >= 0 && micros <= 10000000L)
+        micros
+    }
+    val inFlight = read(BatchesInFlightKey, "2", "a whole number from 1 to 16")(t => {
+      val n = t.toInt
+      require(n >= 1 && n <= 16)
+      n
+    })
+    ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight)
+  }
+
+  /** The cores of this executor: `spark.executor.cores`, the N of a `local[N]` or
+    * `local-cluster[_, N, _]` master, else the JVM's processors. The service's session runs with
+    * this many intra-op threads when the model leaves them unset, as it runs the batches of all of
+    * the executor's tasks.
+    */
+  def executorCores: Int = {
+    val processors = Runtime.getRuntime.availableProcessors()
+    val conf = Option(SparkEnv.get).map(_.conf)
+    val fromConf =
+      conf.flatMap(_.getOption("spark.executor.cores")).flatMap(c => Try(c.trim.toInt).toOption)
+    lazy val fromMaster = conf.flatMap(_.getOption("spark.master")).flatMap { master =>
+      val local = """local\[(\d+|\*)(?:,\d+)?\]""".r
+      val cluster = """local-cluster\[\s*\d+\s*,\s*(\d+)\s*,.*\]""".r
+      master.trim match {
+        case "local" => Some(1)
+        case local("*") => Some(processors)
+        case local(n) => Some(n.toInt)
+        case cluster(n) => Some(n.toInt)
+        case _ => None
+      }
+    }
+    math.max(1, fromConf.orElse(fromMaster).getOrElse(processors))
+  }
+}
+
+/** One task's share of a service: the rows it handed over are dropped once it has ended (killed,
+  * failed, or done), so a cancelled job frees its places in the queue.
+  */
+private[onnx] final class ServiceTicket {
+  @volatile var ended = false
+}
+
+/** Rows of one task, all of the same per-row input shapes, handed to the service to be run (with
+  * rows of other tasks where they fit one batch). The task waits for [[await]].
+  */
+private[onnx] final class ServiceRequest(
+    val plan: RunPlan,
+    val rows: IndexedSeq[Row],
+    val shapes: Seq[Seq[Long]],
+    val ticket: ServiceTicket
+) {
+  val results = new Array[Either[String, Array[Any]]](rows.length)
+  private val done = new CountDownLatch(1)
+  @volatile private var failure: Throwable = _
+
+  private[onnx] def complete(): Unit = done.countDown()
+
+  private[onnx] def fail(e: Throwable): Unit = {
+    failure = e
+    done.countDown()
+  }
+
+  /** The results, once the service has run the rows; a killed task stops waiting at once. */
+  def await(): Array[Either[String, Array[Any]]] = {
+    val task = Option(TaskContext.get())
+    while (!done.await(50, TimeUnit.MILLISECONDS))
+      task.filter(_.isInterrupted()).foreach { t =>
+        throw new TaskKilledException(s"task ${t.taskAttemptId()} was killed")
+      }
+    if (failure != null)
+      throw new IllegalStateException(s"the inference service failed: ${failure.getMessage}", failure)
+    results
+  }
+}
+
+/** The inference service of one (model content, device, settings) in this JVM: one daemon thread
+  * that alone calls `OrtSession.run` for every task of the executor that runs the model. Tasks hand
+  * it rows through a bounded queue; it takes a request, adds the requests of other tasks queued
+  * behind it while they fit one batch (same plan, same per-row shapes, at most `miniBatchSize` rows
+  * and the byte budget), runs the batch, and gives each task its rows' results. A failed batch is
+  * run again row by row, so only the rows the model rejects get an error, as in a task's own runs.
+  *
+  * The service holds the session only while it runs a batch; tasks hold it (through
+  * [[OrtSessions]]) while they run, so sessions close when idle exactly as before. It stops after
+  * the session idle timeout with no task and no request, and frees its input buffers whenever no
+  * task uses it.
+  */
+private[onnx] final class InferenceService(val key: SessionKey) extends Logging {
+
+  private val queue = new LinkedBlockingQueue[ServiceRequest](InferenceService.QueueCapacity)
+  private val runners = new java.util.HashMap[Any, BatchRunner]() // the service thread's only
+  @volatile private var dead: Option[Throwable] = None
+
+  // Guarded by InferenceService (the registry's lock).
+  private[onnx] var holders = 0
+  private[onnx] var idleSince = System.nanoTime()
+
+  private val thread = new Thread(
+    () => serve(),
+    s"mmlspark-onnx-inference-${key.modelHash.take(8)}-${key.device}"
+  )
+  thread.setDaemon(true)
+
+  private[onnx] def start(): Unit = thread.start()
+
+  private[onnx] def queued: Int = queue.size()
+
+  /** Whether only one task uses the service now: then no other rows can come to fill a batch. */
+  private def alone: Boolean = InferenceService.synchronized(holders <= 1)
+
+  /** Queues `request`, waiting while the queue is full; a killed task stops waiting. */
+  def submit(request: ServiceRequest): Unit = {
+    val task = Option(TaskContext.get())
+    while (!queue.offer(request, 50, TimeUnit.MILLISECONDS)) {
+      dead.foreach(e => throw new IllegalStateException("the inference service stopped", e))
+      task.filter(_.isInterrupted()).foreach { t =>
+        throw new TaskKilledException(s"task ${t.taskAttemptId()} was killed")
+      }
+    }
+    dead.foreach { e =>
+      if (queue.remove(request)) throw new IllegalStateException("the inference service stopped", e)
+    }
+  }
+
+  private def runner(plan: RunPlan): BatchRunner =
+    runners.computeIfAbsent(plan.batchKey, _ => new BatchRunner(plan, key))
+
+  private def serve(): Unit = {
+    var carried: ServiceRequest = null
+    try {
+      var serving = true
+      while (serving) {
+        val first =
+          if (carried != null) carried
+          else queue.poll(InferenceService.PollMs, TimeUnit.MILLISECONDS)
+        carried = null
+        if (first == null) {
+          if (InferenceService.retireIfIdle(this)) serving = false
+          else if (InferenceService.synchronized(holders == 0)) releaseBuffers()
+        } else if (first.ticket.ended) first.fail(InferenceService.taskEnded)
+        else {
+          val batch = ArrayBuffer(first)
+          var rows = first.rows.length
+          val limit = math.min(first.plan.batchSize, runner(first.plan).rowsPerRun(first.shapes))
+          val deadline = System.nanoTime() + (if (alone) 0L else first.plan.service.maxWaitNanos)
+          var filling = rows < limit
+          while (filling) {
+            var next = queue.poll()
+            if (next == null) {
+              val left = deadline - System.nanoTime()
+              if (left > 0) next = queue.poll(left, TimeUnit.NANOSECONDS)
+            }
+            if (next == null) filling = false
+            else if (next.ticket.ended) next.fail(InferenceService.taskEnded)
+            else if (
+              next.plan.batchKey == first.plan.batchKey && next.shapes == first.shapes &&
+              rows + next.rows.length <= limit
+            ) {
+              batch += next
+              rows += next.rows.length
+              filling = rows < limit
+            } else {
+              carried = next // first in line for the next batch
+              filling = false
+            }
+          }
+          run(batch.toSeq)
+        }
+      }
+    } catch {
+      case e: Throwable =>
+        dead = Some(e)
+        logError(s"the inference service for ${key.modelHash.take(12)} on ${key.device} stopped", e)
+        InferenceService.remove(this)
+        Option(carried).foreach(_.fail(e))
+        var left = queue.poll()
+        while (left != null) {
+          left.fail(e)
+          left = queue.poll()
+        }
+    } finally releaseBuffers()
+  }
+
+  /** Runs the rows of `batch` (requests of one plan and shapes) as one batch, split to the byte
+    * budget, and completes each request with its rows' results.
+    */
+  private def run(batch: Seq[ServiceRequest]): Unit = {
+    val plan = batch.head.plan
+    val rows = batch.flatMap(_.rows).toIndexedSeq
+    val results = new Array[Either[String, Array[Any]]](rows.length)
+    InferenceService.batches.incrementAndGet()
+    InferenceService.largest.accumulateAndGet(rows.length, math.max)
+    try {
+      val session = OrtSessions.acquire(key, plan.source)
+      val runs = OrtRuns.forBatch(batch.map(_.ticket))
+      try runner(plan).runAll(session, runs, rows, batch.head.shapes, results)
+      finally {
+        runs.close()
+        OrtSessions.release(key)
+      }
+      var at = 0
+      batch.foreach { request =>
+        System.arraycopy(results, at, request.results, 0, request.rows.length)
+        at += request.rows.length
+        request.complete()
+      }
+    } catch {
+      case e: InterruptedException => batch.foreach(_.fail(e)); throw e
+      case e: VirtualMachineError => batch.foreach(_.fail(e)); throw e
+      case NonFatal(e) => batch.foreach(_.fail(e))
+    }
+  }
+
+  private def releaseBuffers(): Unit = runners.values().forEach(_.release())
+}
+
+/** The inference services of this JVM, one per session key, created when a task first needs one. */
+private[onnx] object InferenceService extends Logging {
+
+  private[onnx] val QueueCapacity = 1024
+  private val PollMs = 200L
+  private val services = new ConcurrentHashMap[SessionKey, InferenceService]()
+
+  private def taskEnded = new IllegalStateException("the task that handed over these rows ended")
+
+  private def idleTimeoutMs: Long =
+    Option(SparkEnv.get)
+      .map(_.conf.getTimeAsMs("spark.mmlspark.onnx.sessionIdleTimeout", "60s"))
+      .getOrElse(60000L)
+
+  private[onnx] val batches = new AtomicLong()
+  private[onnx] val largest = new AtomicInteger()
+
+  /** Services running now. */
+  def running: Int = services.size()
+
+  /** Batches the services of this JVM have run since it started. */
+  def batchesRun: Long = batches.get()
+
+  /** The most rows one batch has held since the last [[resetLargestBatch]]. */
+  def largestBatch: Int = largest.get()
+
+  def resetLargestBatch(): Unit = largest.set(0)
+
+  /** Requests queued now in all services. */
+  def queued: Int = {
+    var n = 0
+    services.values().forEach(s => n += s.queued)
+    n
+  }
+
+  /** The service for `key` for the running task: held until the task ends, when the rows it still
+    * has queued are dropped.
+    */
+  def forTask(key: SessionKey): (InferenceService, ServiceTicket) = {
+    val service = synchronized {
+      val s = services.computeIfAbsent(
+        key,
+        k => {
+          val created = new InferenceService(k)
+          created.start()
+          created
+        }
+      )
+      s.holders += 1
+      s
+    }
+    val ticket = new ServiceTicket
+    Option(TaskContext.get()) match {
+      case Some(task) =>
+        task.addTaskCompletionListener[Unit] { _ =>
+          ticket.ended = true
+          release(service)
+        }
+      case None => release(service) // driver code: nothing else would
+    }
+    (service, ticket)
+  }
+
+  private def release(service: InferenceService): Unit = synchronized {
+    service.holders -= 1
+    if (service.holders == 0) service.idleSince = System.nanoTime()
+  }
+
+  /** Called by a service with nothing queued: removes it if no task has used it for the idle
+    * timeout, and says whether it did.
+    */
+  private def retireIfIdle(service: InferenceService): Boolean = synchronized {
+    val idle = service.holders == 0 &&
+      System.nanoTime() - service.idleSince >= idleTimeoutMs * 1000000L
+    if (idle) services.remove(service.key, service)
+    idle
+  }
+
+  private def remove(service: InferenceService): Unit = synchronized {
+    services.remove(service.key, service)
+  }
+}
