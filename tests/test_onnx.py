@@ -449,6 +449,9 @@ def test_batches_split_to_fit_the_byte_budget(spark, onnx_settings):
     assert batches() == [10.0] * 10  # the default budget holds them all: one run
     onnx_settings(MAX_BATCH, str(3 * 1032))
     assert batches() == [3.0] * 9 + [1.0]  # three rows per run, then the one left
+    onnx_settings("spark.mmlspark.onnx.padBatches", "true")
+    assert batches() == [3.0] * 10  # the row left runs padded to a full run, with its own mean
+    onnx_settings("spark.mmlspark.onnx.padBatches", "false")
     onnx_settings(MAX_BATCH, "1")
     assert batches() == [1.0] * 10  # a row over the budget runs by itself
     for bad in ("lots", "0", "4g"):

@@ -26,13 +26,23 @@ import org.apache.spark.sql.{RuntimeConfig, Row}
   *   how many batches a task hands over before it waits for the first one's results
   *   (`spark.mmlspark.onnx.inferenceService.batchesInFlight`, default 2): while the service runs
   *   one, the task reads, decodes and transforms the rows of the next
+  * @param padBatches
+  *   whether a batch shorter than a full run is padded with zero rows to the full size
+  *   (`spark.mmlspark.onnx.padBatches`, default false), so that a GPU graph sees one batch shape
+  *   and is not planned again for the last, partial batch; the padding rows' outputs are dropped
   */
-final case class ServiceSettings(enabled: Boolean, maxWaitNanos: Long, batchesInFlight: Int)
+final case class ServiceSettings(
+    enabled: Boolean,
+    maxWaitNanos: Long,
+    batchesInFlight: Int,
+    padBatches: Boolean = false
+)
 
 object ServiceSettings {
   val EnabledKey = "spark.mmlspark.onnx.inferenceService"
   val MaxWaitKey = "spark.mmlspark.onnx.inferenceService.maxWait"
   val BatchesInFlightKey = "spark.mmlspark.onnx.inferenceService.batchesInFlight"
+  val PadBatchesKey = "spark.mmlspark.onnx.padBatches"
 
   val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
 
@@ -45,10 +55,12 @@ object ServiceSettings {
         case NonFatal(_) => throw new IllegalArgumentException(s"$key must be $what, not '$text'")
       }
     }
-    val enabled = read(EnabledKey, "true", "true or false")(_.toLowerCase match {
-      case "true" => true
-      case "false" => false
-    })
+    def flag(key: String, default: String): Boolean =
+      read(key, default, "true or false")(_.toLowerCase match {
+        case "true" => true
+        case "false" => false
+      })
+    val enabled = flag(EnabledKey, "true")
     val maxWaitMicros = read(MaxWaitKey, "2ms", "a duration from 0 to 10s such as 2ms or 500us") {
       t =>
         // A bare number is milliseconds, as in Spark's own time settings.
@@ -63,7 +75,7 @@ object ServiceSettings {
       require(n >= 1 && n <= 16)
       n
     })
-    ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight)
+    ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
   }
 
   /** The cores of this executor: `spark.executor.cores`, the N of a `local[N]` or

@@ -285,7 +285,8 @@ final class ONNXModel(override val uid: String)
         $(optimizationLevel),
         $(cudaMemoryLimit),
         $(cudnnConvAlgoSearch),
-        $(useTensorRT)
+        $(useTensorRT),
+        fixedShapes = inputs.forall(_.rowTemplate.forall(_ >= 0))
       ),
       $(vectorOutputs),
       limits,

@@ -12,13 +12,20 @@ import ai.onnxruntime.providers.OrtCUDAProviderOptions
 import org.apache.spark.{SparkEnv, TaskContext}
 import org.apache.spark.internal.Logging
 
-/** How a session is built, besides its model and device. */
+/** How a session is built, besides its model and device.
+  *
+  * @param fixedShapes
+  *   whether every row has the same input shapes: only then does ONNX Runtime plan memory once
+  *   for all runs (its memory patterns); with shapes that vary it is turned off, as a plan per
+  *   shape makes a CUDA session's memory grow run after run
+  */
 final case class SessionSettings(
     intraOpThreads: Int,
     optimizationLevel: String,
     cudaMemoryLimit: Long,
     cudnnConvAlgoSearch: String,
-    tensorRT: Boolean
+    tensorRT: Boolean,
+    fixedShapes: Boolean = true
 ) {
 
   def options(device: Device): SessionOptions = {
@@ -27,6 +34,7 @@ final case class SessionSettings(
       options.setIntraOpNumThreads(intraOpThreads)
       options.setInterOpNumThreads(1)
       options.setExecutionMode(ExecutionMode.SEQUENTIAL)
+      options.setMemoryPatternOptimization(fixedShapes)
       options.setOptimizationLevel(optimizationLevel match {
         case "none" => OptLevel.NO_OPT
         case "basic" => OptLevel.BASIC_OPT
@@ -39,6 +47,9 @@ final case class SessionSettings(
           val cuda = new OrtCUDAProviderOptions(id)
           if (cudaMemoryLimit > 0) cuda.add("gpu_mem_limit", cudaMemoryLimit.toString)
           cuda.add("cudnn_conv_algo_search", cudnnConvAlgoSearch)
+          // Grow the arena by what a run asks for, not to the next power of two (which has grown
+          // it by tens of GiB for batches of varying size).
+          cuda.add("arena_extend_strategy", "kSameAsRequested")
           options.addCUDA(cuda)
         case Cpu =>
       }

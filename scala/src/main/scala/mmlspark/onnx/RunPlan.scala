@@ -86,7 +86,7 @@ final case class RunPlan(
   private[onnx] def fetchNames: java.util.Set[String] = fetches.map(_._2.name).toSet.asJava
 
   /** What rows must share to run in one batch (the model's session aside). */
-  private[onnx] lazy val batchKey: Any = (feeds, fetches, asVector, limits)
+  private[onnx] lazy val batchKey: Any = (feeds, fetches, asVector, limits, service.padBatches)
 
   /** The output rows of a partition: each input row, its outputs and its error, in input order.
     * Rows are read a mini-batch at a time and given back a run at a time, so that the outputs of
@@ -317,15 +317,17 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
       indices: Range,
       shapes: Seq[Seq[Long]],
       results: Array[Either[String, Array[Any]]],
-      offset: Int
+      offset: Int,
+      pad: Boolean = true
   ): Unit = {
+    // Rows run again one by one are not padded: after an OutOfMemoryError that would fail them all.
     def retryOneByOne(): Unit =
-      indices.foreach(k => runRows(session, runs, rows, k to k, shapes, results, offset))
+      indices.foreach(k => runRows(session, runs, rows, k to k, shapes, results, offset, pad = false))
     def failAll(message: String): Unit =
       indices.foreach(k => results(k - offset) = Left(message))
     try {
       plan.fixedOutputError.foreach(e => throw e)
-      val values = execute(session, runs, rows, indices, shapes)
+      val values = execute(session, runs, rows, indices, shapes, pad)
       indices.zip(values).foreach { case (k, v) => results(k - offset) = Right(v) }
     } catch {
       case e: OutputTooLarge => failAll(e.getMessage)
@@ -359,10 +361,14 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
       runs: TaskRuns,
       rows: IndexedSeq[Row],
       indices: Range,
-      shapes: Seq[Seq[Long]]
+      shapes: Seq[Seq[Long]],
+      pad: Boolean
   ): Seq[Array[Any]] = {
     val n = indices.length
-    batch.reserve(n, shapes)
+    // With padBatches, a short batch runs at the size of a full run (zero rows after the real
+    // ones), so that the model always sees the same shapes.
+    val size = if (pad && plan.service.padBatches) math.max(n, rowsPerRun(shapes)) else n
+    batch.reserve(size, shapes)
     feeds.indices.foreach { f =>
       val count = shapes(f).product
       var k = 0
@@ -370,23 +376,24 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
         batch.fill(f, k, count, rows(indices.start + k).get(feeds(f).ordinal))
         k += 1
       }
+      if (size > n) batch.zero(f, n, size, count)
     }
     val env = OrtSessions.environment
     val tensors = new java.util.HashMap[String, OnnxTensor]()
     try {
       feeds.indices.foreach { f =>
         val batched = feeds(f).spec.batchDim.isDefined
-        tensors.put(feeds(f).spec.name, batch.tensor(env, f, n, shapes(f), batched))
+        tensors.put(feeds(f).spec.name, batch.tensor(env, f, size, shapes(f), batched))
       }
       val result = OrtRuns.run(runs, session, tensors, plan.fetchNames)
       try {
-        learn(shapes, result, n)
+        learn(shapes, result, size)
         val perOutput = fetches.map { case (_, spec, element) =>
           Outputs.perRow(
             result.get(spec.name).get(),
             spec,
             element,
-            n,
+            size,
             plan.asVector,
             limits.maxOutputBytesPerRow
           )

@@ -82,6 +82,19 @@ final class TensorBatch(feeds: Seq[Feed]) {
     }
   }
 
+  /** Fills rows `from` until `until` of feed `f` (`count` elements per row) with zeros (empty
+    * strings): the padding of a batch run at a fixed size.
+    */
+  def zero(f: Int, from: Int, until: Int, count: Long): Unit = {
+    val feed = feeds(f)
+    if (feed.element == Str)
+      java.util.Arrays.fill(strings(f).asInstanceOf[Array[AnyRef]], (from * count).toInt, (until * count).toInt, "")
+    else {
+      val bytes = feed.element.bytes.toLong
+      Platform.setMemory(addresses(f) + from * count * bytes, 0.toByte, (until - from) * count * bytes)
+    }
+  }
+
   /** The tensor of feed `f` for `rows` rows of shape `rowShape`; `batched` adds the batch
     * dimension. The caller closes it before the buffers are refilled.
     */

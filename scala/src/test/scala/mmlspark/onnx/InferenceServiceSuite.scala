@@ -131,7 +131,8 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
         ServiceSettings.EnabledKey -> "maybe",
         ServiceSettings.MaxWaitKey -> "soon",
         ServiceSettings.MaxWaitKey -> "1h",
-        ServiceSettings.BatchesInFlightKey -> "0"
+        ServiceSettings.BatchesInFlightKey -> "0",
+        ServiceSettings.PadBatchesKey -> "often"
       )) {
       val error = withConf(key -> value) {
         intercept[IllegalArgumentException](lookup.transform(indices(Seq(1L, 2L), 1)))
@@ -139,7 +140,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
       assert(error.getMessage.contains(key) && error.getMessage.contains(value), error.getMessage)
     }
     withConf(ServiceSettings.MaxWaitKey -> "500us", ServiceSettings.BatchesInFlightKey -> "3") {
-      assert(ServiceSettings.from(spark.conf) == ServiceSettings(true, 500000L, 3))
+      assert(ServiceSettings.from(spark.conf) == ServiceSettings(true, 500000L, 3, padBatches = false))
     }
     withConf(ServiceSettings.MaxWaitKey -> "5") {
       assert(ServiceSettings.from(spark.conf).maxWaitNanos == 5000000L)
