@@ -59,6 +59,15 @@ def machine() -> dict[str, str]:
     }
 
 
+def service_row(workload: str, r: dict) -> list[tuple[str, float, float | None]]:
+    """mmlspark with the inference service against mmlspark without it, where both ran."""
+    rates = r["images_per_s"]
+    if not rates.get("mmlspark_service_off"):
+        return []
+    ratio = rates["mmlspark"] / rates["mmlspark_service_off"]
+    return [(f"{workload}: inference service on / off", ratio, None)]
+
+
 def headline(results: Path) -> list[tuple[str, float, float | None]]:
     """(figure, value, target) rows from the JSON files present."""
     rows: list[tuple[str, float, float | None]] = []
@@ -96,15 +105,7 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
         if r.get("ratio_vs_synapseml"):
             rows.append(("end to end: mmlspark / SynapseML", r["ratio_vs_synapseml"], 1.2))
         rows.append(("end to end: mmlspark / raw Python", r["ratio_vs_raw_python"], 1.0))
-        off = r["images_per_s"].get("mmlspark_service_off")
-        if off:
-            rows.append(
-                (
-                    "end to end: inference service on / off",
-                    r["images_per_s"]["mmlspark"] / off,
-                    None,
-                )
-            )
+        rows += service_row("end to end", r)
     camera = results / "camera_trap.json"
     if camera.exists():
         r = json.loads(camera.read_text())
@@ -112,15 +113,7 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
         rows.append(
             ("12 MP photos: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 2.0)
         )
-        off = r["images_per_s"].get("mmlspark_service_off")
-        if off:
-            rows.append(
-                (
-                    "12 MP photos: inference service on / off",
-                    r["images_per_s"]["mmlspark"] / off,
-                    None,
-                )
-            )
+        rows += service_row("12 MP photos", r)
         if r.get("cli_ratio_vs_raw_python"):
             rows.append(
                 ("12 MP photos: camera-trap CLI / raw Python", r["cli_ratio_vs_raw_python"], 0.8)

@@ -10,14 +10,14 @@ import scala.util.control.NonFatal
 import org.apache.spark.{SparkEnv, TaskContext, TaskKilledException}
 import org.apache.spark.internal.Logging
 import org.apache.spark.network.util.JavaUtils
-import org.apache.spark.sql.{RuntimeConfig, Row}
+import org.apache.spark.sql.{Row, RuntimeConfig}
 
 /** How [[ONNXModel]] hands its runs to the executor's [[InferenceService]], from Spark settings
   * read on the driver when the transform is planned.
   *
   * @param enabled
-  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`, default true); off,
-  *   each task runs its own batches on a session it shares with the other tasks
+  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`, default true);
+  *   off, each task runs its own batches on a session it shares with the other tasks
   * @param maxWaitNanos
   *   how long the service waits for rows of other tasks to fill a batch that one task left short
   *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one
@@ -46,7 +46,8 @@ object ServiceSettings {
 
   val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
 
-  /** The settings in `conf`, checked: a misconfiguration fails on the driver, naming the setting. */
+  /** The settings in `conf`, checked: a misconfiguration fails on the driver, naming the setting.
+    */
   def from(conf: RuntimeConfig): ServiceSettings = {
     def read[T](key: String, default: String, what: String)(parse: String => T): T = {
       val text = conf.get(key, default).trim
@@ -138,7 +139,10 @@ private[onnx] final class ServiceRequest(
         throw new TaskKilledException(s"task ${t.taskAttemptId()} was killed")
       }
     if (failure != null)
-      throw new IllegalStateException(s"the inference service failed: ${failure.getMessage}", failure)
+      throw new IllegalStateException(
+        s"the inference service failed: ${failure.getMessage}",
+        failure
+      )
     results
   }
 }

@@ -24,22 +24,22 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * `ImageTransformer` writes it). Outputs become arrays of the matching type (vectors with
   * `vectorOutputs`), or scalars when a row's output is one value.
   *
-  * Every executor JVM creates one ONNX Runtime session per model content, device and settings.
-  * One inference service thread per session alone runs it (`spark.mmlspark.onnx.inferenceService`,
+  * Every executor JVM creates one ONNX Runtime session per model content, device and settings. One
+  * inference service thread per session alone runs it (`spark.mmlspark.onnx.inferenceService`,
   * default true): the executor's tasks hand it their rows, it fills batches from the rows of all of
   * them into direct buffers it reuses, and each task reads and prepares its next rows while the
   * service runs the current batch (settings in [[ServiceSettings]]). With the service off, tasks
-  * share the session and each runs its own batches. A row whose input is null or has the wrong number of values gets null outputs and a
-  * message in `errorCol`; a model that cannot be loaded, or inputs, outputs and columns that do not
-  * match, fail in `transformSchema` before any job runs.
+  * share the session and each runs its own batches. A row whose input is null or has the wrong
+  * number of values gets null outputs and a message in `errorCol`; a model that cannot be loaded,
+  * or inputs, outputs and columns that do not match, fail in `transformSchema` before any job runs.
   *
   * Memory per run is bounded by two Spark settings, read when the transform starts: the input and
   * output tensors of one run hold at most `spark.mmlspark.onnx.maxBatchBytes` (default 256m; a
   * mini-batch over it is split, a row over it alone runs by itself), and a row's value of an output
   * over `spark.mmlspark.onnx.maxOutputBytesPerRow` (default 64m) is that row's error, found before
-  * it is copied into the JVM heap. A cancelled or killed task stops waiting at once and its
-  * queued rows are dropped; a running ONNX Runtime call is terminated once no task waits for it,
-  * and at JVM exit running calls are terminated before ONNX Runtime shuts down.
+  * it is copied into the JVM heap. A cancelled or killed task stops waiting at once and its queued
+  * rows are dropped; a running ONNX Runtime call is terminated once no task waits for it, and at
+  * JVM exit running calls are terminated before ONNX Runtime shuts down.
   */
 final class ONNXModel(override val uid: String)
     extends Transformer

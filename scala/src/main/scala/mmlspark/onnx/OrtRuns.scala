@@ -10,11 +10,11 @@ import ai.onnxruntime.OrtSession.RunOptions
 import org.apache.spark.TaskContext
 import org.apache.spark.internal.Logging
 
-/** The ONNX Runtime runs of one task, or of one batch of the inference service: their
-  * `RunOptions`, which terminate them. Created when the first run starts, closed when the task
-  * completes (or the batch is done). Its runs are terminated when `killed` says why (the task was
-  * killed or cancelled; every task whose rows are in the batch ended), as seen by the [[OrtRuns]]
-  * watcher, or when the JVM exits.
+/** The ONNX Runtime runs of one task, or of one batch of the inference service: their `RunOptions`,
+  * which terminate them. Created when the first run starts, closed when the task completes (or the
+  * batch is done). Its runs are terminated when `killed` says why (the task was killed or
+  * cancelled; every task whose rows are in the batch ended), as seen by the [[OrtRuns]] watcher, or
+  * when the JVM exits.
   */
 final class TaskRuns private[onnx] (killed: () => Option[String]) {
   private val options = new RunOptions()

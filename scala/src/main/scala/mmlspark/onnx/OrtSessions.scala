@@ -15,9 +15,9 @@ import org.apache.spark.internal.Logging
 /** How a session is built, besides its model and device.
   *
   * @param fixedShapes
-  *   whether every row has the same input shapes: only then does ONNX Runtime plan memory once
-  *   for all runs (its memory patterns); with shapes that vary it is turned off, as a plan per
-  *   shape makes a CUDA session's memory grow run after run
+  *   whether every row has the same input shapes: only then does ONNX Runtime plan memory once for
+  *   all runs (its memory patterns); with shapes that vary it is turned off, as a plan per shape
+  *   makes a CUDA session's memory grow run after run
   */
 final case class SessionSettings(
     intraOpThreads: Int,
@@ -25,7 +25,8 @@ final case class SessionSettings(
     cudaMemoryLimit: Long,
     cudnnConvAlgoSearch: String,
     tensorRT: Boolean,
-    fixedShapes: Boolean = true
+    fixedShapes: Boolean = true,
+    spinning: Boolean = true
 ) {
 
   def options(device: Device): SessionOptions = {
@@ -35,6 +36,7 @@ final case class SessionSettings(
       options.setInterOpNumThreads(1)
       options.setExecutionMode(ExecutionMode.SEQUENTIAL)
       options.setMemoryPatternOptimization(fixedShapes)
+      if (!spinning) options.addConfigEntry("session.intra_op.allow_spinning", "0")
       options.setOptimizationLevel(optimizationLevel match {
         case "none" => OptLevel.NO_OPT
         case "basic" => OptLevel.BASIC_OPT

@@ -102,7 +102,13 @@ final case class RunPlan(
       if (settings.intraOpThreads > 0) settings.intraOpThreads
       else if (service.enabled) ServiceSettings.executorCores
       else TaskCpus.get
-    val key = SessionKey(source.hash, device, settings.copy(intraOpThreads = threads))
+    // The service's intra-op threads do not spin between runs: the executor's tasks need the cores
+    // to prepare the next batch meanwhile.
+    val key = SessionKey(
+      source.hash,
+      device,
+      settings.copy(intraOpThreads = threads, spinning = !service.enabled)
+    )
     // The task creates the session (a model that cannot load fails the task) and holds it while it
     // runs, so that it stays open between the service's batches.
     val session = OrtSessions.acquireForTask(key, source)
@@ -249,8 +255,9 @@ final case class RunPlan(
   }
 }
 
-/** Runs batches of one [[RunPlan]] on session `key`: its reused input buffers and the isolation of rows a run fails on; the runs' options come with each call. Not thread-safe: one per task, or the inference
-  * service's thread.
+/** Runs batches of one [[RunPlan]] on session `key`: its reused input buffers and the isolation of
+  * rows a run fails on; the runs' options come with each call. Not thread-safe: one per task, or
+  * the inference service's thread.
   */
 private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
   import plan.{feeds, fetches, limits}
@@ -287,8 +294,8 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
     }.flatMap(identity)
   }
 
-  /** Runs `rows` (all of the per-row `shapes`) into `results`, a run of at most [[rowsPerRun]]
-    * rows at a time.
+  /** Runs `rows` (all of the per-row `shapes`) into `results`, a run of at most [[rowsPerRun]] rows
+    * at a time.
     */
   def runAll(
       session: OrtSession,
@@ -307,8 +314,8 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
 
   /** Runs rows `indices` as one batch into `results` (from `results(indices.start - offset)`); if
     * the run fails, runs them one by one so that only the rows the model rejects get an error. An
-    * output too large per row fails every row at once; an `OutOfMemoryError` frees the buffers
-    * and fails the row, never the task.
+    * output too large per row fails every row at once; an `OutOfMemoryError` frees the buffers and
+    * fails the row, never the task.
     */
   private def runRows(
       session: OrtSession,
@@ -322,7 +329,9 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
   ): Unit = {
     // Rows run again one by one are not padded: after an OutOfMemoryError that would fail them all.
     def retryOneByOne(): Unit =
-      indices.foreach(k => runRows(session, runs, rows, k to k, shapes, results, offset, pad = false))
+      indices.foreach(k =>
+        runRows(session, runs, rows, k to k, shapes, results, offset, pad = false)
+      )
     def failAll(message: String): Unit =
       indices.foreach(k => results(k - offset) = Left(message))
     try {
@@ -437,7 +446,11 @@ object RunPlan {
   private[onnx] def learnedOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]]): Option[BigInt] =
     Option(outputBytes.get((key, shapes)))
 
-  private[onnx] def recordOutputBytes(key: SessionKey, shapes: Seq[Seq[Long]], perRow: BigInt): Unit = {
+  private[onnx] def recordOutputBytes(
+      key: SessionKey,
+      shapes: Seq[Seq[Long]],
+      perRow: BigInt
+  ): Unit = {
     if (outputBytes.size() > maxRemembered) outputBytes.clear()
     outputBytes.merge((key, shapes), perRow, (a, b) => a.max(b))
   }

@@ -88,10 +88,19 @@ final class TensorBatch(feeds: Seq[Feed]) {
   def zero(f: Int, from: Int, until: Int, count: Long): Unit = {
     val feed = feeds(f)
     if (feed.element == Str)
-      java.util.Arrays.fill(strings(f).asInstanceOf[Array[AnyRef]], (from * count).toInt, (until * count).toInt, "")
+      java.util.Arrays.fill(
+        strings(f).asInstanceOf[Array[AnyRef]],
+        (from * count).toInt,
+        (until * count).toInt,
+        ""
+      )
     else {
       val bytes = feed.element.bytes.toLong
-      Platform.setMemory(addresses(f) + from * count * bytes, 0.toByte, (until - from) * count * bytes)
+      Platform.setMemory(
+        addresses(f) + from * count * bytes,
+        0.toByte,
+        (until - from) * count * bytes
+      )
     }
   }
 

@@ -15,10 +15,11 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     val before = settings.map { case (k, _) => k -> spark.conf.getOption(k) }
     settings.foreach { case (k, v) => spark.conf.set(k, v) }
     try f
-    finally before.foreach {
-      case (k, Some(v)) => spark.conf.set(k, v)
-      case (k, None) => spark.conf.unset(k)
-    }
+    finally
+      before.foreach {
+        case (k, Some(v)) => spark.conf.set(k, v)
+        case (k, None) => spark.conf.unset(k)
+      }
   }
 
   override def afterEach(): Unit = InferenceService.resetLargestBatch()
@@ -127,20 +128,24 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
   }
 
   test("settings are checked on the driver, naming the setting") {
-    for ((key, value) <- Seq(
+    for (
+      (key, value) <- Seq(
         ServiceSettings.EnabledKey -> "maybe",
         ServiceSettings.MaxWaitKey -> "soon",
         ServiceSettings.MaxWaitKey -> "1h",
         ServiceSettings.BatchesInFlightKey -> "0",
         ServiceSettings.PadBatchesKey -> "often"
-      )) {
+      )
+    ) {
       val error = withConf(key -> value) {
         intercept[IllegalArgumentException](lookup.transform(indices(Seq(1L, 2L), 1)))
       }
       assert(error.getMessage.contains(key) && error.getMessage.contains(value), error.getMessage)
     }
     withConf(ServiceSettings.MaxWaitKey -> "500us", ServiceSettings.BatchesInFlightKey -> "3") {
-      assert(ServiceSettings.from(spark.conf) == ServiceSettings(true, 500000L, 3, padBatches = false))
+      assert(
+        ServiceSettings.from(spark.conf) == ServiceSettings(true, 500000L, 3, padBatches = false)
+      )
     }
     withConf(ServiceSettings.MaxWaitKey -> "5") {
       assert(ServiceSettings.from(spark.conf).maxWaitNanos == 5000000L)
