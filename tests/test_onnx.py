@@ -645,7 +645,11 @@ from mmlspark.onnx import ONNXModel
 temp = Path(sys.argv[1])
 spark = mmlspark.session(
     "local[2]",
-    {"spark.ui.enabled": "false", "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temp}"},
+    {
+        "spark.ui.enabled": "false",
+        "spark.driver.extraJavaOptions": f"-Djava.io.tmpdir={temp}",
+        "spark.mmlspark.onnx.inferenceService": os.environ["SERVICE"],
+    },
 )
 jvm = spark.sparkContext._jvm
 pid = jvm.java.lang.ProcessHandle.current().pid()
@@ -711,10 +715,11 @@ os._exit(0 if code == 0 else 3)
 """
 
 
-def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path):
+@pytest.mark.parametrize("service", ["auto", "true"], ids=["tasks", "inference-service"])
+def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path, service):
     temp = tmp_path / "jvm-temp"
     temp.mkdir()
-    result = run_job(tmp_path, CANCEL_JOB, str(temp))
+    result = run_job(tmp_path, CANCEL_JOB, str(temp), env={"SERVICE": service})
     assert "JVM exit code 0" in result.stdout
     # No native crash at exit, and no temporary directory left behind.
     assert not list(tmp_path.glob("hs_err_pid*.log"))
@@ -734,7 +739,11 @@ from mmlspark.onnx import ONNXModel
 
 spark = mmlspark.session(
     "local[4]",
-    {"spark.ui.enabled": "false", "spark.mmlspark.onnx.inferenceService.maxWait": "1s"},
+    {
+        "spark.ui.enabled": "false",
+        "spark.mmlspark.onnx.inferenceService": "true",
+        "spark.mmlspark.onnx.inferenceService.maxWait": "1s",
+    },
 )
 jvm = spark.sparkContext._jvm
 service = jvm.mmlspark.onnx.InferenceService

@@ -15,9 +15,11 @@ import org.apache.spark.sql.{Row, RuntimeConfig}
 /** How [[ONNXModel]] hands its runs to the executor's [[InferenceService]], from Spark settings
   * read on the driver when the transform is planned.
   *
-  * @param enabled
-  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`, default true);
-  *   off, each task runs its own batches on a session it shares with the other tasks
+  * @param mode
+  *   when runs go through the service (`spark.mmlspark.onnx.inferenceService`): `auto` (the
+  *   default) on GPUs only, `true` on every device, `false` never. Measured on two CPU cores
+  *   (bench/README.md), tasks running their own batches were as fast or faster on a CPU (0.79-0.97
+  *   with the service), so `auto` keeps that path there
   * @param maxWaitNanos
   *   how long the service waits for rows of other tasks to fill a batch that one task left short
   *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one
@@ -32,11 +34,19 @@ import org.apache.spark.sql.{Row, RuntimeConfig}
   *   and is not planned again for the last, partial batch; the padding rows' outputs are dropped
   */
 final case class ServiceSettings(
-    enabled: Boolean,
+    mode: String,
     maxWaitNanos: Long,
     batchesInFlight: Int,
     padBatches: Boolean = false
-)
+) {
+
+  /** Whether the runs on `device` go through the service. */
+  def enabledFor(device: Device): Boolean = mode match {
+    case "true" => true
+    case "false" => false
+    case _ => device != Cpu
+  }
+}
 
 object ServiceSettings {
   val EnabledKey = "spark.mmlspark.onnx.inferenceService"
@@ -44,7 +54,7 @@ object ServiceSettings {
   val BatchesInFlightKey = "spark.mmlspark.onnx.inferenceService.batchesInFlight"
   val PadBatchesKey = "spark.mmlspark.onnx.padBatches"
 
-  val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
+  val default: ServiceSettings = ServiceSettings("auto", 2000000L, 2)
 
   /** The settings in `conf`, checked: a misconfiguration fails on the driver, naming the setting.
     */
@@ -61,7 +71,10 @@ object ServiceSettings {
         case "true" => true
         case "false" => false
       })
-    val enabled = flag(EnabledKey, "true")
+    val mode = read(EnabledKey, "auto", "auto, true or false")(t => {
+      require(Set("auto", "true", "false")(t.toLowerCase))
+      t.toLowerCase
+    })
     val maxWaitMicros = read(MaxWaitKey, "2ms", "a duration from 0 to 10s such as 2ms or 500us") {
       t =>
         // A bare number is milliseconds, as in Spark's own time settings.
@@ -76,7 +89,7 @@ object ServiceSettings {
       require(n >= 1 && n <= 16)
       n
     })
-    ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
+    ServiceSettings(mode, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
   }
 
   /** The cores of this executor: `spark.executor.cores`, the N of a `local[N]` or
@@ -147,35 +160,43 @@ private[onnx] final class ServiceRequest(
   }
 }
 
-/** The inference service of one (model content, device, settings) in this JVM: one daemon thread
-  * that alone calls `OrtSession.run` for every task of the executor that runs the model. Tasks hand
-  * it rows through a bounded queue; it takes a request, adds the requests of other tasks queued
-  * behind it while they fit one batch (same plan, same per-row shapes, at most `miniBatchSize` rows
-  * and the byte budget), runs the batch, and gives each task its rows' results. A failed batch is
-  * run again row by row, so only the rows the model rejects get an error, as in a task's own runs.
+/** The inference service of one (model content, device, settings) in this JVM: its worker threads
+  * alone call `OrtSession.run` for every task of the executor that runs the model. On a GPU there
+  * is one worker, so one thread calls the session; on a CPU there are as many as the executor's
+  * cores allow for the session's intra-op threads (each run on its own core scales better on small
+  * models than one run spread over all cores). Tasks hand rows through a bounded queue; a worker
+  * takes a request, adds the requests of other tasks queued behind it while they fit one batch
+  * (same plan, same per-row shapes, at most `miniBatchSize` rows and the byte budget), runs the
+  * batch, and gives each task its rows' results. One worker at a time fills a batch, so rows of
+  * several tasks meet in one. A failed batch is run again row by row, so only the rows the model
+  * rejects get an error, as in a task's own runs.
   *
   * The service holds the session only while it runs a batch; tasks hold it (through
   * [[OrtSessions]]) while they run, so sessions close when idle exactly as before. It stops after
   * the session idle timeout with no task and no request, and frees its input buffers whenever no
   * task uses it.
   */
-private[onnx] final class InferenceService(val key: SessionKey) extends Logging {
+private[onnx] final class InferenceService(val key: SessionKey, val workers: Int) extends Logging {
 
   private val queue = new LinkedBlockingQueue[ServiceRequest](InferenceService.QueueCapacity)
-  private val runners = new java.util.HashMap[Any, BatchRunner]() // the service thread's only
+  private val filling = new Object // held by the worker that fills a batch
   @volatile private var dead: Option[Throwable] = None
+  @volatile private var retired = false
 
   // Guarded by InferenceService (the registry's lock).
   private[onnx] var holders = 0
   private[onnx] var idleSince = System.nanoTime()
 
-  private val thread = new Thread(
-    () => serve(),
-    s"mmlspark-onnx-inference-${key.modelHash.take(8)}-${key.device}"
-  )
-  thread.setDaemon(true)
+  private val threads = (0 until workers).map { i =>
+    val t = new Thread(
+      () => serve(),
+      s"mmlspark-onnx-inference-${key.modelHash.take(8)}-${key.device}-$i"
+    )
+    t.setDaemon(true)
+    t
+  }
 
-  private[onnx] def start(): Unit = thread.start()
+  private[onnx] def start(): Unit = threads.foreach(_.start())
 
   private[onnx] def queued: Int = queue.size()
 
@@ -196,51 +217,62 @@ private[onnx] final class InferenceService(val key: SessionKey) extends Logging 
     }
   }
 
-  private def runner(plan: RunPlan): BatchRunner =
-    runners.computeIfAbsent(plan.batchKey, _ => new BatchRunner(plan, key))
-
+  /** One worker: takes and fills batches (one worker at a time) and runs them (all at once). */
   private def serve(): Unit = {
+    val runners = new java.util.HashMap[Any, BatchRunner]() // this worker's buffers, by plan
+    def runner(plan: RunPlan): BatchRunner =
+      runners.computeIfAbsent(plan.batchKey, _ => new BatchRunner(plan, key))
+    def releaseBuffers(): Unit = runners.values().forEach(_.release())
     var carried: ServiceRequest = null
     try {
-      var serving = true
-      while (serving) {
-        val first =
-          if (carried != null) carried
-          else queue.poll(InferenceService.PollMs, TimeUnit.MILLISECONDS)
-        carried = null
-        if (first == null) {
-          if (InferenceService.retireIfIdle(this)) serving = false
-          else if (InferenceService.synchronized(holders == 0)) releaseBuffers()
-        } else if (first.ticket.ended) first.fail(InferenceService.taskEnded)
-        else {
-          val batch = ArrayBuffer(first)
-          var rows = first.rows.length
-          val limit = math.min(first.plan.batchSize, runner(first.plan).rowsPerRun(first.shapes))
-          val deadline = System.nanoTime() + (if (alone) 0L else first.plan.service.maxWaitNanos)
-          var filling = rows < limit
-          while (filling) {
-            var next = queue.poll()
-            if (next == null) {
-              val left = deadline - System.nanoTime()
-              if (left > 0) next = queue.poll(left, TimeUnit.NANOSECONDS)
+      while (!retired && dead.isEmpty) {
+        val batch = filling.synchronized {
+          val first =
+            if (carried != null) carried
+            else queue.poll(InferenceService.PollMs, TimeUnit.MILLISECONDS)
+          carried = null
+          if (first == null) None
+          else if (first.ticket.ended) {
+            first.fail(InferenceService.taskEnded)
+            Some(Nil)
+          } else {
+            val batch = ArrayBuffer(first)
+            var rows = first.rows.length
+            val limit = math.min(first.plan.batchSize, runner(first.plan).rowsPerRun(first.shapes))
+            val deadline = System.nanoTime() + (if (alone) 0L else first.plan.service.maxWaitNanos)
+            var open = rows < limit
+            while (open) {
+              var next = queue.poll()
+              if (next == null) {
+                val left = deadline - System.nanoTime()
+                if (left > 0) next = queue.poll(left, TimeUnit.NANOSECONDS)
+              }
+              if (next == null) open = false
+              else if (next.ticket.ended) next.fail(InferenceService.taskEnded)
+              else if (
+                next.plan.batchKey == first.plan.batchKey && next.shapes == first.shapes &&
+                rows + next.rows.length <= limit
+              ) {
+                batch += next
+                rows += next.rows.length
+                open = rows < limit
+              } else {
+                carried = next // first in line for this worker's next batch
+                open = false
+              }
             }
-            if (next == null) filling = false
-            else if (next.ticket.ended) next.fail(InferenceService.taskEnded)
-            else if (
-              next.plan.batchKey == first.plan.batchKey && next.shapes == first.shapes &&
-              rows + next.rows.length <= limit
-            ) {
-              batch += next
-              rows += next.rows.length
-              filling = rows < limit
-            } else {
-              carried = next // first in line for the next batch
-              filling = false
-            }
+            Some(batch.toSeq)
           }
-          run(batch.toSeq)
+        }
+        batch match {
+          case None =>
+            if (InferenceService.retireIfIdle(this)) retired = true
+            else if (InferenceService.synchronized(holders == 0)) releaseBuffers()
+          case Some(Nil) =>
+          case Some(requests) => run(requests, runner(requests.head.plan))
         }
       }
+      Option(carried).foreach(_.fail(InferenceService.taskEnded))
     } catch {
       case e: Throwable =>
         dead = Some(e)
@@ -258,7 +290,7 @@ private[onnx] final class InferenceService(val key: SessionKey) extends Logging 
   /** Runs the rows of `batch` (requests of one plan and shapes) as one batch, split to the byte
     * budget, and completes each request with its rows' results.
     */
-  private def run(batch: Seq[ServiceRequest]): Unit = {
+  private def run(batch: Seq[ServiceRequest], runner: BatchRunner): Unit = {
     val plan = batch.head.plan
     val rows = batch.flatMap(_.rows).toIndexedSeq
     val results = new Array[Either[String, Array[Any]]](rows.length)
@@ -267,7 +299,7 @@ private[onnx] final class InferenceService(val key: SessionKey) extends Logging 
     try {
       val session = OrtSessions.acquire(key, plan.source)
       val runs = OrtRuns.forBatch(batch.map(_.ticket))
-      try runner(plan).runAll(session, runs, rows, batch.head.shapes, results)
+      try runner.runAll(session, runs, rows, batch.head.shapes, results)
       finally {
         runs.close()
         OrtSessions.release(key)
@@ -285,7 +317,6 @@ private[onnx] final class InferenceService(val key: SessionKey) extends Logging 
     }
   }
 
-  private def releaseBuffers(): Unit = runners.values().forEach(_.release())
 }
 
 /** The inference services of this JVM, one per session key, created when a task first needs one. */
@@ -316,6 +347,9 @@ private[onnx] object InferenceService extends Logging {
 
   def resetLargestBatch(): Unit = largest.set(0)
 
+  /** The workers of the service for `key`, if it runs. */
+  def workersOf(key: SessionKey): Option[Int] = Option(services.get(key)).map(_.workers)
+
   /** Requests queued now in all services. */
   def queued: Int = {
     var n = 0
@@ -326,12 +360,12 @@ private[onnx] object InferenceService extends Logging {
   /** The service for `key` for the running task: held until the task ends, when the rows it still
     * has queued are dropped.
     */
-  def forTask(key: SessionKey): (InferenceService, ServiceTicket) = {
+  def forTask(key: SessionKey, workers: Int): (InferenceService, ServiceTicket) = {
     val service = synchronized {
       val s = services.computeIfAbsent(
         key,
         k => {
-          val created = new InferenceService(k)
+          val created = new InferenceService(k, workers)
           created.start()
           created
         }

@@ -98,21 +98,31 @@ final case class RunPlan(
     if (!rows.hasNext) return Iterator.empty // no session for an empty partition
     val cuda = deviceType != "cpu" && Device.cudaAvailable
     val device = Device.select(deviceType, Device.taskGpus, cuda)
-    val threads =
-      if (settings.intraOpThreads > 0) settings.intraOpThreads
-      else if (service.enabled) ServiceSettings.executorCores
-      else TaskCpus.get
+    // Through the service, a GPU session has one worker (one calling thread) and the executor's
+    // cores as intra-op threads; a CPU session has a worker per core, one intra-op thread each
+    // (or the executor's cores split into runs of intraOpThreads). Without it, each task uses its
+    // CPU share.
+    val cores = ServiceSettings.executorCores
+    val served = service.enabledFor(device)
+    val (threads, workers) = device match {
+      case _ if !served =>
+        (if (settings.intraOpThreads > 0) settings.intraOpThreads else TaskCpus.get, 0)
+      case Cuda(_) => (if (settings.intraOpThreads > 0) settings.intraOpThreads else cores, 1)
+      case Cpu =>
+        val perRun = math.max(1, settings.intraOpThreads)
+        (perRun, math.max(1, cores / perRun))
+    }
     // The service's intra-op threads do not spin between runs: the executor's tasks need the cores
     // to prepare the next batch meanwhile.
     val key = SessionKey(
       source.hash,
       device,
-      settings.copy(intraOpThreads = threads, spinning = !service.enabled)
+      settings.copy(intraOpThreads = threads, spinning = !served)
     )
     // The task creates the session (a model that cannot load fails the task) and holds it while it
     // runs, so that it stays open between the service's batches.
     val session = OrtSessions.acquireForTask(key, source)
-    if (service.enabled) new ServiceRun(key).rows(rows)
+    if (served) new ServiceRun(key, workers).rows(rows)
     else {
       val runner = new BatchRunner(this, key)
       val runs = OrtRuns.forTask()
@@ -172,8 +182,8 @@ final case class RunPlan(
     * out at once, and the next is read (decoded, transformed upstream) while the service runs the
     * earlier ones. Rows come back in input order; a row that cannot be fed fails only itself.
     */
-  private final class ServiceRun(key: SessionKey) {
-    private val (inference, ticket) = InferenceService.forTask(key)
+  private final class ServiceRun(key: SessionKey, workers: Int) {
+    private val (inference, ticket) = InferenceService.forTask(key, workers)
 
     import RunPlan.{Failed, Place, Sent}
 
