@@ -41,7 +41,7 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
     assert figures["raw_ort_python_images_per_s"] > 0
     assert figures["predict_batch_udf_images_per_s"] > 0
     assert figures["mmlspark_sessions_created"] == 1
-    assert figures["mmlspark_service_images_per_s"] > 0
+    assert figures["mmlspark_service_off_images_per_s"] > 0
     assert "| tiny (" in out.read_text()
 
 
@@ -59,7 +59,7 @@ def test_end_to_end_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     figures = quick_run("end_to_end.py", out)
     assert set(figures["images_per_s"]) == {
         "mmlspark",
-        "mmlspark_service",
+        "mmlspark_service_off",
         "predict_batch_udf",
         "raw_python",
     }
@@ -76,7 +76,7 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
                     "model": "tiny",
                     "ratio_vs_raw": 0.5,
                     "ratio_vs_synapseml": 3.0,
-                    "service_vs_default": 1.25,
+                    "service_on_vs_off": 1.25,
                 },
             ]
         )
@@ -94,7 +94,7 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     assert "| ResNet-50: ONNXModel / raw ORT Java | 0.90 | 0.95 | no |" in summary
     assert "| tiny CNN: ONNXModel / SynapseML | 3.00 | 2.0 | yes |" in summary
     assert "| tiny CNN: ONNXModel / raw ORT Java | 0.50 | 0.6 | no |" in summary
-    assert "| tiny CNN: inference service / default | 1.25 |  |  |" in summary
+    assert "| tiny CNN: inference service on / off | 1.25 |  |  |" in summary
     assert "| scaling: local[2] / local[1] | 1.90 | 1.8 | yes |" in summary
     image = cv2.imread(str(tmp_path / "summary.png"))
     assert image is not None and image.shape[1] == 1200
@@ -109,7 +109,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert figures["images"] == 4 and figures["photo"].startswith("4000x3000 JPEG")
     assert set(figures["images_per_s"]) == {
         "mmlspark",
-        "mmlspark_service",
+        "mmlspark_service_off",
         "mmlspark_read_images_full_decode",
         "predict_batch_udf",
         "raw_python",

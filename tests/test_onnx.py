@@ -715,7 +715,7 @@ os._exit(0 if code == 0 else 3)
 """
 
 
-@pytest.mark.parametrize("service", ["auto", "true"], ids=["tasks", "inference-service"])
+@pytest.mark.parametrize("service", ["true", "false"], ids=["inference-service", "tasks"])
 def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path, service):
     temp = tmp_path / "jvm-temp"
     temp.mkdir()
@@ -741,7 +741,6 @@ spark = mmlspark.session(
     "local[4]",
     {
         "spark.ui.enabled": "false",
-        "spark.mmlspark.onnx.inferenceService": "true",
         "spark.mmlspark.onnx.inferenceService.maxWait": "1s",
     },
 )

@@ -15,11 +15,10 @@ import org.apache.spark.sql.{Row, RuntimeConfig}
 /** How [[ONNXModel]] hands its runs to the executor's [[InferenceService]], from Spark settings
   * read on the driver when the transform is planned.
   *
-  * @param mode
-  *   when runs go through the service (`spark.mmlspark.onnx.inferenceService`): `auto` (the
-  *   default) on GPUs only, `true` on every device, `false` never. Measured on two CPU cores
-  *   (bench/README.md), tasks running their own batches were as fast or faster on a CPU (0.79-0.97
-  *   with the service), so `auto` keeps that path there
+  * @param enabled
+  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`, default true);
+  *   off, each task runs its own batches on the session it shares with the other tasks (measured on
+  *   two CPU cores, bench/README.md, the service was 1.01-1.17 times as fast)
   * @param maxWaitNanos
   *   how long the service waits for rows of other tasks to fill a batch that one task left short
   *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one
@@ -34,19 +33,11 @@ import org.apache.spark.sql.{Row, RuntimeConfig}
   *   and is not planned again for the last, partial batch; the padding rows' outputs are dropped
   */
 final case class ServiceSettings(
-    mode: String,
+    enabled: Boolean,
     maxWaitNanos: Long,
     batchesInFlight: Int,
     padBatches: Boolean = false
-) {
-
-  /** Whether the runs on `device` go through the service. */
-  def enabledFor(device: Device): Boolean = mode match {
-    case "true" => true
-    case "false" => false
-    case _ => device != Cpu
-  }
-}
+)
 
 object ServiceSettings {
   val EnabledKey = "spark.mmlspark.onnx.inferenceService"
@@ -54,7 +45,7 @@ object ServiceSettings {
   val BatchesInFlightKey = "spark.mmlspark.onnx.inferenceService.batchesInFlight"
   val PadBatchesKey = "spark.mmlspark.onnx.padBatches"
 
-  val default: ServiceSettings = ServiceSettings("auto", 2000000L, 2)
+  val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
 
   /** The settings in `conf`, checked: a misconfiguration fails on the driver, naming the setting.
     */
@@ -71,10 +62,7 @@ object ServiceSettings {
         case "true" => true
         case "false" => false
       })
-    val mode = read(EnabledKey, "auto", "auto, true or false")(t => {
-      require(Set("auto", "true", "false")(t.toLowerCase))
-      t.toLowerCase
-    })
+    val enabled = flag(EnabledKey, "true")
     val maxWaitMicros = read(MaxWaitKey, "2ms", "a duration from 0 to 10s such as 2ms or 500us") {
       t =>
         // A bare number is milliseconds, as in Spark's own time settings.
@@ -89,7 +77,7 @@ object ServiceSettings {
       require(n >= 1 && n <= 16)
       n
     })
-    ServiceSettings(mode, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
+    ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
   }
 
   /** The cores of this executor: `spark.executor.cores`, the N of a `local[N]` or

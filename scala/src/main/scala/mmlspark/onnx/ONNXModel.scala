@@ -24,15 +24,15 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * `ImageTransformer` writes it). Outputs become arrays of the matching type (vectors with
   * `vectorOutputs`), or scalars when a row's output is one value.
   *
-  * Every executor JVM creates one ONNX Runtime session per model content, device and settings. On
-  * a GPU (and on every device with `spark.mmlspark.onnx.inferenceService=true`) an inference
-  * service runs it: its worker threads alone call the session (one on a GPU), the executor's tasks
-  * hand them their rows, batches are filled with the rows of all of them into direct buffers the
-  * workers reuse, and each task reads and prepares its next rows while the current batch runs
-  * (settings in [[ServiceSettings]]). On a CPU by default, tasks share the session and each runs
-  * its own batches, which measured as fast or faster there. A row whose input is null or has the wrong
-  * number of values gets null outputs and a message in `errorCol`; a model that cannot be loaded,
-  * or inputs, outputs and columns that do not match, fail in `transformSchema` before any job runs.
+  * Every executor JVM creates one ONNX Runtime session per model content, device and settings, run
+  * by an inference service (`spark.mmlspark.onnx.inferenceService`, default true): its worker
+  * threads alone call the session (one on a GPU, one per executor core on a CPU), the executor's
+  * tasks hand them their rows, batches are filled with the rows of all of them into direct buffers
+  * the workers reuse, and each task reads and prepares its next rows while the current batch runs
+  * (settings in [[ServiceSettings]]). With the service off, tasks share the session and each runs
+  * its own batches. A row whose input is null or has the wrong number of values gets null outputs
+  * and a message in `errorCol`; a model that cannot be loaded, or inputs, outputs and columns that
+  * do not match, fail in `transformSchema` before any job runs.
   *
   * Memory per run is bounded by two Spark settings, read when the transform starts: the input and
   * output tensors of one run hold at most `spark.mmlspark.onnx.maxBatchBytes` (default 256m; a
@@ -87,9 +87,9 @@ final class ONNXModel(override val uid: String)
   final val intraOpThreads: IntParam = new IntParam(
     this,
     "intraOpThreads",
-    "threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus) " +
-      "when tasks run their own batches, the executor's cores through the inference service on " +
-      "a GPU, and one per run through it on a CPU, as many runs at once as cores (at least 0)",
+    "threads ONNX Runtime uses within one run; 0 means one on a CPU (the inference service runs " +
+      "as many batches at once as the executor has cores), the executor's cores on a GPU, and " +
+      "the task's CPU share (spark.task.cpus) with the service off (at least 0)",
     ParamValidators.gtEq(0)
   )
 

@@ -103,7 +103,7 @@ final case class RunPlan(
     // (or the executor's cores split into runs of intraOpThreads). Without it, each task uses its
     // CPU share.
     val cores = ServiceSettings.executorCores
-    val served = service.enabledFor(device)
+    val served = service.enabled
     val (threads, workers) = device match {
       case _ if !served =>
         (if (settings.intraOpThreads > 0) settings.intraOpThreads else TaskCpus.get, 0)

@@ -52,7 +52,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("rows of concurrent tasks share a batch, and each task gets its own rows' results back") {
     val values = (0 until 12).map(i => (i % 5).toLong)
-    val out = withConf(ServiceSettings.EnabledKey -> "true", ServiceSettings.MaxWaitKey -> "2s") {
+    val out = withConf(ServiceSettings.MaxWaitKey -> "2s") {
       byId(lookup.transform(indices(values, 2)))
     }
     // Two tasks of 6 rows each: one batch of 12 rows.
@@ -66,7 +66,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("a row the model fails on in a shared batch fails alone; the service runs on") {
     val values = (0 until 12).map(i => if (i == 7) 9L else (i % 5).toLong)
-    val out = withConf(ServiceSettings.EnabledKey -> "true", ServiceSettings.MaxWaitKey -> "2s") {
+    val out = withConf(ServiceSettings.MaxWaitKey -> "2s") {
       byId(lookup.transform(indices(values, 2)))
     }
     assert(InferenceService.largestBatch == 12)
@@ -116,10 +116,8 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     val before = OrtSessions.created
     val model = lookup
     val df = indices((0 until 8).map(_ % 5L), 2)
-    withConf(ServiceSettings.EnabledKey -> "true") {
-      model.transform(df).collect()
-      model.transform(df).collect()
-    }
+    model.transform(df).collect()
+    model.transform(df).collect()
     assert(OrtSessions.created - before == 1)
     val key = OrtSessions.openKeys.filter(_.modelHash == model.modelInfo.source.hash)
     assert(key.size == 1)
@@ -146,9 +144,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
       assert(error.getMessage.contains(key) && error.getMessage.contains(value), error.getMessage)
     }
     withConf(ServiceSettings.MaxWaitKey -> "500us", ServiceSettings.BatchesInFlightKey -> "3") {
-      val settings = ServiceSettings.from(spark.conf)
-      assert(settings == ServiceSettings("auto", 500000L, 3))
-      assert(!settings.enabledFor(Cpu) && settings.enabledFor(Cuda(1)))
+      assert(ServiceSettings.from(spark.conf) == ServiceSettings(enabled = true, 500000L, 3))
     }
     withConf(ServiceSettings.MaxWaitKey -> "5") {
       assert(ServiceSettings.from(spark.conf).maxWaitNanos == 5000000L)
