@@ -307,12 +307,15 @@ private[onnx] final class InferenceService(val key: SessionKey, val workers: Int
 
 }
 
-/** The inference services of this JVM, one per session key, created when a task first needs one. */
+/** The inference services of this JVM, one per session key and worker count (a JVM that hosts local
+  * sessions of different sizes one after the other gets a service of the right size for each),
+  * created when a task first needs one.
+  */
 private[onnx] object InferenceService extends Logging {
 
   private[onnx] val QueueCapacity = 1024
   private val PollMs = 200L
-  private val services = new ConcurrentHashMap[SessionKey, InferenceService]()
+  private val services = new ConcurrentHashMap[(SessionKey, Int), InferenceService]()
 
   private def taskEnded = new IllegalStateException("the task that handed over these rows ended")
 
@@ -336,7 +339,11 @@ private[onnx] object InferenceService extends Logging {
   def resetLargestBatch(): Unit = largest.set(0)
 
   /** The workers of the service for `key`, if it runs. */
-  def workersOf(key: SessionKey): Option[Int] = Option(services.get(key)).map(_.workers)
+  def workersOf(key: SessionKey): Seq[Int] = {
+    val found = Seq.newBuilder[Int]
+    services.forEach((k, s) => if (k._1 == key) found += s.workers)
+    found.result()
+  }
 
   /** Requests queued now in all services. */
   def queued: Int = {
@@ -351,9 +358,9 @@ private[onnx] object InferenceService extends Logging {
   def forTask(key: SessionKey, workers: Int): (InferenceService, ServiceTicket) = {
     val service = synchronized {
       val s = services.computeIfAbsent(
-        key,
+        (key, workers),
         k => {
-          val created = new InferenceService(k, workers)
+          val created = new InferenceService(k._1, k._2)
           created.start()
           created
         }
@@ -384,11 +391,11 @@ private[onnx] object InferenceService extends Logging {
   private def retireIfIdle(service: InferenceService): Boolean = synchronized {
     val idle = service.holders == 0 &&
       System.nanoTime() - service.idleSince >= idleTimeoutMs * 1000000L
-    if (idle) services.remove(service.key, service)
+    if (idle) services.remove((service.key, service.workers), service)
     idle
   }
 
   private def remove(service: InferenceService): Unit = synchronized {
-    services.remove(service.key, service)
+    services.remove((service.key, service.workers), service)
   }
 }

@@ -123,7 +123,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(key.size == 1)
     // On a CPU the service runs a batch per core (local[2]: two workers), one thread each.
     assert(key.head.settings.intraOpThreads == 1)
-    assert(InferenceService.workersOf(key.head).contains(2))
+    assert(InferenceService.workersOf(key.head) == Seq(2))
     assert(OrtSessions.closeIdle(0) >= 1)
     assert(InferenceService.queued == 0)
   }
