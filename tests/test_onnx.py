@@ -785,3 +785,39 @@ print(f"ok: largest batch {largest} rows")
 def test_the_inference_service_batches_rows_of_four_tasks_with_the_same_results(tmp_path):
     result = run_job(tmp_path, SERVICE_JOB, "")
     assert "ok: largest batch" in result.stdout
+
+
+SERVICE_SIZES_JOB = """
+import sys
+
+sys.path.insert(0, sys.argv[2])
+import mmlspark
+import onnx_models
+from mmlspark.onnx import ONNXModel
+
+workers = []
+# Two local sessions, one after the other, in one JVM (as a notebook that restarts its session).
+for master in ("local[1]", "local[2]"):
+    spark = mmlspark.session(master, {"spark.ui.enabled": "false"})
+    model = ONNXModel(inputCol="x", fetchDict={"rows": "rows", "mean": "mean"})
+    model.setModelPayload(onnx_models.batch_probe([2]))
+    df = spark.createDataFrame([(i, [float(i), 1.0]) for i in range(8)], "id int, x array<float>")
+    means = sorted(r.mean for r in model.transform(df.repartition(2)).collect())
+    assert means == [(i + 1.0) / 2 for i in range(8)], means
+    jvm = spark.sparkContext._jvm
+    keys = jvm.mmlspark.onnx.OrtSessions.openKeys()
+    found = [jvm.mmlspark.onnx.InferenceService.workersOf(keys.apply(i)).toString()
+             for i in range(keys.size())]
+    workers.append(found)
+    spark.stop()
+print("workers", workers)
+# local[2] gets a service with two workers, not the one-worker service local[1] left behind.
+assert workers[0] == ["List(1)"], workers
+assert "List(1, 2)" in workers[1] or "List(2, 1)" in workers[1], workers
+print("ok")
+"""
+
+
+def test_a_session_of_another_size_in_the_same_jvm_gets_a_service_of_its_size(tmp_path):
+    result = run_job(tmp_path, SERVICE_SIZES_JOB, "")
+    assert result.stdout.strip().endswith("ok")
