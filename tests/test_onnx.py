@@ -574,7 +574,8 @@ def test_a_saved_stage_never_falls_back_to_its_model_location(spark, tmp_path):
 
 # A JVM of their own: a direct memory limit, and a JVM that exits under a running model.
 
-DIRECT_MEMORY_JOB = """
+# What the jobs below that compare with onnxruntime import (run_job passes the tests folder).
+JOB_IMPORTS = """
 import sys
 
 import numpy as np
@@ -584,8 +585,11 @@ sys.path.insert(0, sys.argv[2])
 import mmlspark
 import onnx_models
 from mmlspark.onnx import ONNXModel
+"""
 
-spark = mmlspark.session(
+DIRECT_MEMORY_JOB = (
+    JOB_IMPORTS
+    + """spark = mmlspark.session(
     "local[1]",
     {
         "spark.ui.enabled": "false",
@@ -623,6 +627,7 @@ assert scored(4) == [4.0] * 4
 assert scored(12) == [1.0] * 12
 print("ok")
 """
+)
 
 
 def test_buffers_fit_the_rows_present_and_a_failed_allocation_fails_no_row(tmp_path):
@@ -726,18 +731,9 @@ def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path, service):
     assert not list(temp.glob("mmlspark-onnx*"))
 
 
-SERVICE_JOB = """
-import sys
-
-import numpy as np
-import onnxruntime as ort
-
-sys.path.insert(0, sys.argv[2])
-import mmlspark
-import onnx_models
-from mmlspark.onnx import ONNXModel
-
-spark = mmlspark.session(
+SERVICE_JOB = (
+    JOB_IMPORTS
+    + """spark = mmlspark.session(
     "local[4]",
     {
         "spark.ui.enabled": "false",
@@ -780,6 +776,7 @@ np.testing.assert_allclose(off, expected, rtol=1e-5, atol=1e-6)
 np.testing.assert_allclose(on, off, rtol=1e-5, atol=1e-6)
 print(f"ok: largest batch {largest} rows")
 """
+)
 
 
 def test_the_inference_service_batches_rows_of_four_tasks_with_the_same_results(tmp_path):
