@@ -10,7 +10,7 @@ import mmlspark.contracts.{
   StageWritable
 }
 import mmlspark.train.ComputeModelStatistics
-import org.apache.spark.internal.Logging
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
 import org.apache.spark.ml.param.{Param, ParamMap, ParamValidators, Params}
 import org.apache.spark.ml.util.Identifiable

@@ -3,7 +3,8 @@ package mmlspark.onnx
 import scala.jdk.CollectionConverters._
 
 import ai.onnxruntime.{OrtEnvironment, OrtProvider}
-import org.apache.spark.{SparkEnv, TaskContext}
+import org.apache.spark.TaskContext
+import org.apache.spark.ml.mmlspark.SparkInternals
 import org.apache.spark.sql.SparkSession
 import org.json4s.{JArray, JBool, JInt, JObject, JString}
 import org.json4s.jackson.JsonMethods.{compact, render}
@@ -70,7 +71,7 @@ object Device {
             render(
               JObject(
                 "partition" -> JInt(task.partitionId()),
-                "executor" -> JString(SparkEnv.get.executorId),
+                "executor" -> JString(SparkInternals.executorId.getOrElse("driver")),
                 "gpus" -> JArray(gpus.map(JString(_)).toList),
                 "device" -> JString(device),
                 "cudaAvailable" -> JBool(cudaAvailable),

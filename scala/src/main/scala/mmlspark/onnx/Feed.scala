@@ -1,9 +1,9 @@
 package mmlspark.onnx
 
 import mmlspark.onnx.ElementType._
+import org.apache.spark.ml.mmlspark.SparkInternals.ArrayData
 import org.apache.spark.ml.linalg.Vector
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
-import org.apache.spark.sql.catalyst.util.ArrayData
 import org.apache.spark.sql.types._
 
 /** How one model input is read from one column: which kinds of column fit which element types, and

@@ -7,9 +7,9 @@ import scala.collection.mutable.ArrayBuffer
 import scala.util.Try
 import scala.util.control.NonFatal
 
-import org.apache.spark.{SparkEnv, TaskContext, TaskKilledException}
-import org.apache.spark.internal.Logging
-import org.apache.spark.network.util.JavaUtils
+import org.apache.spark.{TaskContext, TaskKilledException}
+import org.apache.spark.ml.mmlspark.SparkInternals
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.sql.{Row, RuntimeConfig}
 
 /** How [[ONNXModel]] hands its runs to the executor's [[InferenceService]], from Spark settings
@@ -68,7 +68,7 @@ object ServiceSettings {
         // A bare number is milliseconds, as in Spark's own time settings.
         val micros =
           if (t.nonEmpty && t.forall(_.isDigit)) t.toLong * 1000L
-          else JavaUtils.timeStringAs(t, TimeUnit.MICROSECONDS).longValue
+          else SparkInternals.timeStringAs(t, TimeUnit.MICROSECONDS).longValue
         require(micros >= 0 && micros <= 10000000L)
         micros
     }
@@ -85,24 +85,8 @@ object ServiceSettings {
     * this many intra-op threads when the model leaves them unset, as it runs the batches of all of
     * the executor's tasks.
     */
-  def executorCores: Int = {
-    val processors = Runtime.getRuntime.availableProcessors()
-    val conf = Option(SparkEnv.get).map(_.conf)
-    val fromConf =
-      conf.flatMap(_.getOption("spark.executor.cores")).flatMap(c => Try(c.trim.toInt).toOption)
-    lazy val fromMaster = conf.flatMap(_.getOption("spark.master")).flatMap { master =>
-      val local = """local\[(\d+|\*)(?:,\d+)?\]""".r
-      val cluster = """local-cluster\[\s*\d+\s*,\s*(\d+)\s*,.*\]""".r
-      master.trim match {
-        case "local" => Some(1)
-        case local("*") => Some(processors)
-        case local(n) => Some(n.toInt)
-        case cluster(n) => Some(n.toInt)
-        case _ => None
-      }
-    }
-    math.max(1, fromConf.orElse(fromMaster).getOrElse(processors))
-  }
+  def executorCores: Int = SparkInternals.executorCores
+
 }
 
 /** One task's share of a service: the rows it handed over are dropped once it has ended (killed,
@@ -320,8 +304,8 @@ private[onnx] object InferenceService extends Logging {
   private def taskEnded = new IllegalStateException("the task that handed over these rows ended")
 
   private def idleTimeoutMs: Long =
-    Option(SparkEnv.get)
-      .map(_.conf.getTimeAsMs("spark.mmlspark.onnx.sessionIdleTimeout", "60s"))
+    SparkInternals.executorConf
+      .map(_.getTimeAsMs("spark.mmlspark.onnx.sessionIdleTimeout", "60s"))
       .getOrElse(60000L)
 
   private[onnx] val batches = new AtomicLong()

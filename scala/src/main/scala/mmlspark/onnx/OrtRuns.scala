@@ -8,7 +8,7 @@ import scala.util.control.NonFatal
 import ai.onnxruntime.{OnnxTensor, OrtSession}
 import ai.onnxruntime.OrtSession.RunOptions
 import org.apache.spark.TaskContext
-import org.apache.spark.internal.Logging
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 
 /** The ONNX Runtime runs of one task, or of one batch of the inference service: their `RunOptions`,
   * which terminate them. Created when the first run starts, closed when the task completes (or the

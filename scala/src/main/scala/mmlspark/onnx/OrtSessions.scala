@@ -9,8 +9,9 @@ import ai.onnxruntime.{OrtEnvironment, OrtLoggingLevel, OrtSession}
 import ai.onnxruntime.OrtSession.SessionOptions
 import ai.onnxruntime.OrtSession.SessionOptions.{ExecutionMode, OptLevel}
 import ai.onnxruntime.providers.OrtCUDAProviderOptions
-import org.apache.spark.{SparkEnv, TaskContext}
-import org.apache.spark.internal.Logging
+import org.apache.spark.TaskContext
+import org.apache.spark.ml.mmlspark.SparkInternals
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 
 /** How a session is built, besides its model and device.
   *
@@ -98,8 +99,8 @@ object OrtSessions extends Logging {
   }.toSeq)
 
   private def idleTimeoutMs: Long =
-    Option(SparkEnv.get)
-      .map(_.conf.getTimeAsMs("spark.mmlspark.onnx.sessionIdleTimeout", "60s"))
+    SparkInternals.executorConf
+      .map(_.getTimeAsMs("spark.mmlspark.onnx.sessionIdleTimeout", "60s"))
       .getOrElse(60000L)
 
   private lazy val reaper = {

@@ -9,11 +9,8 @@ import scala.util.control.NonFatal
 import ai.onnxruntime.{OnnxTensor, OrtSession}
 import mmlspark.contracts.RowResults
 import org.apache.spark.{TaskContext, TaskKilledException}
-import org.apache.spark.network.util.JavaUtils
-import org.apache.spark.ml.mmlspark.TaskCpus
-import org.apache.spark.sql.RuntimeConfig
-import org.apache.spark.sql.Row
-import org.apache.spark.sql.catalyst.expressions.GenericRow
+import org.apache.spark.ml.mmlspark.{SparkInternals, TaskCpus}
+import org.apache.spark.sql.{Row, RuntimeConfig}
 
 /** How much memory one ONNX Runtime run of [[ONNXModel]] may hold, from Spark settings (read on the
   * driver when the transform is planned, so `spark.conf.set` applies to the next transform).
@@ -41,7 +38,7 @@ object RunLimits {
     def bytes(key: String, default: String): Long = {
       val text = conf.get(key, default)
       val value =
-        try JavaUtils.byteStringAsBytes(text)
+        try SparkInternals.byteStringAsBytes(text)
         catch {
           case NonFatal(_) =>
             throw new IllegalArgumentException(
@@ -261,7 +258,7 @@ final case class RunPlan(
         argMax.foreach { case (k, _) => out(at) = Outputs.argMax(values(k)); at += 1 }
       case Left(error) => out(out.length - 1) = error
     }
-    new GenericRow(out)
+    SparkInternals.rowOf(out)
   }
 }
 

@@ -5,12 +5,10 @@ import java.nio.{ByteBuffer, ByteOrder}
 import ai.onnxruntime.{OnnxTensor, OrtEnvironment}
 import ai.onnxruntime.platform.Fp16Conversions
 import mmlspark.onnx.ElementType._
+import org.apache.spark.ml.mmlspark.SparkInternals
+import org.apache.spark.ml.mmlspark.SparkInternals.{ArrayData, UnsafeArrayData}
 import org.apache.spark.ml.linalg.{DenseVector, Vector}
-import org.apache.spark.sql.catalyst.expressions.UnsafeArrayData
-import org.apache.spark.sql.catalyst.util.ArrayData
 import org.apache.spark.sql.types._
-import org.apache.spark.unsafe.Platform
-import org.apache.spark.unsafe.bitset.BitSetMethods
 
 /** The input tensors of one run, filled from rows into direct, native-order buffers that are reused
   * run after run (ONNX Runtime reads them in place). A buffer is sized for the rows of the batch at
@@ -96,7 +94,7 @@ final class TensorBatch(feeds: Seq[Feed]) {
       )
     else {
       val bytes = feed.element.bytes.toLong
-      Platform.setMemory(
+      SparkInternals.setMemory(
         addresses(f) + from * count * bytes,
         0.toByte,
         (until - from) * count * bytes
@@ -233,8 +231,8 @@ object TensorBatch {
         if (containsNull) requireNoNulls(a)
         a match {
           case u: UnsafeArrayData if sameBytes(e) == elementType && e != Bool =>
-            val header = UnsafeArrayData.calculateHeaderPortionInBytes(n)
-            Platform.copyMemory(
+            val header = SparkInternals.unsafeArrayHeaderBytes(n)
+            SparkInternals.copyMemory(
               u.getBaseObject,
               u.getBaseOffset + header,
               null,
@@ -250,23 +248,23 @@ object TensorBatch {
           case sparse => sparse.toArray
         }
         if (e == Float64)
-          Platform.copyMemory(
+          SparkInternals.copyMemory(
             values,
-            Platform.DOUBLE_ARRAY_OFFSET,
+            SparkInternals.DoubleArrayOffset,
             null,
             address + offset,
             values.length * 8L
           )
         else {
-          val data = ArrayData.toArrayData(values)
+          val data = SparkInternals.toArrayData(values)
           convert(DoubleType, data, values.length, e, buffer, offset)
         }
         values.length
       case (b: Array[Byte], BinaryType) =>
         if (e == Int8 || e == UInt8)
-          Platform.copyMemory(
+          SparkInternals.copyMemory(
             b,
-            Platform.BYTE_ARRAY_OFFSET,
+            SparkInternals.ByteArrayOffset,
             null,
             address + offset,
             b.length.toLong
@@ -299,8 +297,7 @@ object TensorBatch {
   private def requireNoNulls(a: ArrayData): Unit = {
     val n = a.numElements()
     val anyNull = a match {
-      case u: UnsafeArrayData =>
-        BitSetMethods.anySet(u.getBaseObject, u.getBaseOffset + 8, (n + 63) / 64)
+      case u: UnsafeArrayData => SparkInternals.hasNullElement(u)
       case _ => true
     }
     if (anyNull) {

@@ -1,8 +1,8 @@
 package mmlspark.opencv
 
+import org.apache.spark.ml.mmlspark.SparkInternals
 import org.json4s._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
-import org.apache.spark.unsafe.Platform
 import org.opencv.core.{Core, CvType, Mat, Rect, Size}
 import org.opencv.imgproc.Imgproc
 
@@ -51,6 +51,10 @@ sealed trait ImageOp {
   protected def require(condition: Boolean, message: => String): Unit =
     if (!condition) throw new IllegalArgumentException(s"$op: $message")
 
+  /** Fails unless the integer `field` holds one of `constants`. */
+  protected def requireOneOf(constants: Constants, field: String, value: Int): Unit =
+    require(constants.contains(value), constants.mismatch(field, value))
+
   protected def newMat(image: Image)(f: (Mat, Mat) => Unit): Image = {
     val out = new Mat()
     f(image.mat, out)
@@ -63,10 +67,7 @@ final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.IN
     extends ImageOp {
   def validate(): Unit = {
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
-    require(
-      Constants.interpolation.contains(interpolation),
-      s"interpolation must be an OpenCV INTER_* code ${Constants.interpolation.range} but was $interpolation"
-    )
+    requireOneOf(Constants.interpolation, "interpolation", interpolation)
   }
   def apply(image: Image): Image =
     newMat(image)((in, out) =>
@@ -84,7 +85,7 @@ object Resize
       Seq(
         Arg("height", "the height of the output, in pixels"),
         Arg("width", "the width of the output, in pixels"),
-        Arg("interpolation", "the OpenCV INTER_* interpolation", Some(Constants.interpolation))
+        Arg.interpolation
       )
     ) {
   def example: Resize = Resize(20, 30, Imgproc.INTER_AREA)
@@ -97,10 +98,7 @@ final case class ResizeShorter(size: Int, interpolation: Int = Imgproc.INTER_LIN
     extends ImageOp {
   def validate(): Unit = {
     require(size > 0, s"size must be positive but was $size")
-    require(
-      Constants.interpolation.contains(interpolation),
-      s"interpolation must be an OpenCV INTER_* code ${Constants.interpolation.range} but was $interpolation"
-    )
+    requireOneOf(Constants.interpolation, "interpolation", interpolation)
   }
   def apply(image: Image): Image = {
     val (h, w) = (image.mat.rows(), image.mat.cols())
@@ -119,7 +117,7 @@ object ResizeShorter
       "Resizes so that the shorter side is ``size``, keeping the aspect ratio.",
       Seq(
         Arg("size", "the length of the shorter side of the output, in pixels"),
-        Arg("interpolation", "the OpenCV INTER_* interpolation", Some(Constants.interpolation))
+        Arg.interpolation
       ),
       fluent = false // through resize(size=..., keepAspectRatio=True)
     ) {
@@ -261,10 +259,7 @@ object Blur
   * zero, 4 to zero inverted).
   */
 final case class Threshold(threshold: Double, maxVal: Double, thresholdType: Int) extends ImageOp {
-  def validate(): Unit = require(
-    Constants.threshold.contains(thresholdType),
-    s"thresholdType must be ${Constants.threshold.range} but was $thresholdType"
-  )
+  def validate(): Unit = requireOneOf(Constants.threshold, "thresholdType", thresholdType)
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.threshold(in, out, threshold, maxVal, thresholdType))
   override def pixelwise: Boolean = true
@@ -357,9 +352,9 @@ final case class Normalize(
       c += 1
     }
     val out = new Mat(image.mat.rows(), image.mat.cols(), CvType.CV_32FC(channels))
-    Platform.copyMemory(
+    SparkInternals.copyMemory(
       pixels,
-      Platform.FLOAT_ARRAY_OFFSET,
+      SparkInternals.FloatArrayOffset,
       null,
       out.dataAddr(),
       pixels.length * 4L

@@ -10,8 +10,7 @@ import mmlspark.contracts.{
   StageWritable
 }
 import mmlspark.pixels.{ImageCodec, ImageLimits, ImageSchemaUtils}
-import org.apache.spark.unsafe.Platform
-import org.opencv.core.{Core, CvType, Mat}
+import org.apache.spark.ml.mmlspark.SparkInternals
 import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, Dataset, Row}
@@ -23,6 +22,7 @@ import org.apache.spark.sql.types.{
   Metadata,
   MetadataBuilder
 }
+import org.opencv.core.{Core, CvType, Mat}
 
 /** Applies a chain of OpenCV operations to each image, in the order given, in one pass per row with
   * no intermediate columns. The input is an image struct, or encoded image bytes (a binary column,
@@ -253,11 +253,11 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
       val chw = new Array[Float](Math.toIntExact(planeSize * channels))
       (0 until channels).foreach { c =>
         val plane = planes.get(if (reversed) channels - 1 - c else c)
-        Platform.copyMemory(
+        SparkInternals.copyMemory(
           null,
           plane.dataAddr(),
           chw,
-          Platform.FLOAT_ARRAY_OFFSET + c * planeSize * 4,
+          SparkInternals.FloatArrayOffset + c * planeSize * 4,
           planeSize * 4
         )
       }

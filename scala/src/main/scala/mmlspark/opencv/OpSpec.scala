@@ -61,10 +61,16 @@ object FieldType {
   }
 }
 
-/** Named OpenCV constants an integer field takes (the Python side gets them as named constants). */
-final case class Constants(values: (String, Int)*) {
+/** Named OpenCV constants an integer field takes (the Python side gets them as named constants);
+  * `kind` names them in errors ("an OpenCV INTER_* code").
+  */
+final case class Constants(kind: String, values: (String, Int)*) {
   def nameOf(value: Int): Option[String] = values.find(_._2 == value).map(_._1)
   def contains(value: Int): Boolean = values.exists(_._2 == value)
+
+  /** The error for a `field` set to `value`, which is not one of the constants. */
+  def mismatch(field: String, value: Int): String =
+    s"$field must be ${if (kind.isEmpty) range else s"$kind $range"} but was $value"
 
   /** The codes as `min-max` (they are consecutive). */
   def range: String = s"${values.map(_._2).min}-${values.map(_._2).max}"
@@ -75,6 +81,7 @@ object Constants {
   import org.opencv.imgproc.Imgproc
 
   val interpolation: Constants = Constants(
+    "an OpenCV INTER_* code",
     "INTER_NEAREST" -> Imgproc.INTER_NEAREST,
     "INTER_LINEAR" -> Imgproc.INTER_LINEAR,
     "INTER_CUBIC" -> Imgproc.INTER_CUBIC,
@@ -83,6 +90,7 @@ object Constants {
   )
 
   val threshold: Constants = Constants(
+    "",
     "THRESH_BINARY" -> Imgproc.THRESH_BINARY,
     "THRESH_BINARY_INV" -> Imgproc.THRESH_BINARY_INV,
     "THRESH_TRUNC" -> Imgproc.THRESH_TRUNC,
@@ -96,6 +104,13 @@ object Constants {
   * default are read off the case class.
   */
 final case class Arg(name: String, doc: String, constants: Option[Constants] = None)
+
+object Arg {
+
+  /** The `interpolation` argument of the resizing operations. */
+  val interpolation: Arg =
+    Arg("interpolation", "the OpenCV INTER_* interpolation", Some(Constants.interpolation))
+}
 
 /** One resolved field of an operation: an [[Arg]] with its type and default from the case class. */
 final case class OpField(

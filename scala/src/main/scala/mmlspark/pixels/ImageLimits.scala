@@ -2,7 +2,7 @@ package mmlspark.pixels
 
 import scala.util.Try
 
-import org.apache.spark.SparkEnv
+import org.apache.spark.ml.mmlspark.SparkInternals
 
 /** How much one image may take of an executor's memory (contract 3: memory per row is bounded
   * before it is allocated).
@@ -38,28 +38,10 @@ object ImageLimits {
     math.min(setting(MaxFileBytesKey).getOrElse(slotBudget / 4), Int.MaxValue - 16L)
 
   /** Tasks that may run at once in this JVM. */
-  def taskSlots: Int = {
-    val conf = Option(SparkEnv.get).map(_.conf)
-    val cores = conf
-      .flatMap(_.getOption("spark.executor.cores"))
-      .flatMap(v => Try(v.toInt).toOption)
-      .orElse(conf.flatMap(_.getOption("spark.master")).flatMap(localThreads))
-      .getOrElse(Runtime.getRuntime.availableProcessors)
-    val perTask = conf.flatMap(c => Try(c.get("spark.task.cpus", "1").toInt).toOption).getOrElse(1)
-    math.max(1, cores / math.max(1, perTask))
-  }
-
-  private val LocalMaster = """local\[(\d+|\*)(?:,\d+)?\]""".r
-
-  private def localThreads(master: String): Option[Int] = master match {
-    case LocalMaster("*") => Some(Runtime.getRuntime.availableProcessors)
-    case LocalMaster(n) => Some(n.toInt)
-    case "local" => Some(1)
-    case _ => None
-  }
+  def taskSlots: Int = SparkInternals.taskSlots
 
   private def setting(key: String): Option[Long] =
-    Option(SparkEnv.get).flatMap(_.conf.getOption(key)).map { v =>
+    SparkInternals.executorConf.flatMap(_.getOption(key)).map { v =>
       Try(v.trim.toLong).filter(_ > 0).getOrElse {
         throw new IllegalArgumentException(s"$key must be a positive whole number, not '$v'")
       }

@@ -3,10 +3,10 @@ package mmlspark.pixels
 import java.nio.{ByteBuffer, ByteOrder}
 
 import mmlspark.contracts.ColumnKind
+import org.apache.spark.ml.mmlspark.SparkInternals
 import org.apache.spark.ml.image.ImageSchema
 import org.apache.spark.sql.{Encoders, Row}
 import org.apache.spark.sql.types.{DataType, StructType}
-import org.apache.spark.unsafe.Platform
 import org.opencv.core.{CvType, Mat}
 
 /** A decoded image in Spark's image struct (`origin, height, width, nChannels, mode, data`): pixels
@@ -60,7 +60,7 @@ object ImageSchemaUtils {
       finally copy.release()
     }
     val bytes = new Array[Byte](length.toInt)
-    Platform.copyMemory(null, mat.dataAddr(), bytes, Platform.BYTE_ARRAY_OFFSET, length)
+    SparkInternals.copyMemory(null, mat.dataAddr(), bytes, SparkInternals.ByteArrayOffset, length)
     bytes
   }
 
@@ -75,7 +75,13 @@ object ImageSchemaUtils {
     )
     val length = Math.toIntExact(mat.total() * mat.channels())
     val floats = new Array[Float](length)
-    Platform.copyMemory(null, mat.dataAddr(), floats, Platform.FLOAT_ARRAY_OFFSET, length * 4L)
+    SparkInternals.copyMemory(
+      null,
+      mat.dataAddr(),
+      floats,
+      SparkInternals.FloatArrayOffset,
+      length * 4L
+    )
     floats
   }
 

@@ -1,7 +1,7 @@
 package mmlspark.stages
 
 import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
-import org.apache.spark.internal.Logging
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Model, Transformer}
 import org.apache.spark.ml.param.{LongParam, ParamMap}
 import org.apache.spark.ml.util.Identifiable

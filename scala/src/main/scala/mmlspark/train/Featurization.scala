@@ -3,7 +3,7 @@ package mmlspark.train
 import scala.collection.mutable
 
 import mmlspark.contracts.SchemaUtils
-import org.apache.spark.internal.Logging
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Pipeline, PipelineModel, PipelineStage}
 import org.apache.spark.ml.feature._
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType

@@ -1,7 +1,7 @@
 package mmlspark.train
 
 import mmlspark.contracts.{HasFeaturesCol, HasInputCols, HasLabelCol, SchemaUtils, StageParam}
-import org.apache.spark.internal.Logging
+import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Estimator, PipelineModel, PipelineStage, Transformer}
 import org.apache.spark.ml.param.{
   IntParam,
@@ -136,6 +136,12 @@ private[train] trait TrainedParams extends TrainParams {
   protected def inner: Transformer = SchemaUtils.requireTransformer(this, "model", $(model))
 
   protected def indexCol: String = helperPrefix + "prediction"
+
+  /** Drops the work columns of [[score]]: the learner's raw prediction, and the assembled features
+    * unless `featuresCol` keeps them.
+    */
+  protected def dropWorkColumns(scored: DataFrame): DataFrame =
+    scored.drop(Seq(indexCol) ++ (if (isDefined(featuresCol)) Nil else Seq(featuresColumn)): _*)
 
   /** Checks that the input columns are there, then featurizes and runs the learner. */
   protected def score(dataset: Dataset[_]): DataFrame = {

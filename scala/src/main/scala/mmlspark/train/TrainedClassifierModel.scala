@@ -64,11 +64,11 @@ final class TrainedClassifierModel(override val uid: String)
       )
     val vectors =
       schema.fields.filter(f => ScoreMetadata.role(f.metadata).exists(_ != "prediction"))
-    vectors
-      .foldLeft(scored)((df, f) =>
+    dropWorkColumns(
+      vectors.foldLeft(scored)((df, f) =>
         df.withColumn(f.name, col(SchemaUtils.quoted(f.name)).as(f.name, f.metadata))
       )
-      .drop(Seq(indexCol) ++ (if (isDefined(featuresCol)) Nil else Seq(featuresColumn)): _*)
+    )
   }
 
   override def copy(extra: ParamMap): TrainedClassifierModel =

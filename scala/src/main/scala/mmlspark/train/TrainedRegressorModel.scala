@@ -27,9 +27,10 @@ final class TrainedRegressorModel(override val uid: String)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
     val schema = transformSchema(dataset.schema, logging = true)
-    score(dataset)
-      .withColumn("prediction", col(indexCol).as("prediction", schema("prediction").metadata))
-      .drop(Seq(indexCol) ++ (if (isDefined(featuresCol)) Nil else Seq(featuresColumn)): _*)
+    dropWorkColumns(
+      score(dataset)
+        .withColumn("prediction", col(indexCol).as("prediction", schema("prediction").metadata))
+    )
   }
 
   override def copy(extra: ParamMap): TrainedRegressorModel =

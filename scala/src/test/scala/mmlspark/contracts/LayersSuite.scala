@@ -66,4 +66,28 @@ class LayersSuite extends AnyFunSuite {
     val cyclic = references.keys.filter(area => reaches(area, Set.empty).contains(area))
     assert(cyclic.isEmpty, s"areas in a cycle: ${cyclic.toSeq.sorted.mkString(", ")}")
   }
+
+  test("Spark internals are reached only through org.apache.spark.ml.mmlspark") {
+    val internal =
+      """org\.apache\.spark\.(internal|unsafe|network|sql\.catalyst|SparkEnv|\{[^}]*SparkEnv)""".r
+    val offenders = Files
+      .walk(sourceRoot.toPath)
+      .iterator()
+      .asScala
+      .filter(_.toString.endsWith(".scala"))
+      .flatMap { p =>
+        new String(Files.readAllBytes(p), UTF_8).linesIterator
+          .filter(line => internal.findFirstIn(line).nonEmpty)
+          .map(line => s"${sourceRoot.toPath.relativize(p)}: ${line.trim}")
+      }
+      .toList
+    assert(offenders.isEmpty, offenders.mkString("\n"))
+    // and the scan does see an internal import where one stands
+    val quarantine = new File(sourceRoot.getParentFile, "org/apache/spark/ml/mmlspark")
+    val seen = new String(
+      Files.readAllBytes(new File(quarantine, "SparkInternals.scala").toPath),
+      UTF_8
+    )
+    assert(internal.findFirstIn(seen).nonEmpty)
+  }
 }
