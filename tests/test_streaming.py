@@ -1,6 +1,9 @@
 """Structured Streaming: photos dropped into a folder are read as a stream, scored by a saved
 pipeline (ImageTransformer + ONNXModel with softmax and argmax) and written to Parquet with a
-checkpoint. Across restarts every file gives exactly one row, equal to the batch result."""
+checkpoint. Across restarts every file gives exactly one row, equal to the batch result.
+
+The test runs on a classic and on a Spark Connect session from one body (the pipeline is saved on
+the classic one)."""
 
 from __future__ import annotations
 
@@ -71,23 +74,23 @@ def run_once(spark, model: str, incoming: Path, out: Path, checkpoint: Path) -> 
     assert query.exception() is None, query.exception()
 
 
-def test_stream_scores_each_new_file_once_across_restarts(spark, saved_pipeline, tmp_path):
+def test_stream_scores_each_new_file_once_across_restarts(session, saved_pipeline, tmp_path):
     incoming, out, checkpoint = tmp_path / "incoming", tmp_path / "out", tmp_path / "checkpoint"
     incoming.mkdir()
     first, second = PHOTOS[0::10], PHOTOS[5::10]
     drop(incoming, first)
-    run_once(spark, saved_pipeline, incoming, out, checkpoint)
-    assert spark.read.parquet(str(out)).count() == len(first)
+    run_once(session, saved_pipeline, incoming, out, checkpoint)
+    assert session.read.parquet(str(out)).count() == len(first)
 
     # A restart with nothing new writes nothing; new files (one of them broken) are added once.
-    run_once(spark, saved_pipeline, incoming, out, checkpoint)
+    run_once(session, saved_pipeline, incoming, out, checkpoint)
     drop(incoming, second)
     (tmp_path / "staging" / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
     (tmp_path / "staging" / "broken.jpg").rename(incoming / "broken.jpg")
-    run_once(spark, saved_pipeline, incoming, out, checkpoint)
+    run_once(session, saved_pipeline, incoming, out, checkpoint)
 
-    rows = {Path(r.path).name: r for r in spark.read.parquet(str(out)).collect()}
-    total = spark.read.parquet(str(out)).count()
+    rows = {Path(r.path).name: r for r in session.read.parquet(str(out)).collect()}
+    total = session.read.parquet(str(out)).count()
     names = {p.name for p in first + second} | {"broken.jpg"}
     assert total == len(names) == len(rows), "a file was scored twice or not at all"
     assert set(rows) == names
@@ -96,7 +99,7 @@ def test_stream_scores_each_new_file_once_across_restarts(spark, saved_pipeline,
 
     # The same pipeline on the same files as a batch gives the same values.
     batch = scored_columns(
-        PipelineModel.load(saved_pipeline).transform(read_images(spark, str(incoming)))
+        PipelineModel.load(saved_pipeline).transform(read_images(session, str(incoming)))
     ).collect()
     assert len(batch) == len(names)
     for expected in batch:

@@ -1,9 +1,18 @@
-"""Training and evaluation tools against scikit-learn's metrics on the same predictions."""
+"""Training and evaluation tools against scikit-learn's metrics on the same predictions.
+
+Tests taking `session` run on a classic and on a Spark Connect session from one body. The others
+are classic only, by design: `TrainClassifier`, `TrainRegressor` and `FindBestModel` take the
+learner (or the models) as a stage-valued param, which a Connect client cannot set (DESIGN,
+contract 1; the error is checked in test_connect.py). Their fitted models hold stages too, so a
+Connect server cannot load them (it answers a load with every param's value); the test of saving
+and loading checks the clear error that gives over Connect.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import connect_mode
 from pyspark.errors import IllegalArgumentException
 from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.classification import LogisticRegression
@@ -11,6 +20,7 @@ from pyspark.ml.feature import Imputer, OneHotEncoder, StringIndexer, VectorAsse
 from pyspark.ml.regression import LinearRegression
 from sklearn import metrics
 
+from mmlspark.core.wrapper import ConnectNotSupportedError
 from mmlspark.train import (
     ComputeModelStatistics,
     ComputePerInstanceStatistics,
@@ -169,38 +179,82 @@ def test_regression_metrics_match_scikit_learn(spark):
     assert stats.r2 > 0.9
 
 
-def test_plain_spark_model_output_is_scored_too(spark):
+def test_plain_spark_model_output_is_scored_too(session):
     rng = np.random.default_rng(2)
     x = rng.normal(size=(150, 2))
     y = (x[:, 0] + 0.5 * x[:, 1] + rng.normal(0, 0.5, 150) > 0).astype(float)
-    df = spark.createDataFrame(
-        [(float(a), float(b), float(c)) for (a, b), c in zip(x, y, strict=True)],
-        "a double, b double, label double",
+    df = session.createDataFrame(
+        [(i, float(a), float(b), float(c)) for i, ((a, b), c) in enumerate(zip(x, y, strict=True))],
+        "id int, a double, b double, label double",
     )
     assembled = VectorAssembler(inputCols=["a", "b"], outputCol="features").transform(df)
     scored = LogisticRegression().fit(assembled).transform(assembled)
     stats = ComputeModelStatistics().transform(scored).first()
-    rows = scored.select("label", "prediction", "probability").collect()
+    per_row = ComputePerInstanceStatistics().transform(scored).orderBy("id").collect()
+    truth = [r.label for r in per_row]
+    probabilities = np.array([r.probability.toArray() for r in per_row])
     assert stats.labels == ["0.0", "1.0"]
-    assert stats.AUC == pytest.approx(
-        metrics.roc_auc_score([r.label for r in rows], [r.probability[1] for r in rows])
-    )
+    assert stats.AUC == pytest.approx(metrics.roc_auc_score(truth, probabilities[:, 1]))
     assert stats.accuracy == pytest.approx(
-        metrics.accuracy_score([r.label for r in rows], [r.prediction for r in rows])
+        metrics.accuracy_score(truth, [r.prediction for r in per_row])
     )
+    for r, p in zip(per_row, probabilities, strict=True):
+        assert r.log_loss == pytest.approx(metrics.log_loss([r.label], [p], labels=[0.0, 1.0]))
 
 
-def test_fitted_models_save_and_load_in_pipelines(churn, tmp_path):
+def test_plain_spark_regression_output_is_scored_too(session):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=120)
+    y = 2 * x + rng.normal(0, 0.3, size=120)
+    df = session.createDataFrame(
+        [(i, float(x[i]), float(y[i])) for i in range(120)], "id int, x double, label double"
+    )
+    assembled = VectorAssembler(inputCols=["x"], outputCol="features").transform(df)
+    scored = LinearRegression().fit(assembled).transform(assembled)
+    stats = ComputeModelStatistics().transform(scored).first()
+    rows = ComputePerInstanceStatistics().transform(scored).orderBy("id").collect()
+    truth = np.array([r.label for r in rows])
+    predicted = np.array([r.prediction for r in rows])
+    assert stats.mean_squared_error == pytest.approx(metrics.mean_squared_error(truth, predicted))
+    assert stats.r2 == pytest.approx(metrics.r2_score(truth, predicted))
+    assert stats.mean_absolute_error == pytest.approx(metrics.mean_absolute_error(truth, predicted))
+    np.testing.assert_allclose([r.L2_loss for r in rows], (truth - predicted) ** 2)
+
+
+@pytest.fixture(scope="module")
+def saved_churn_pipeline(churn, tmp_path_factory):
+    """A TrainClassifier pipeline fitted and saved on the classic session, with its predictions."""
     train, test = churn
-    pipeline = Pipeline(stages=[TrainClassifier(model=LogisticRegression(maxIter=20))])
-    fitted = pipeline.fit(train)
-    fitted.write().overwrite().save(str(tmp_path / "p"))
-    reloaded = PipelineModel.load(str(tmp_path / "p"))
+    fitted = Pipeline(stages=[TrainClassifier(model=LogisticRegression(maxIter=20))]).fit(train)
+    path = str(tmp_path_factory.mktemp("churn") / "pipeline")
+    fitted.write().overwrite().save(path)
+    scored = fitted.transform(test).select("id", "prediction", "probability").collect()
+    return path, {r.id: (r.prediction, r.probability.toArray()) for r in scored}
+
+
+def test_fitted_models_save_and_load_in_pipelines(spark, saved_churn_pipeline):
+    path, expected = saved_churn_pipeline
+    reloaded = PipelineModel.load(path)
     assert isinstance(reloaded.stages[0], TrainedClassifierModel)
     assert reloaded.stages[0].getLevels() == ["no", "yes"]
-    before = sorted(map(str, fitted.transform(test).select("id", "prediction").collect()))
-    after = sorted(map(str, reloaded.transform(test).select("id", "prediction").collect()))
-    assert before == after
+    test = spark.createDataFrame(_rows(200, 2, ["basic", "pro", "team", "enterprise"]), SCHEMA)
+    rows = reloaded.transform(test).select("id", "prediction", "probability").collect()
+    assert sorted(r.id for r in rows) == sorted(expected)
+    for r in rows:
+        prediction, probability = expected[r.id]
+        assert r.prediction == prediction
+        np.testing.assert_allclose(r.probability.toArray(), probability, rtol=1e-12)
+
+
+def test_a_fitted_model_holding_stages_is_refused_clearly_over_connect(
+    connect_spark, saved_churn_pipeline
+):
+    path, _ = saved_churn_pipeline
+    with connect_mode(), pytest.raises(ConnectNotSupportedError) as error:
+        PipelineModel.load(path)
+    assert "TrainedClassifierModel" in str(error.value)
+    assert "featurization, model" in str(error.value)
+    assert "classic session" in str(error.value)
 
 
 def test_bad_input_fails_clearly(spark, churn):

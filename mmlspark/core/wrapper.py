@@ -107,6 +107,17 @@ def _is_jvm_convertible(value: Any) -> bool:
     )
 
 
+def _stage_param_names(cls: type) -> list[str]:
+    """The names of the params of the stage class `cls` that hold pipeline stages."""
+    names = {
+        value.name
+        for klass in cls.__mro__
+        for value in vars(klass).values()
+        if isinstance(value, Param) and value.typeConverter in (to_stage, to_stages)
+    }
+    return sorted(names)
+
+
 class _Reader(JavaMLReader):
     """Loads a stage through the JVM class its Python class declares."""
 
@@ -129,6 +140,15 @@ class _RemoteReader(MLReader[Any]):
         from pyspark.ml.connect.serialize import deserialize, deserialize_param
         from pyspark.sql.connect.session import SparkSession as ConnectSession
 
+        holding = _stage_param_names(self._clazz)
+        if holding:
+            # The server answers a Read with every param's value, and it cannot send a stage.
+            raise ConnectNotSupportedError(
+                f"loading a {self._clazz.__name__} over Spark Connect: its params "
+                f"({', '.join(holding)}) hold pipeline stages, which a Spark Connect ML server "
+                "cannot send to a client; load and run it on a classic session "
+                "(mmlspark.session() or mmlspark.spark_conf())"
+            )
         session = ConnectSession.getActiveSession()
         assert session is not None
         is_model = issubclass(self._clazz, JavaModel)
@@ -222,7 +242,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
             if value is not None and converter in (to_stage, to_stages):
                 require_classic_session(
                     f"{type(self).__name__}.{name} (a param holding pipeline stages)",
-                    "set it on a classic session, save the stage, and load it over Connect",
+                    "set it, fit and run the stage on a classic session",
                 )
         previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
         super()._set(**kwargs)
