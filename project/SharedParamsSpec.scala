@@ -112,8 +112,8 @@ object SharedParams {
     SharedParam(
       "tensorChannelOrder",
       ParamType.string,
-      "channel order of the tensor: 'RGB' or 'BGR'",
-      Some("ParamValidators.inArray(Array(\"RGB\", \"BGR\"))")
+      "channel order of the tensor: 'RGB' or 'BGR' (any case)",
+      Some("Choices.channelOrder.isValid")
     )
   )
 

@@ -222,12 +222,12 @@ class HasReducedDecode(Params):
 
 
 class HasTensorChannelOrder(Params):
-    """Mixin for shared param ``tensorChannelOrder``: channel order of the tensor: 'RGB' or 'BGR'."""
+    """Mixin for shared param ``tensorChannelOrder``: channel order of the tensor: 'RGB' or 'BGR' (any case)."""
 
     tensorChannelOrder: "Param[str]" = Param(
         Params._dummy(),
         "tensorChannelOrder",
-        "channel order of the tensor: 'RGB' or 'BGR'",
+        "channel order of the tensor: 'RGB' or 'BGR' (any case)",
         typeConverter=TypeConverters.toString,
     )
 
@@ -236,5 +236,5 @@ class HasTensorChannelOrder(Params):
         return self.getOrDefault(self.tensorChannelOrder)
 
     def setTensorChannelOrder(self: _P, value: str) -> _P:
-        """Sets ``tensorChannelOrder``: channel order of the tensor: 'RGB' or 'BGR'."""
+        """Sets ``tensorChannelOrder``: channel order of the tensor: 'RGB' or 'BGR' (any case)."""
         return self._set(tensorChannelOrder=value)

@@ -26,7 +26,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     colorScaleFactor : float, optional
         factor pixel values are multiplied by before normalizing (above 0). Default: ``0.00392156862745098``.
     deviceType : str, optional
-        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
+        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"featurizeError"``.
     featureTensorName : str, optional
@@ -46,7 +46,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     reducedDecode : bool, optional
         when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
     tensorChannelOrder : str, optional
-        channel order of the tensor: 'RGB' or 'BGR'. Default: ``"RGB"``.
+        channel order of the tensor: 'RGB' or 'BGR' (any case). Default: ``"RGB"``.
     """
 
     _java_class_name = "mmlspark.image.ImageFeaturizer"
@@ -75,7 +75,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     deviceType: "Param[str]" = Param(
         Params._dummy(),
         "deviceType",
-        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource",
+        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource",
         typeConverter=TypeConverters.toString,
     )
 
@@ -181,7 +181,7 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         return self.getOrDefault(self.deviceType)
 
     def setDeviceType(self: _P, value: str) -> _P:
-        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource."""
+        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource."""
         return self._set(deviceType=value)
 
     def getFeatureTensorName(self) -> str:

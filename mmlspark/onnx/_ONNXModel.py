@@ -24,9 +24,9 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     cudaMemoryLimit : int, optional
         bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (at least 0). Default: ``0``.
     cudnnConvAlgoSearch : str, optional
-        how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT'. Default: ``"EXHAUSTIVE"``.
+        how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT' (any case). Default: ``"EXHAUSTIVE"``.
     deviceType : str, optional
-        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
+        where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"onnxError"``.
     feedDict : str, optional
@@ -42,7 +42,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     modelLocation : str, optional
         path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), read once per executor; a payload set with setModelPayload takes precedence.
     optimizationLevel : str, optional
-        ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'. Default: ``"all"``.
+        ONNX Runtime graph optimizations: 'none', 'basic', 'extended', 'all' (any case; also 'ALL_OPT', 'BASIC_OPT', 'EXTENDED_OPT', 'NO_OPT', 'ORT_DISABLE_ALL', 'ORT_ENABLE_ALL', 'ORT_ENABLE_BASIC', 'ORT_ENABLE_EXTENDED'). Default: ``"all"``.
     outputCol : str, optional
         name of the output column.
     softMaxDict : str, optional
@@ -72,14 +72,14 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     cudnnConvAlgoSearch: "Param[str]" = Param(
         Params._dummy(),
         "cudnnConvAlgoSearch",
-        "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT'",
+        "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT' (any case)",
         typeConverter=TypeConverters.toString,
     )
 
     deviceType: "Param[str]" = Param(
         Params._dummy(),
         "deviceType",
-        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource",
+        "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource",
         typeConverter=TypeConverters.toString,
     )
 
@@ -114,7 +114,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     optimizationLevel: "Param[str]" = Param(
         Params._dummy(),
         "optimizationLevel",
-        "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'",
+        "ONNX Runtime graph optimizations: 'none', 'basic', 'extended', 'all' (any case; also 'ALL_OPT', 'BASIC_OPT', 'EXTENDED_OPT', 'NO_OPT', 'ORT_DISABLE_ALL', 'ORT_ENABLE_ALL', 'ORT_ENABLE_BASIC', 'ORT_ENABLE_EXTENDED')",
         typeConverter=TypeConverters.toString,
     )
 
@@ -209,7 +209,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.cudnnConvAlgoSearch)
 
     def setCudnnConvAlgoSearch(self: _P, value: str) -> _P:
-        """Sets ``cudnnConvAlgoSearch``: how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT'."""
+        """Sets ``cudnnConvAlgoSearch``: how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), 'HEURISTIC' or 'DEFAULT' (any case)."""
         return self._set(cudnnConvAlgoSearch=value)
 
     def getDeviceType(self) -> str:
@@ -217,7 +217,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.deviceType)
 
     def setDeviceType(self: _P, value: str) -> _P:
-        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource."""
+        """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource."""
         return self._set(deviceType=value)
 
     def getFeedDict(self) -> str:
@@ -257,7 +257,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.optimizationLevel)
 
     def setOptimizationLevel(self: _P, value: str) -> _P:
-        """Sets ``optimizationLevel``: ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'."""
+        """Sets ``optimizationLevel``: ONNX Runtime graph optimizations: 'none', 'basic', 'extended', 'all' (any case; also 'ALL_OPT', 'BASIC_OPT', 'EXTENDED_OPT', 'NO_OPT', 'ORT_DISABLE_ALL', 'ORT_ENABLE_ALL', 'ORT_ENABLE_BASIC', 'ORT_ENABLE_EXTENDED')."""
         return self._set(optimizationLevel=value)
 
     def getSoftMaxDict(self) -> str:

@@ -205,7 +205,7 @@ class _ImageOps:
         Parameters
         ----------
         format : str
-            the channel order of the output: RGB, BGR or GRAY.
+            the channel order of the output: RGB, BGR or GRAY (any case), or the OpenCV COLOR_* conversion code from a BGR(A) image that gives it (e.g. 6, COLOR_BGR2GRAY).
         """
         return self._add(
             "colorFormat",

@@ -30,7 +30,7 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
     reducedDecode : bool, optional
         when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
     tensorChannelOrder : str, optional
-        channel order of the tensor: 'RGB' or 'BGR'. Default: ``"RGB"``.
+        channel order of the tensor: 'RGB' or 'BGR' (any case). Default: ``"RGB"``.
     toTensor : bool, optional
         output a flat float array in CHW layout instead of an image struct. Default: ``False``.
     """

@@ -2,13 +2,39 @@
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from mmlspark.opencv._ImageOps import INTER_LINEAR, _ImageOps
+from pyspark.sql.types import DataType, FloatType
+
+from mmlspark.opencv._ImageOps import INTER_LINEAR, OPERATIONS, _ImageOps
 from mmlspark.opencv._ImageTransformer import _ImageTransformer
 
 _T = TypeVar("_T", bound="ImageTransformer")
+
+# Keyword spellings SynapseML's fluent methods take that are not the snake_case of ours.
+_SYNAPSEML_KEYWORDS = {"appertureSize": "apertureSize", "apperture_size": "apertureSize"}
+
+
+def _camel(name: str) -> str:
+    return re.sub(r"_([a-z])", lambda m: m.group(1).upper(), name)
+
+
+def _any_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
+    """Lets a fluent method take its keywords in snake_case (``color_scale_factor``) and in
+    SynapseML's spellings (``appertureSize``) as well as ours."""
+
+    @functools.wraps(method)
+    def fluent(self: Any, *args: Any, **kwargs: Any) -> Any:
+        renamed = {_SYNAPSEML_KEYWORDS.get(k, _camel(k)): v for k, v in kwargs.items()}
+        if len(renamed) < len(kwargs):
+            raise TypeError(f"{method.__name__}: one argument given twice in {sorted(kwargs)}")
+        return method(self, *args, **renamed)
+
+    return fluent
 
 
 class ImageTransformer(_ImageOps, _ImageTransformer):
@@ -43,14 +69,31 @@ class ImageTransformer(_ImageOps, _ImageTransformer):
     def resize(  # type: ignore[override]
         self: _T,
         height: int | None = None,
-        width: int | None = None,
+        width: int | bool | None = None,
         *,
-        size: int | None = None,
+        size: int | Sequence[int] | None = None,
         keepAspectRatio: bool = False,
         interpolation: int = INTER_LINEAR,
     ) -> _T:
         """Resizes to ``height`` x ``width``; or, given ``size``, the shorter side to ``size``
-        keeping the aspect ratio (``keepAspectRatio=True``) or to ``size`` x ``size``."""
+        keeping the aspect ratio (``keepAspectRatio=True``) or to ``size`` x ``size``.
+
+        SynapseML's forms work too: ``resize(224, True)`` is ``resize(size=224,
+        keepAspectRatio=True)``, and ``size=(height, width)`` is ``resize(height, width)``."""
+        if isinstance(width, bool):  # resize(size, keepAspectRatio)
+            if size is not None:
+                raise ValueError("resize: give either size and keepAspectRatio, or size=")
+            size, keepAspectRatio = height, width
+            height = width = None
+        if size is not None and not isinstance(size, int):
+            if len(size) != 2 or keepAspectRatio:
+                raise ValueError(
+                    "resize: a sequence size is (height, width), without keepAspectRatio; "
+                    f"got size={size!r}"
+                )
+            if height is not None or width is not None:
+                raise ValueError("resize: give either height and width, or size")
+            height, width, size = int(size[0]), int(size[1]), None
         if size is not None:
             if height is not None or width is not None:
                 raise ValueError("resize: give either height and width, or size")
@@ -60,3 +103,30 @@ class ImageTransformer(_ImageOps, _ImageTransformer):
         if height is None or width is None:
             raise ValueError("resize: give height and width, or size")
         return super().resize(height, width, interpolation)
+
+    def normalize(  # type: ignore[override]
+        self: _T,
+        mean: Sequence[float],
+        std: Sequence[float],
+        colorScaleFactor: float = 1.0,
+    ) -> _T:
+        """Normalizes (see ``_ImageOps.normalize``) and, unless ``toTensor`` was set, makes the
+        output a tensor, as SynapseML's ``normalize`` does."""
+        stage = super().normalize(mean, std, colorScaleFactor)
+        return stage if stage.isSet(stage.toTensor) else stage.setToTensor(True)
+
+    def setTensorElementType(self: _T, value: DataType | str) -> _T:
+        """SynapseML's tensor element type. The tensor is always float32 here, so only
+        ``FloatType()`` (or ``"float"``) is accepted; convert the column to reach doubles."""
+        name = value.simpleString() if isinstance(value, DataType) else str(value).lower()
+        if name != FloatType().simpleString():
+            raise ValueError(
+                f"ImageTransformer tensors are float32; tensorElementType {name!r} is not "
+                "supported (SynapseML's DoubleType: cast the output column to array<double>)"
+            )
+        return self
+
+
+for _spec in OPERATIONS.values():
+    _name = _spec["method"]
+    setattr(ImageTransformer, _name, _any_spelling(getattr(ImageTransformer, _name)))

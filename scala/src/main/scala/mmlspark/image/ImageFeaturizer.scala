@@ -138,7 +138,7 @@ final class ImageFeaturizer(override val uid: String)
 
   /** Per-channel values given in `tensorChannelOrder`, in the RGB order `normalize` takes. */
   private def inRgbOrder(values: Array[Double]): Array[Double] =
-    if ($(tensorChannelOrder) == "BGR") values.reverse else values
+    if (Choices.channelOrder($(tensorChannelOrder)) == "BGR") values.reverse else values
 
   /** The two stages this one runs: preprocessing, then the cut model. */
   private def stages(spark: SparkSession): (ImageTransformer, ONNXModel) = {

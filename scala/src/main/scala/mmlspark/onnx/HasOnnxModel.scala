@@ -2,7 +2,7 @@ package mmlspark.onnx
 
 import scala.util.control.NonFatal
 
-import mmlspark.contracts.{SchemaUtils, StageWritable}
+import mmlspark.contracts.{Choices, SchemaUtils, StageWritable}
 import org.apache.hadoop.fs.{FileUtil, Path}
 import org.apache.spark.ml.mmlspark.ParamsIO
 import org.apache.spark.ml.param.{Param, ParamValidators, Params}
@@ -193,12 +193,19 @@ trait HasDeviceType extends Params {
     this,
     "deviceType",
     "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), " +
-      "'cpu', or 'cuda' (an error without CUDA); the GPU is the task's Spark 'gpu' resource",
-    ParamValidators.inArray(Array("auto", "cpu", "cuda"))
+      "'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' " +
+      "resource",
+    HasDeviceType.DeviceTypes.isValid
   )
 
   setDefault(deviceType -> "auto")
 
   def getDeviceType: String = $(deviceType)
   def setDeviceType(value: String): this.type = set(deviceType, value)
+}
+
+object HasDeviceType {
+
+  /** `deviceType`, in any case ('CPU' and 'CUDA' as SynapseML spells them); 'gpu' means 'cuda'. */
+  val DeviceTypes: Choices = Choices(Seq("auto", "cpu", "cuda"), Map("gpu" -> "cuda"))
 }

@@ -96,8 +96,8 @@ final class ONNXModel(override val uid: String)
   final val optimizationLevel: Param[String] = new Param[String](
     this,
     "optimizationLevel",
-    "ONNX Runtime graph optimizations: 'none', 'basic', 'extended' or 'all'",
-    ParamValidators.inArray(Array("none", "basic", "extended", "all"))
+    s"ONNX Runtime graph optimizations: ${ONNXModel.OptimizationLevels.describe}",
+    ONNXModel.OptimizationLevels.isValid
   )
 
   final val cudaMemoryLimit: LongParam = new LongParam(
@@ -111,8 +111,8 @@ final class ONNXModel(override val uid: String)
     this,
     "cudnnConvAlgoSearch",
     "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), " +
-      "'HEURISTIC' or 'DEFAULT'",
-    ParamValidators.inArray(Array("EXHAUSTIVE", "HEURISTIC", "DEFAULT"))
+      "'HEURISTIC' or 'DEFAULT' (any case)",
+    ONNXModel.ConvAlgoSearches.isValid
   )
 
   final val useTensorRT: BooleanParam = new BooleanParam(
@@ -281,12 +281,12 @@ final class ONNXModel(override val uid: String)
       postProcessed(softMaxDict),
       postProcessed(argMaxDict),
       if (batchable) $(miniBatchSize) else 1,
-      $(deviceType),
+      HasDeviceType.DeviceTypes($(deviceType)),
       SessionSettings(
         $(intraOpThreads),
-        $(optimizationLevel),
+        ONNXModel.OptimizationLevels($(optimizationLevel)),
         $(cudaMemoryLimit),
-        $(cudnnConvAlgoSearch),
+        ONNXModel.ConvAlgoSearches($(cudnnConvAlgoSearch)),
         $(useTensorRT),
         fixedShapes = inputs.forall(_.rowTemplate.forall(_ >= 0))
       ),
@@ -344,6 +344,26 @@ final class ONNXModel(override val uid: String)
 }
 
 object ONNXModel extends StageReadable[ONNXModel] {
+
+  /** `optimizationLevel`: ours, with ONNX Runtime's Java (`ALL_OPT`, as SynapseML takes them) and
+    * Python (`ORT_ENABLE_ALL`) names.
+    */
+  val OptimizationLevels: Choices = Choices(
+    Seq("none", "basic", "extended", "all"),
+    Map(
+      "NO_OPT" -> "none",
+      "BASIC_OPT" -> "basic",
+      "EXTENDED_OPT" -> "extended",
+      "ALL_OPT" -> "all",
+      "ORT_DISABLE_ALL" -> "none",
+      "ORT_ENABLE_BASIC" -> "basic",
+      "ORT_ENABLE_EXTENDED" -> "extended",
+      "ORT_ENABLE_ALL" -> "all"
+    )
+  )
+
+  /** `cudnnConvAlgoSearch`. */
+  val ConvAlgoSearches: Choices = Choices(Seq("EXHAUSTIVE", "HEURISTIC", "DEFAULT"))
 
   override protected def create(uid: String, path: String, spark: SparkSession): ONNXModel =
     HasOnnxModel.loadModel(new ONNXModel(uid), path, spark)

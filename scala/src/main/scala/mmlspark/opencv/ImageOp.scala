@@ -1,5 +1,6 @@
 package mmlspark.opencv
 
+import mmlspark.contracts.Choices
 import org.apache.spark.ml.mmlspark.SparkInternals
 import org.json4s._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
@@ -182,13 +183,17 @@ object CenterCrop
 
 /** Converts the channels to `format`: "RGB", "BGR" or "GRAY" (alpha is dropped). */
 final case class ColorFormat(format: String) extends ImageOp {
+
+  /** The channel order to convert to: `format` in our spelling. */
+  lazy val target: String = ColorFormat.targets(format)
+
   def validate(): Unit = require(
-    ColorFormat.formats.contains(format),
-    s"format must be one of ${ColorFormat.formats.mkString(", ")} but was '$format'"
+    ColorFormat.targets.resolve(format).isDefined,
+    s"format must be one of ${ColorFormat.targets.describe} but was '$format'"
   )
   def apply(image: Image): Image = {
     val channels = image.mat.channels()
-    val code: Option[Int] = (image.order, channels, format) match {
+    val code: Option[Int] = (image.order, channels, target) match {
       case (from, 3, to) if from == to => None
       case ("GRAY", 1, "GRAY") => None
       case ("BGR", 3, "RGB") | ("RGB", 3, "BGR") => Some(Imgproc.COLOR_BGR2RGB)
@@ -204,8 +209,8 @@ final case class ColorFormat(format: String) extends ImageOp {
         throw new IllegalArgumentException(s"$op: cannot convert a $n-channel $from image to $to")
     }
     code match {
-      case None => Image(image.mat.clone(), format)
-      case Some(c) => Image(newMat(image)((in, out) => Imgproc.cvtColor(in, out, c)).mat, format)
+      case None => Image(image.mat.clone(), target)
+      case Some(c) => Image(newMat(image)((in, out) => Imgproc.cvtColor(in, out, c)).mat, target)
     }
   }
   override def pixelwise: Boolean = true
@@ -215,9 +220,30 @@ object ColorFormat
     extends OpSpec[ColorFormat](
       "colorFormat",
       "Converts the channels to ``\"RGB\"``, ``\"BGR\"`` or ``\"GRAY\"`` (alpha is dropped).",
-      Seq(Arg("format", "the channel order of the output: RGB, BGR or GRAY"))
+      Seq(
+        Arg(
+          "format",
+          "the channel order of the output: RGB, BGR or GRAY (any case), or the OpenCV " +
+            "COLOR_* conversion code from a BGR(A) image that gives it (e.g. 6, COLOR_BGR2GRAY)"
+        )
+      )
     ) {
-  val formats: Seq[String] = Seq("RGB", "BGR", "GRAY")
+
+  /** The output channel orders, with the OpenCV conversion codes (written as numbers) from a
+    * decoded BGR or BGRA image that give each.
+    */
+  val targets: Choices = {
+    import Imgproc._
+    val codes = Seq(
+      COLOR_BGR2RGB -> "RGB",
+      COLOR_BGRA2RGB -> "RGB",
+      COLOR_BGR2GRAY -> "GRAY",
+      COLOR_BGRA2GRAY -> "GRAY",
+      COLOR_BGRA2BGR -> "BGR",
+      COLOR_GRAY2BGR -> "BGR"
+    )
+    Choices(Seq("RGB", "BGR", "GRAY"), codes.map { case (c, f) => c.toString -> f }.toMap)
+  }
   def example: ColorFormat = ColorFormat("GRAY")
 }
 

@@ -1,6 +1,7 @@
 package mmlspark.opencv
 
 import mmlspark.contracts.{
+  Choices,
   ColumnKind,
   HasReducedDecode,
   HasTensorChannelOrder,
@@ -105,12 +106,22 @@ final class ImageTransformer(override val uid: String)
     GaussianKernel(apertureSize, sigma)
   )
 
-  def normalize(mean: Array[Double], std: Array[Double], colorScaleFactor: Double): this.type =
+  /** Normalizes, and makes the output a tensor unless `toTensor` was set (as SynapseML does). */
+  def normalize(mean: Array[Double], std: Array[Double], colorScaleFactor: Double): this.type = {
     addOp(Normalize(mean.toSeq, std.toSeq, colorScaleFactor))
+    if (isSet(toTensor)) this else set(toTensor, true)
+  }
+
+  /** Converts with an OpenCV COLOR_* code from a BGR(A) image, as SynapseML takes it. */
+  def colorFormat(code: Int): this.type = colorFormat(code.toString)
 
   /** Whether the tensor has one (gray) channel: the last color conversion is to GRAY. */
   private def grayTensor(ops: Seq[ImageOp]): Boolean =
-    ops.collect { case c: ColorFormat => c.format }.lastOption.contains("GRAY")
+    ops
+      .collect { case c: ColorFormat => ColorFormat.targets.resolve(c.format) }
+      .lastOption
+      .flatten
+      .contains("GRAY")
 
   /** `[C, H, W]` of the tensor output, -1 where it depends on the input. */
   def tensorShape: Array[Long] = {
@@ -125,7 +136,10 @@ final class ImageTransformer(override val uid: String)
   private def tensorMetadata: Metadata =
     new MetadataBuilder()
       .putLongArray("tensorShape", tensorShape)
-      .putString("tensorChannelOrder", if (grayTensor(getOps)) "GRAY" else $(tensorChannelOrder))
+      .putString(
+        "tensorChannelOrder",
+        if (grayTensor(getOps)) "GRAY" else Choices.channelOrder($(tensorChannelOrder))
+      )
       .build()
 
   override protected def inputKind: ColumnKind = ImageTransformer.InputColumn
@@ -138,7 +152,7 @@ final class ImageTransformer(override val uid: String)
 
   override protected def rowResults(dataset: Dataset[_], input: Column): Column = {
     val ops = getOps
-    val tensorOrder = if (grayTensor(ops)) "GRAY" else $(tensorChannelOrder)
+    val tensorOrder = if (grayTensor(ops)) "GRAY" else Choices.channelOrder($(tensorChannelOrder))
     val encoded = dataset.schema($(inputCol)).dataType == BinaryType
     val target = if ($(reducedDecode)) ImageOps.reducedDecodeTarget(ops) else None
     val transform = ($(toTensor), encoded) match {

@@ -165,7 +165,8 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
       )
       assert(failure(path("two_in_two_out.onnx"), None).contains("the model has 2 inputs"))
       intercept[IllegalArgumentException](new ONNXModel().setFeedDict("[1, 2]"))
-      intercept[IllegalArgumentException](new ONNXModel().setDeviceType("gpu"))
+      intercept[IllegalArgumentException](new ONNXModel().setDeviceType("tpu"))
+      intercept[IllegalArgumentException](new ONNXModel().setOptimizationLevel("most"))
       // Listener events arrive in order: once this job's start is seen, any earlier job's was too.
       spark.range(1).collect()
       val deadline = System.currentTimeMillis() + 10000

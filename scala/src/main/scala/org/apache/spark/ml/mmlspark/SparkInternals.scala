@@ -4,7 +4,7 @@ import java.util.concurrent.TimeUnit
 
 import scala.util.Try
 
-import org.apache.spark.{SparkConf, SparkEnv}
+import org.apache.spark.{SparkConf, SparkEnv, TaskContext}
 import org.apache.spark.network.util.JavaUtils
 import org.apache.spark.sql.Row
 import org.apache.spark.sql.catalyst
@@ -97,6 +97,15 @@ object SparkInternals {
       .flatMap(c => Try(c.get("spark.task.cpus", "1").trim.toInt).toOption)
       .getOrElse(1)
     math.max(1, executorCores / math.max(1, perTask))
+  }
+
+  /** Runs `body` on this thread as part of `task`, so that what it calls sees the task
+    * (`TaskContext.get`), as a task's reading thread would.
+    */
+  def asTask[T](task: TaskContext)(body: => T): T = {
+    TaskContext.setTaskContext(task)
+    try body
+    finally TaskContext.unset()
   }
 
   private val LocalMaster = """local\[(\d+|\*)(?:,\d+)?\]""".r
