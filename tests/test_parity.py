@@ -56,7 +56,10 @@ def test_constructor_is_keyword_only_and_typed(spark, cls):
     signature = inspect.signature(cls.__init__)
     params = [p for p in signature.parameters.values() if p.name != "self"]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
-    assert {p.name for p in params} == {p.name for p in cls().params}
+    # SynapseML's names for params, where a class takes them, are keywords too.
+    aliases = getattr(cls, "_ALIASES", {})
+    assert {p.name for p in params} == {p.name for p in cls().params} | set(aliases)
+    assert set(aliases.values()) <= {p.name for p in cls().params}
     assert all(p.annotation is not inspect.Parameter.empty for p in params)
     assert cls.__doc__ and cls._java_class_name in cls.__doc__
 

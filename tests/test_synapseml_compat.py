@@ -209,3 +209,54 @@ def test_an_unknown_color_code_names_the_accepted_ones(spark, photos):
     df, _ = photos
     with pytest.raises(Exception, match="format must be one of 'RGB', 'BGR', 'GRAY'"):
         ImageTransformer(outputCol="x").colorFormat(cv2.COLOR_BGR2HSV).transform(df).collect()
+
+
+# --- ImageFeaturizer: SynapseML's param names and its handling of bad images --------------------
+
+
+def test_image_featurizer_with_synapseml_names_then_a_fit_despite_a_broken_photo(
+    spark, photos, tmp_path
+):
+    from onnx.utils import extract_model
+    from pyspark.ml import Pipeline
+    from pyspark.ml.classification import LogisticRegression
+    from pyspark.sql import functions as F
+
+    from mmlspark.image import ImageFeaturizer
+
+    df, arrays = photos
+    broken = spark.createDataFrame([("broken.png",)], "path string").withColumn(
+        "image", F.lit(None).cast(df.schema["image"].dataType)
+    )
+    labelled = (
+        df.select("path", "image")
+        .unionByName(broken)
+        .withColumn("label", (F.rand(seed=3) > 0.5).cast("double"))
+    )
+    featurizer = ImageFeaturizer(
+        inputCol="image",
+        outputCol="features",
+        featureTensorName="features",
+        imageHeight=16,
+        imageWidth=16,
+        channelNormalizationMeans=[0.5, 0.4, 0.3],
+        channelNormalizationStds=[0.25, 0.2, 0.3],
+        colorScaleFactor=1 / 255,
+        ignoreDecodingErrors=False,
+        dropNa=True,
+        autoConvertToColor=True,
+    ).setModelPayload(onnx_models.small_cnn())
+    assert featurizer.getChannelNormalizationMeans() == [0.5, 0.4, 0.3]
+    fitted = Pipeline(stages=[featurizer, LogisticRegression(maxIter=5)]).fit(labelled)
+    rows = {r["path"].rsplit("/", 1)[-1]: r for r in fitted.transform(labelled).collect()}
+    assert sorted(rows) == sorted(arrays)  # the broken photo's row is dropped (dropNa)
+
+    (tmp_path / "full.onnx").write_bytes(onnx_models.small_cnn())
+    extract_model(str(tmp_path / "full.onnx"), str(tmp_path / "cut.onnx"), ["image"], ["features"])
+    session = ort.InferenceSession(str(tmp_path / "cut.onnx"), providers=["CPUExecutionProvider"])
+    mean = np.array([0.5, 0.4, 0.3], np.float32)[:, None, None]
+    std = np.array([0.25, 0.2, 0.3], np.float32)[:, None, None]
+    for name, bgr in arrays.items():
+        tensor = (chw_rgb(cv2.resize(bgr, (16, 16))) * np.float32(1 / 255) - mean) / std
+        expected = session.run(["features"], {"image": tensor[None]})[0][0]
+        np.testing.assert_allclose(rows[name]["features"].toArray(), expected, rtol=1e-4, atol=1e-6)

@@ -19,6 +19,8 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
 
     Parameters
     ----------
+    autoConvertToColor : bool, optional
+        convert gray and 4-channel images to 3-channel color before the model; false: a gray image gives a one-channel tensor. Default: ``True``.
     channelMeans : list[float], optional
         per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values). Default: ``[0.485, 0.456, 0.406]``.
     channelStds : list[float], optional
@@ -27,10 +29,14 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         factor pixel values are multiplied by before normalizing (above 0). Default: ``0.00392156862745098``.
     deviceType : str, optional
         where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource. Default: ``"auto"``.
+    dropNa : bool, optional
+        drop the rows whose image is null or whose feature vector comes out null (an image that cannot be decoded, with ignoreDecodingErrors, or that cannot be processed), so that a following fit sees only vectors; false keeps them, with a null vector and the reason in errorCol. Default: ``True``.
     errorCol : str, optional
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"featurizeError"``.
     featureTensorName : str, optional
         node or tensor of the model whose value is the feature vector; the model is cut there (unset: the model's own output).
+    ignoreDecodingErrors : bool, optional
+        for encoded image bytes: give an image that cannot be decoded a null vector (and the reason in errorCol) instead of failing the transform. Default: ``False``.
     imageHeight : int, optional
         height images are resized to (at least 1). Default: ``224``.
     imageWidth : int, optional
@@ -50,6 +56,13 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     """
 
     _java_class_name = "mmlspark.image.ImageFeaturizer"
+
+    autoConvertToColor: "Param[bool]" = Param(
+        Params._dummy(),
+        "autoConvertToColor",
+        "convert gray and 4-channel images to 3-channel color before the model; false: a gray image gives a one-channel tensor",
+        typeConverter=TypeConverters.toBoolean,
+    )
 
     channelMeans: "Param[list[float]]" = Param(
         Params._dummy(),
@@ -79,11 +92,25 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         typeConverter=TypeConverters.toString,
     )
 
+    dropNa: "Param[bool]" = Param(
+        Params._dummy(),
+        "dropNa",
+        "drop the rows whose image is null or whose feature vector comes out null (an image that cannot be decoded, with ignoreDecodingErrors, or that cannot be processed), so that a following fit sees only vectors; false keeps them, with a null vector and the reason in errorCol",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
     featureTensorName: "Param[str]" = Param(
         Params._dummy(),
         "featureTensorName",
         "node or tensor of the model whose value is the feature vector; the model is cut there (unset: the model's own output)",
         typeConverter=TypeConverters.toString,
+    )
+
+    ignoreDecodingErrors: "Param[bool]" = Param(
+        Params._dummy(),
+        "ignoreDecodingErrors",
+        "for encoded image bytes: give an image that cannot be decoded a null vector (and the reason in errorCol) instead of failing the transform",
+        typeConverter=TypeConverters.toBoolean,
     )
 
     imageHeight: "Param[int]" = Param(
@@ -111,12 +138,15 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     def __init__(
         self,
         *,
+        autoConvertToColor: bool | None = None,
         channelMeans: list[float] | None = None,
         channelStds: list[float] | None = None,
         colorScaleFactor: float | None = None,
         deviceType: str | None = None,
+        dropNa: bool | None = None,
         errorCol: str | None = None,
         featureTensorName: str | None = None,
+        ignoreDecodingErrors: bool | None = None,
         imageHeight: int | None = None,
         imageWidth: int | None = None,
         inputCol: str | None = None,
@@ -127,19 +157,22 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         tensorChannelOrder: str | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(channelMeans=[0.485, 0.456, 0.406], channelStds=[0.229, 0.224, 0.225], colorScaleFactor=0.00392156862745098, deviceType="auto", errorCol="featurizeError", imageHeight=224, imageWidth=224, inputCol="image", miniBatchSize=64, outputCol="features", reducedDecode=True, tensorChannelOrder="RGB")
+        self._setDefault(autoConvertToColor=True, channelMeans=[0.485, 0.456, 0.406], channelStds=[0.229, 0.224, 0.225], colorScaleFactor=0.00392156862745098, deviceType="auto", dropNa=True, errorCol="featurizeError", ignoreDecodingErrors=False, imageHeight=224, imageWidth=224, inputCol="image", miniBatchSize=64, outputCol="features", reducedDecode=True, tensorChannelOrder="RGB")
         self.setParams(**self._input_kwargs)
 
     @keyword_only
     def setParams(
         self,
         *,
+        autoConvertToColor: bool | None = None,
         channelMeans: list[float] | None = None,
         channelStds: list[float] | None = None,
         colorScaleFactor: float | None = None,
         deviceType: str | None = None,
+        dropNa: bool | None = None,
         errorCol: str | None = None,
         featureTensorName: str | None = None,
+        ignoreDecodingErrors: bool | None = None,
         imageHeight: int | None = None,
         imageWidth: int | None = None,
         inputCol: str | None = None,
@@ -151,6 +184,14 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     ) -> _ImageFeaturizer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def getAutoConvertToColor(self) -> bool:
+        """Gets the value of ``autoConvertToColor`` or its default."""
+        return self.getOrDefault(self.autoConvertToColor)
+
+    def setAutoConvertToColor(self: _P, value: bool) -> _P:
+        """Sets ``autoConvertToColor``: convert gray and 4-channel images to 3-channel color before the model; false: a gray image gives a one-channel tensor."""
+        return self._set(autoConvertToColor=value)
 
     def getChannelMeans(self) -> list[float]:
         """Gets the value of ``channelMeans`` or its default."""
@@ -184,6 +225,14 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
         """Sets ``deviceType``: where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), 'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' resource."""
         return self._set(deviceType=value)
 
+    def getDropNa(self) -> bool:
+        """Gets the value of ``dropNa`` or its default."""
+        return self.getOrDefault(self.dropNa)
+
+    def setDropNa(self: _P, value: bool) -> _P:
+        """Sets ``dropNa``: drop the rows whose image is null or whose feature vector comes out null (an image that cannot be decoded, with ignoreDecodingErrors, or that cannot be processed), so that a following fit sees only vectors; false keeps them, with a null vector and the reason in errorCol."""
+        return self._set(dropNa=value)
+
     def getFeatureTensorName(self) -> str:
         """Gets the value of ``featureTensorName`` or its default."""
         return self.getOrDefault(self.featureTensorName)
@@ -191,6 +240,14 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     def setFeatureTensorName(self: _P, value: str) -> _P:
         """Sets ``featureTensorName``: node or tensor of the model whose value is the feature vector; the model is cut there (unset: the model's own output)."""
         return self._set(featureTensorName=value)
+
+    def getIgnoreDecodingErrors(self) -> bool:
+        """Gets the value of ``ignoreDecodingErrors`` or its default."""
+        return self.getOrDefault(self.ignoreDecodingErrors)
+
+    def setIgnoreDecodingErrors(self: _P, value: bool) -> _P:
+        """Sets ``ignoreDecodingErrors``: for encoded image bytes: give an image that cannot be decoded a null vector (and the reason in errorCol) instead of failing the transform."""
+        return self._set(ignoreDecodingErrors=value)
 
     def getImageHeight(self) -> int:
         """Gets the value of ``imageHeight`` or its default."""

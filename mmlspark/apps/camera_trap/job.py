@@ -154,6 +154,7 @@ def train(
         imageHeight=image_size,
         imageWidth=image_size,
         errorCol="featurizeError",
+        dropNa=False,  # classify keeps every photo: a failed one gets its reason, not dropped
     ).setModelPayload(model_bytes)
     if feature_node:
         featurize.setFeatureTensorName(feature_node)

@@ -127,12 +127,19 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
       .newInstance(uid)
       .asInstanceOf[T]
 
+  /** Called once a loaded instance has its saved params, with their names: a stage that gained a
+    * param whose default changes what it does sets the value that keeps stages saved before it
+    * doing what they did.
+    */
+  protected def loaded(instance: T, savedParams: Set[String]): Unit = ()
+
   override def read: MLReader[T] = new MLReader[T] {
     override def load(path: String): T = {
       val className = implicitly[ClassTag[T]].runtimeClass.getName
       val saved = ParamsIO.loadMetadata(path, sparkSession, className)
       val instance = create(saved.uid, path, sparkSession)
       saved.setOn(instance)
+      loaded(instance, saved.names)
       val fs = new Path(path).getFileSystem(sparkSession.sparkContext.hadoopConfiguration)
       instance.params.foreach {
         case p: StageParam =>

@@ -7,8 +7,8 @@ import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, SparkSession}
-import org.apache.spark.sql.functions.{coalesce, col}
-import org.apache.spark.sql.types.{StringType, StructType}
+import org.apache.spark.sql.functions.{coalesce, col, concat, lit, raise_error, when}
+import org.apache.spark.sql.types.{BinaryType, StringType, StructType}
 
 /** Turns images into feature vectors with an image model cut at an intermediate node: the headless
   * featurizer of transfer learning, in one stage. The input is an image struct or encoded image
@@ -18,8 +18,12 @@ import org.apache.spark.sql.types.{StringType, StructType}
   * with `channelMeans` and `channelStds` and laid out as a CHW tensor (`ImageTransformer`); the
   * model, cut so that `featureTensorName` (a node or tensor of its graph) is its output, turns the
   * tensor into the `outputCol` vector (`ONNXModel`). The cut is made by the library on the model's
-  * graph; the saved stage keeps the whole model. A row whose image is null or cannot be processed
-  * gets a null vector and a message in `errorCol`.
+  * graph; the saved stage keeps the whole model.
+  *
+  * As SynapseML's stage of this name does, it drops the rows that give no vector (`dropNa`), fails
+  * on encoded bytes that cannot be decoded (unless `ignoreDecodingErrors`), and converts gray
+  * images to color (`autoConvertToColor`). With `dropNa=false` every row is kept: one whose image
+  * is null or cannot be processed gets a null vector and the reason in `errorCol`.
   */
 final class ImageFeaturizer(override val uid: String)
     extends Transformer
@@ -80,7 +84,33 @@ final class ImageFeaturizer(override val uid: String)
     ParamValidators.gt(0)
   )
 
+  final val dropNa: BooleanParam = new BooleanParam(
+    this,
+    "dropNa",
+    "drop the rows whose image is null or whose feature vector comes out null (an image that " +
+      "cannot be decoded, with ignoreDecodingErrors, or that cannot be processed), so that a " +
+      "following fit sees only vectors; false keeps them, with a null vector and the reason in " +
+      "errorCol"
+  )
+
+  final val ignoreDecodingErrors: BooleanParam = new BooleanParam(
+    this,
+    "ignoreDecodingErrors",
+    "for encoded image bytes: give an image that cannot be decoded a null vector (and the reason " +
+      "in errorCol) instead of failing the transform"
+  )
+
+  final val autoConvertToColor: BooleanParam = new BooleanParam(
+    this,
+    "autoConvertToColor",
+    "convert gray and 4-channel images to 3-channel color before the model; false: a gray " +
+      "image gives a one-channel tensor"
+  )
+
   setDefault(
+    dropNa -> true,
+    ignoreDecodingErrors -> false,
+    autoConvertToColor -> true,
     inputCol -> "image",
     outputCol -> "features",
     errorCol -> "featurizeError",
@@ -106,6 +136,12 @@ final class ImageFeaturizer(override val uid: String)
   def setChannelStds(value: Array[Double]): this.type = set(channelStds, value)
   def getColorScaleFactor: Double = $(colorScaleFactor)
   def setColorScaleFactor(value: Double): this.type = set(colorScaleFactor, value)
+  def getDropNa: Boolean = $(dropNa)
+  def setDropNa(value: Boolean): this.type = set(dropNa, value)
+  def getIgnoreDecodingErrors: Boolean = $(ignoreDecodingErrors)
+  def setIgnoreDecodingErrors(value: Boolean): this.type = set(ignoreDecodingErrors, value)
+  def getAutoConvertToColor: Boolean = $(autoConvertToColor)
+  def setAutoConvertToColor(value: Boolean): this.type = set(autoConvertToColor, value)
 
   private def tensorCol = s"__tensor_$uid"
   private def imageErrorCol = s"__imageError_$uid"
@@ -142,7 +178,7 @@ final class ImageFeaturizer(override val uid: String)
 
   /** The two stages this one runs: preprocessing, then the cut model. */
   private def stages(spark: SparkSession): (ImageTransformer, ONNXModel) = {
-    val preprocess = new ImageTransformer()
+    val preprocess: ImageTransformer = new ImageTransformer()
       .setInputCol($(inputCol))
       .setOutputCol(tensorCol)
       .setErrorCol(imageErrorCol)
@@ -150,7 +186,12 @@ final class ImageFeaturizer(override val uid: String)
       .setTensorChannelOrder($(tensorChannelOrder))
       .setReducedDecode($(reducedDecode))
       .resize($(imageHeight), $(imageWidth))
-      .normalize(inRgbOrder($(channelMeans)), inRgbOrder($(channelStds)), $(colorScaleFactor))
+    if ($(autoConvertToColor)) preprocess.colorFormat("BGR")
+    preprocess.normalize(
+      inRgbOrder($(channelMeans)),
+      inRgbOrder($(channelStds)),
+      $(colorScaleFactor)
+    )
     val model = cutModel(spark)
     val inputs = model.getModelInputs
     SchemaUtils.require(
@@ -180,10 +221,27 @@ final class ImageFeaturizer(override val uid: String)
   override def transform(dataset: Dataset[_]): DataFrame = {
     transformSchema(dataset.schema, logging = true)
     val (preprocess, model) = stages(dataset.sparkSession)
-    model
-      .transform(preprocess.transform(dataset))
+    val scored = model.transform(preprocess.transform(dataset))
+    val encoded = dataset.schema($(inputCol)).dataType == BinaryType
+    val checked =
+      if (!encoded || $(ignoreDecodingErrors)) scored
+      else {
+        // A filter, unlike a column, runs even when the error column is not selected.
+        val undecodable =
+          col(imageErrorCol).isNotNull && col(SchemaUtils.quoted($(inputCol))).isNotNull
+        val message = concat(
+          lit(
+            s"${SchemaUtils.stageName(this)}: an image cannot be decoded (set " +
+              "ignoreDecodingErrors=true to give it a null vector and the reason in errorCol): "
+          ),
+          col(imageErrorCol)
+        )
+        scored.filter(when(undecodable, raise_error(message)).isNull)
+      }
+    val out = checked
       .withColumn($(errorCol), coalesce(col(imageErrorCol), col(modelErrorCol)))
       .drop(tensorCol, imageErrorCol, modelErrorCol)
+    if ($(dropNa)) out.filter(col(SchemaUtils.quoted($(outputCol))).isNotNull) else out
   }
 
   override def copy(extra: ParamMap): ImageFeaturizer = {
@@ -196,4 +254,13 @@ final class ImageFeaturizer(override val uid: String)
 object ImageFeaturizer extends StageReadable[ImageFeaturizer] {
   override protected def create(uid: String, path: String, spark: SparkSession): ImageFeaturizer =
     HasOnnxModel.loadModel(new ImageFeaturizer(uid), path, spark)
+
+  /** A stage saved before dropNa, ignoreDecodingErrors and autoConvertToColor existed kept every
+    * row, gave undecodable images a null vector and fed gray images as they were: it still does.
+    */
+  override protected def loaded(stage: ImageFeaturizer, savedParams: Set[String]): Unit = {
+    if (!savedParams("dropNa")) stage.setDropNa(false)
+    if (!savedParams("ignoreDecodingErrors")) stage.setIgnoreDecodingErrors(true)
+    if (!savedParams("autoConvertToColor")) stage.setAutoConvertToColor(false)
+  }
 }

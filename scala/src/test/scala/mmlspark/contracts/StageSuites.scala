@@ -163,10 +163,13 @@ object StageChecks extends org.scalatest.Assertions {
     assertSameParams(stage, copied)
   }
 
-  def saveAndLoad[S <: Params](stage: S): S = {
+  def saveAndLoad[S <: Params](stage: S): S = load(stage, saveAndLoadPath(stage))
+
+  /** Saves `stage` in a new folder, returning its path. */
+  def saveAndLoadPath(stage: Params): String = {
     val path = SparkTestSession.tempDir("stage") + "/saved"
     stage.asInstanceOf[MLWritable].write.save(path)
-    load(stage, path)
+    path
   }
 
   def load[S <: Params](stage: S, path: String): S = {

@@ -13,7 +13,7 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
 
   override def testObjects: Seq[TestObject[ImageFeaturizer]] = Seq(
     TestObject(
-      featurizer.setFeatureTensorName("features"),
+      featurizer.setFeatureTensorName("features").setDropNa(false),
       ImageFixtures.images,
       out => {
         val rows = ImageChecks.byPath(out)
@@ -25,8 +25,92 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
         assert(rows("notes.jpg").getAs[String]("featurizeError").contains("no input image"))
         assert(out.columns.toSeq.takeRight(2) == Seq("features", "featurizeError"))
       }
+    ),
+    TestObject(
+      featurizer.setFeatureTensorName("features"),
+      ImageFixtures.images,
+      out => assert(ImageChecks.byPath(out).keySet == Set("pattern.png"))
     )
   )
+
+  private def features(out: org.apache.spark.sql.DataFrame): Map[String, Vector] =
+    ImageChecks.byPath(out).map { case (p, r) => p -> r.getAs[Vector]("features") }
+
+  test("by default rows without a vector are dropped; dropNa=false keeps them with the reason") {
+    val kept = featurizer.setDropNa(false).transform(ImageFixtures.images)
+    val dropped = featurizer.transform(ImageFixtures.images)
+    assert(kept.count() == 3 && dropped.count() == 1)
+    assert(features(dropped)("pattern.png") == features(kept)("pattern.png"))
+  }
+
+  test("undecodable bytes fail the transform unless ignoreDecodingErrors, as in SynapseML") {
+    val onBytes = featurizer.setInputCol("content")
+    val error = intercept[Exception](onBytes.transform(ImageFixtures.files).collect())
+    val messages = Iterator.iterate[Throwable](error)(_.getCause).takeWhile(_ != null)
+    assert(
+      messages.exists(e =>
+        e.getMessage != null && e.getMessage.contains("an image cannot be decoded") &&
+          e.getMessage.contains("ignoreDecodingErrors")
+      )
+    )
+    // Selecting only the vectors still checks (the check is a filter, not a column).
+    intercept[Exception](onBytes.transform(ImageFixtures.files).select("features").collect())
+    val kept = onBytes.setIgnoreDecodingErrors(true).setDropNa(false).transform(ImageFixtures.files)
+    val rows = ImageChecks.byPath(kept)
+    assert(rows.keySet == Set("pattern.png", "notes.jpg", "empty.jpg"))
+    assert(rows("notes.jpg").isNullAt(rows("notes.jpg").fieldIndex("features")))
+    assert(rows("notes.jpg").getAs[String]("featurizeError") != null)
+    val decoded = features(featurizer.transform(ImageFixtures.images))("pattern.png")
+    assert(rows("pattern.png").getAs[Vector]("features") == decoded)
+    assert(onBytes.setDropNa(true).transform(ImageFixtures.files).count() == 1)
+  }
+
+  test("a gray image is converted to color unless autoConvertToColor=false") {
+    val gray = new ImageDecoder()
+      .setOriginCol("path")
+      .setColorMode("grayscale")
+      .transform(ImageFixtures.files)
+      .drop("content")
+    val asColor = features(featurizer.transform(gray))("pattern.png")
+    // The same gray pixels given as a 3-channel image (GRAY2BGR) give the same vector.
+    val color = new mmlspark.opencv.ImageTransformer()
+      .setInputCol("image")
+      .setOutputCol("image3")
+      .colorFormat("BGR")
+      .transform(gray)
+      .drop("image")
+      .withColumnRenamed("image3", "image")
+    assert(features(featurizer.transform(color))("pattern.png") == asColor)
+    val asGray = featurizer.setAutoConvertToColor(false).setDropNa(false).transform(gray)
+    val row = ImageChecks.byPath(asGray)("pattern.png")
+    assert(row.isNullAt(row.fieldIndex("features")))
+    assert(row.getAs[String]("featurizeError") != null)
+  }
+
+  test("a stage saved before dropNa, ignoreDecodingErrors and autoConvertToColor works as it did") {
+    import org.json4s._
+    import org.json4s.jackson.JsonMethods.{compact, parse}
+    val dir = mmlspark.contracts.SparkTestSession.tempDir("featurizer-old") + "/saved"
+    featurizer.setFeatureTensorName("features").write.save(dir)
+    val metadata = new java.io.File(dir, "metadata")
+      .listFiles()
+      .find(f => f.getName.startsWith("part-"))
+      .get
+    val newParams = Set("dropNa", "ignoreDecodingErrors", "autoConvertToColor")
+    val old = parse(new String(java.nio.file.Files.readAllBytes(metadata.toPath), "UTF-8"))
+      .transformField { case (name @ ("paramMap" | "defaultParamMap"), JObject(fields)) =>
+        (name, JObject(fields.filterNot(f => newParams(f._1))))
+      }
+    java.nio.file.Files.write(metadata.toPath, compact(old).getBytes("UTF-8"))
+    new java.io.File(dir, s"metadata/.${metadata.getName}.crc").delete()
+    val loaded = ImageFeaturizer.load(dir)
+    assert(!loaded.getDropNa && loaded.getIgnoreDecodingErrors && !loaded.getAutoConvertToColor)
+    assert(loaded.transform(ImageFixtures.images).count() == 3)
+    val fresh = ImageFeaturizer.load(
+      mmlspark.contracts.StageChecks.saveAndLoadPath(featurizer.setFeatureTensorName("features"))
+    )
+    assert(fresh.getDropNa && !fresh.getIgnoreDecodingErrors && fresh.getAutoConvertToColor)
+  }
 
   test("a node name and its output tensor cut the same model; no name keeps the whole model") {
     val byTensor = featurizer.setFeatureTensorName("features").transform(ImageFixtures.images)

@@ -33,4 +33,12 @@ final class SavedParams private[mmlspark] (metadata: DefaultParamsReader.Metadat
 
   /** Sets the saved params and defaults on `instance`. */
   def setOn(instance: Params): Unit = metadata.getAndSetParams(instance)
+
+  /** The names of the params saved, set or as defaults: a param added to a stage after it was saved
+    * is not among them.
+    */
+  def names: Set[String] = Seq(metadata.params, metadata.defaultParams).flatMap {
+    case org.json4s.JObject(fields) => fields.map(_._1)
+    case _ => Nil
+  }.toSet
 }
