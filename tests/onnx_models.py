@@ -217,6 +217,47 @@ def save_with_external_data(model: bytes, folder: Path, location: str = "weights
     return path
 
 
+def zipmap_classifier(labels: list[int] | list[str] | None = None, seed: int = 5) -> bytes:
+    """x: float [N, 4] -> Gemm -> Softmax ('probabilities' [N, k]) -> ZipMap ->
+    'output_probability', a sequence of maps (label -> probability), one per row: the default
+    output of classifiers converted from scikit-learn. Integer or string labels."""
+    labels = labels if labels is not None else [10, 20, 30]
+    rng = np.random.default_rng(seed)
+    f = TensorProto.FLOAT
+    k = len(labels)
+    weights = [
+        numpy_helper.from_array(rng.normal(0, 1, (k, 4)).astype(np.float32), "w"),
+        numpy_helper.from_array(rng.normal(0, 0.1, (k,)).astype(np.float32), "b"),
+    ]
+    if isinstance(labels[0], str):
+        zip_attrs = {"classlabels_strings": labels}
+        key = TensorProto.STRING
+    else:
+        zip_attrs = {"classlabels_int64s": labels}
+        key = TensorProto.INT64
+    nodes = [
+        helper.make_node("Gemm", ["x", "w", "b"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["probabilities"], axis=1),
+        helper.make_node(
+            "ZipMap", ["probabilities"], ["output_probability"], domain="ai.onnx.ml", **zip_attrs
+        ),
+    ]
+    zipped = helper.make_value_info(
+        "output_probability",
+        helper.make_sequence_type_proto(
+            helper.make_map_type_proto(key, helper.make_tensor_type_proto(f, []))
+        ),
+    )
+    return _model(
+        nodes,
+        [_io("x", f, ["N", 4])],
+        [_io("probabilities", f, ["N", k]), zipped],
+        weights,
+        name="zipmap_classifier",
+        opsets=OPSET + [helper.make_opsetid("ai.onnx.ml", 1)],
+    )
+
+
 SCALA_FIXTURES = {
     "two_in_two_out.onnx": two_in_two_out,
     "fixed_batch.onnx": fixed_batch,

@@ -70,6 +70,36 @@ def test_two_inputs_two_outputs_match_onnxruntime(session, tmp_path):
         assert rows[i]["onnxError"] is None
 
 
+@pytest.mark.parametrize("labels", [[10, 20, 30], ["cat", "deer"]], ids=["int64", "string"])
+@pytest.mark.lines
+def test_zipmap_output_becomes_a_map_column(session, tmp_path, labels):
+    model = onnx_models.zipmap_classifier(labels)
+    (tmp_path / "zipmap.onnx").write_bytes(model)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(23, 4)).astype(np.float32)
+    df = session.createDataFrame(
+        [(i, [float(v) for v in row]) for i, row in enumerate(x)], "id int, x array<float>"
+    )
+    stage = ONNXModel(
+        modelLocation=str(tmp_path / "zipmap.onnx"),
+        feedDict={"x": "x"},
+        fetchDict={"probability": "output_probability", "probabilities": "probabilities"},
+        miniBatchSize=5,
+    )
+    out = stage.transform(df)
+    key = "bigint" if isinstance(labels[0], int) else "string"
+    assert out.schema["probability"].dataType.simpleString() == f"map<{key},float>"
+    expected = reference(model, {"x": x})["output_probability"]
+    rows = {r["id"]: r for r in out.collect()}
+    for i, want in enumerate(expected):
+        got = rows[i]["probability"]
+        assert set(got) == set(want) == set(labels)
+        for label in labels:
+            assert got[label] == pytest.approx(want[label], rel=1e-6)
+        # The map is the tensor before ZipMap, by label.
+        assert [got[label] for label in labels] == pytest.approx(list(rows[i]["probabilities"]))
+
+
 def test_batch_fixed_at_one_runs_row_by_row(spark):
     x = np.arange(20, dtype=np.float32).reshape(5, 4) / 3
     df = spark.createDataFrame([(i, x[i].tolist()) for i in range(5)], "id int, x array<float>")

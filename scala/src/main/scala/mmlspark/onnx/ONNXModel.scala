@@ -244,8 +244,11 @@ final class ONNXModel(override val uid: String)
         )
       else Seq($(outputCol) -> info.outputs.head)
     pairs.map { case (column, spec) =>
-      val element = spec.elementType.getOrElse {
-        fail(s"model output ${spec.describe} is not a tensor; ONNXModel fetches tensors only")
+      val element = spec.elementType.orElse(spec.mapOf.map(_._2)).getOrElse {
+        fail(
+          s"model output ${spec.describe} is not a tensor or a sequence of maps; ONNXModel " +
+            "fetches those only"
+        )
       }
       (column, spec, element)
     }

@@ -1,6 +1,8 @@
 package mmlspark.onnx
 
-import ai.onnxruntime.{OnnxTensor, OnnxValue}
+import scala.jdk.CollectionConverters._
+
+import ai.onnxruntime.{OnnxMap, OnnxSequence, OnnxTensor, OnnxValue}
 import mmlspark.onnx.ElementType._
 import org.apache.spark.ml.linalg.{Vector, Vectors}
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
@@ -26,7 +28,10 @@ object Outputs {
 
   /** The Spark type of a fetched output's column. */
   def columnType(spec: TensorSpec, element: ElementType, asVector: Boolean): DataType =
-    if (spec.rowShape.isEmpty) element.sparkType
+    if (spec.mapOf.isDefined) {
+      val (key, value) = spec.mapOf.get
+      MapType(key.sparkType, value.sparkType, valueContainsNull = false)
+    } else if (spec.rowShape.isEmpty) element.sparkType
     else if (asVector && element.isFloating) VectorType
     else ArrayType(element.sparkType, containsNull = false)
 
@@ -34,7 +39,7 @@ object Outputs {
     * dynamic shapes and strings, known only once the model ran).
     */
   def fixedRowBytes(spec: TensorSpec, element: ElementType): Option[BigInt] =
-    if (element == Str || spec.rowShape.exists(_ < 0)) None
+    if (element == Str || spec.mapOf.isDefined || spec.rowShape.exists(_ < 0)) None
     else Some(spec.rowShape.foldLeft(BigInt(element.bytes))(_ * _))
 
   /** The error every row of a batch gets when an output is larger per row than `limit` bytes. */
@@ -58,6 +63,7 @@ object Outputs {
   ): Array[Any] = {
     val tensor = value match {
       case t: OnnxTensor => t
+      case maps: OnnxSequence if spec.mapOf.isDefined => return perRowMaps(maps, spec, rows)
       case other =>
         throw new IllegalStateException(
           s"model output '${spec.name}' is a ${other.getType}, not a tensor"
@@ -137,6 +143,30 @@ object Outputs {
           val a = flat.slice(r * per, (r + 1) * per)
           if (scalar) a(0) else a.toSeq
         }
+    }
+    out
+  }
+
+  /** One map per row from a sequence of maps (ZipMap's output): keys and values as the column's
+    * types (int64 keys as longs, floats as floats).
+    */
+  private def perRowMaps(maps: OnnxSequence, spec: TensorSpec, rows: Int): Array[Any] = {
+    val values = maps.getValue
+    if (values.size != rows)
+      throw new IllegalStateException(
+        s"model output '${spec.name}' holds ${values.size} maps, not one per row ($rows rows)"
+      )
+    val out = new Array[Any](rows)
+    var r = 0
+    while (r < rows) {
+      out(r) = values.get(r) match {
+        case m: OnnxMap => m.getValue.asScala.toMap
+        case other =>
+          throw new IllegalStateException(
+            s"model output '${spec.name}' holds a ${other.getType}, not a map"
+          )
+      }
+      r += 1
     }
     out
   }

@@ -47,14 +47,16 @@ object ElementType {
 
 /** A model input or output: its name, element type (None for sequences, maps and element types
   * mmlspark cannot hold in a column), shape (-1 for a dynamic dimension) and dimension names (empty
-  * for fixed dimensions).
+  * for fixed dimensions). `mapOf` holds the key and value types of a sequence of maps, one map per
+  * row: the output classifiers converted from scikit-learn and the like give by default (ZipMap).
   */
 final case class TensorSpec(
     name: String,
     elementType: Option[ElementType],
     typeName: String,
     shape: Seq[Long],
-    dimNames: Seq[String]
+    dimNames: Seq[String],
+    mapOf: Option[(ElementType, ElementType)] = None
 ) {
 
   /** The first dimension is the batch: dynamic, or fixed at 1 (the model then runs row by row). */
@@ -87,6 +89,14 @@ object TensorSpec {
         t.getShape.toSeq,
         Option(t.getDimensionNames).map(_.toSeq).getOrElse(Nil)
       )
+    case s: SequenceInfo if s.sequenceOfMaps && s.mapInfo != null =>
+      val types = for {
+        key <- ElementType.of(s.mapInfo.keyType)
+        value <- ElementType.of(s.mapInfo.valueType)
+      } yield (key, value)
+      val typeName = s"sequence<map<${s.mapInfo.keyType.toString.toLowerCase}," +
+        s"${s.mapInfo.valueType.toString.toLowerCase}>>"
+      TensorSpec(name, None, typeName, Nil, Nil, types)
     case _: SequenceInfo => TensorSpec(name, None, "sequence", Nil, Nil)
     case _: MapInfo => TensorSpec(name, None, "map", Nil, Nil)
     case other => TensorSpec(name, None, other.getClass.getSimpleName, Nil, Nil)
