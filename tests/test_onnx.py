@@ -100,6 +100,37 @@ def test_zipmap_output_becomes_a_map_column(session, tmp_path, labels):
         assert [got[label] for label in labels] == pytest.approx(list(rows[i]["probabilities"]))
 
 
+def test_intermediate_tensors_are_fetched_by_name(spark, tmp_path):
+    from onnx.utils import extract_model
+
+    rng = np.random.default_rng(8)
+    x = rng.normal(size=(9, 3, 8, 8)).astype(np.float32)
+    df = spark.createDataFrame(
+        [(i, row.ravel().tolist()) for i, row in enumerate(x)], "id int, image array<float>"
+    ).withMetadata("image", {"tensorShape": [3, 8, 8]})
+    stage = ONNXModel(
+        feedDict={"image": "image"},
+        # 'features' is the output of a node inside the model; 'relu' another one
+        fetchDict={"features": "features", "relu": "relu", "logits": "logits"},
+    ).setModelPayload(onnx_models.small_cnn(size=8))
+    rows = {r["id"]: r for r in stage.transform(df).collect()}
+    (tmp_path / "full.onnx").write_bytes(onnx_models.small_cnn(size=8))
+    extract_model(
+        str(tmp_path / "full.onnx"), str(tmp_path / "cut.onnx"), ["image"],
+        ["features", "relu", "logits"],
+    )  # fmt: skip
+    expected = reference((tmp_path / "cut.onnx").read_bytes(), {"image": x})
+    for i in range(len(x)):
+        for name in ("features", "relu", "logits"):
+            np.testing.assert_allclose(
+                np.array(rows[i][name]).ravel(), expected[name][i].ravel(), rtol=RTOL, atol=1e-6
+            )
+    with pytest.raises(IllegalArgumentException, match="no node or tensor 'nope'"):
+        ONNXModel(feedDict={"image": "image"}, fetchDict={"x": "nope"}).setModelPayload(
+            onnx_models.small_cnn(size=8)
+        ).transform(df)
+
+
 def test_batch_fixed_at_one_runs_row_by_row(spark):
     x = np.arange(20, dtype=np.float32).reshape(5, 4) / 3
     df = spark.createDataFrame([(i, x[i].tolist()) for i in range(5)], "id int, x array<float>")

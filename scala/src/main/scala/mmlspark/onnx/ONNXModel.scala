@@ -226,6 +226,38 @@ final class ONNXModel(override val uid: String)
     }
   }
 
+  // The model cut so that intermediate tensors fetchDict names are outputs, by (model hash, the
+  // tensors fetched): cutting rewrites the model and inspecting it opens a session.
+  @transient private var cut: ((String, Seq[String]), ModelInfo) = _
+
+  /** The model as it runs: the model itself, or, when fetchDict names tensors inside it (a node's
+    * output, or a node by name), the model cut so that exactly the fetched tensors are its outputs.
+    */
+  private def runnableInfo: ModelInfo = {
+    val info = modelInfo
+    val wanted = ONNXModel.parseMap($(fetchDict)).values.toSeq.distinct
+    val outputs = info.outputs.map(_.name).toSet
+    if (wanted.forall(outputs)) info
+    else
+      synchronized {
+        val key = (info.source.hash, wanted)
+        if (cut == null || cut._1 != key) {
+          val bytes =
+            try OnnxGraph.cut(modelBytes(SparkSession.active), wanted)
+            catch {
+              case e: IllegalArgumentException =>
+                fail(
+                  s"fetchDict names ${wanted.filterNot(outputs).mkString(", ")}, which are not " +
+                    s"outputs of the model (${names(info.outputs)}): ${e.getMessage}"
+                )
+            }
+          val what = s"${SchemaUtils.stageName(this)}: the model cut at ${wanted.mkString(", ")}"
+          cut = (key, ModelInfo.ofPayload(bytes, what))
+        }
+        cut._2
+      }
+  }
+
   /** Which new column receives which model output. */
   private def fetches(info: ModelInfo): Seq[(String, TensorSpec, ElementType)] = {
     val mapping = ONNXModel.parseMap($(fetchDict))
@@ -259,7 +291,7 @@ final class ONNXModel(override val uid: String)
       limits: RunLimits = RunLimits.default,
       service: ServiceSettings = ServiceSettings.default
   ): RunPlan = {
-    val info = modelInfo
+    val info = runnableInfo
     val inputs = feeds(schema, info)
     val outputs = fetches(info)
     def postProcessed(param: Param[String]): Seq[(Int, String)] =
@@ -324,7 +356,7 @@ final class ONNXModel(override val uid: String)
     val conf = dataset.sparkSession.conf
     val p = plan(dataset.schema, RunLimits.from(conf), ServiceSettings.from(conf))
     val schema = outputSchema(dataset.schema, p)
-    modelInfo.ship(dataset.sparkSession)
+    runnableInfo.ship(dataset.sparkSession)
     val arrays = p.feeds.filter(_.columnType.isInstanceOf[ArrayType]).map(_.ordinal).toSet
     val result = dataset
       .toDF()
