@@ -260,3 +260,43 @@ def test_image_featurizer_with_synapseml_names_then_a_fit_despite_a_broken_photo
         tensor = (chw_rgb(cv2.resize(bgr, (16, 16))) * np.float32(1 / 255) - mean) / std
         expected = session.run(["features"], {"image": tensor[None]})[0][0]
         np.testing.assert_allclose(rows[name]["features"].toArray(), expected, rtol=1e-4, atol=1e-6)
+
+
+# --- Statistics: SynapseML's names for the score columns ----------------------------------------
+
+
+def test_statistics_with_synapseml_column_names(spark):
+    from pyspark.ml.classification import LogisticRegression
+    from pyspark.ml.feature import VectorAssembler
+    from sklearn import metrics
+
+    from mmlspark.train import ComputeModelStatistics, ComputePerInstanceStatistics
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(120, 2))
+    y = (x[:, 0] - x[:, 1] + rng.normal(0, 0.5, 120) > 0).astype(float)
+    df = spark.createDataFrame(
+        [(float(a), float(b), float(c)) for (a, b), c in zip(x, y, strict=True)],
+        "a double, b double, y double",
+    )
+    assembled = VectorAssembler(inputCols=["a", "b"], outputCol="features").transform(df)
+    scored = (
+        LogisticRegression(labelCol="y", predictionCol="guess", probabilityCol="p")
+        .fit(assembled)
+        .transform(assembled)
+    )
+    stats = (
+        ComputeModelStatistics(labelCol="y", scoredLabelsCol="guess", scoresCol="p")
+        .transform(scored)
+        .first()
+    )
+    rows = scored.select("y", "guess", "p").collect()
+    truth = [r.y for r in rows]
+    assert stats.accuracy == pytest.approx(metrics.accuracy_score(truth, [r.guess for r in rows]))
+    assert stats.AUC == pytest.approx(metrics.roc_auc_score(truth, [r.p[1] for r in rows]))
+    per_row = ComputePerInstanceStatistics(labelCol="y").setScoredLabelsCol("guess")
+    per_row.setScoredProbabilitiesCol("p")
+    assert per_row.getScoredProbabilitiesCol() == per_row.getProbabilityCol() == "p"
+    losses = [r.log_loss for r in per_row.transform(scored).collect()]
+    expected = [metrics.log_loss([r.y], [list(r.p)], labels=[0.0, 1.0]) for r in rows]
+    np.testing.assert_allclose(losses, expected, rtol=1e-9)

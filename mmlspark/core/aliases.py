@@ -1,0 +1,72 @@
+"""SynapseML's names for params whose concept a stage shares under another name."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_S = TypeVar("_S", bound=type)
+
+
+def synapseml_names(aliases: dict[str, str]) -> Callable[[_S], _S]:
+    """A class decorator: the stage's constructor and ``setParams`` take SynapseML's name for a
+    param (``aliases`` maps it to ours) as a keyword too, and the stage gains ``set``/``get``
+    methods under that name. The keyword signatures list the aliases, so help() shows them."""
+
+    def decorate(cls: _S) -> _S:
+        base_init: Any = cls.__init__  # type: ignore[misc]
+        base_set_params: Any = cls.setParams  # type: ignore[attr-defined]
+
+        def renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
+            out = {aliases.get(k, k): v for k, v in kwargs.items()}
+            if len(out) < len(kwargs):
+                raise TypeError(
+                    f"{cls.__name__}: a param given under two names in {sorted(kwargs)}"
+                )
+            return out
+
+        @functools.wraps(base_init)
+        def __init__(self: Any, **kwargs: Any) -> None:
+            base_init(self, **renamed(kwargs))
+
+        @functools.wraps(base_set_params)
+        def setParams(self: Any, **kwargs: Any) -> Any:
+            base_set_params(self, **renamed(kwargs))
+            return self
+
+        for method, base in ((__init__, base_init), (setParams, base_set_params)):
+            signature = inspect.signature(base)
+            params = signature.parameters
+            extra = [
+                inspect.Parameter(
+                    alias,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=None,
+                    annotation=params[target].annotation if target in params else Any,
+                )
+                for alias, target in aliases.items()
+            ]
+            setattr(  # noqa: B010 - the wrapper's signature, for help() and inspect
+                method, "__signature__", signature.replace(parameters=[*params.values(), *extra])
+            )
+        cls.__init__ = __init__  # type: ignore[misc]
+        cls.setParams = setParams  # type: ignore[attr-defined]
+        for alias, ours in aliases.items():
+            suffix, target = alias[0].upper() + alias[1:], ours[0].upper() + ours[1:]
+            setattr(cls, f"set{suffix}", _delegate(f"set{target}", alias))
+            setattr(cls, f"get{suffix}", _delegate(f"get{target}", alias))
+        cls._ALIASES = dict(aliases)  # type: ignore[attr-defined]
+        return cls
+
+    return decorate
+
+
+def _delegate(method: str, alias: str) -> Callable[..., Any]:
+    def call(self: Any, *args: Any) -> Any:
+        return getattr(self, method)(*args)
+
+    call.__name__ = method.replace(method[3:], alias[0].upper() + alias[1:], 1)
+    call.__doc__ = f"SynapseML's name for :meth:`{method}`."
+    return call
