@@ -300,3 +300,26 @@ def test_statistics_with_synapseml_column_names(spark):
     losses = [r.log_loss for r in per_row.transform(scored).collect()]
     expected = [metrics.log_loss([r.y], [list(r.p)], labels=[0.0, 1.0]) for r in rows]
     np.testing.assert_allclose(losses, expected, rtol=1e-9)
+
+
+# --- Image helpers: SynapseML's toNDArray (RGB) and toImage -------------------------------------
+
+
+def test_to_ndarray_gives_rgb_and_to_image_takes_it(spark, photos):
+    from mmlspark.opencv import ImageTransformer, toImage, toNDArray
+
+    df, arrays = photos
+    images = by_name(df, "image")
+    for name, bgr in arrays.items():
+        rgb = toNDArray(images[name])
+        np.testing.assert_array_equal(rgb, cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB))
+        row = toImage(rgb, path=name)
+        assert (row.height, row.width, row.nChannels, row.mode) == (*SIZE, 3, 16)
+        np.testing.assert_array_equal(toNDArray(row), rgb)
+    # A struct toImage made is one the stages read: flip it and compare with OpenCV.
+    made = spark.createDataFrame([(toImage(cv2.cvtColor(arrays["p0.png"], cv2.COLOR_BGR2RGB)),)],
+                                 df.select("image").schema)  # fmt: skip
+    flipped = ImageTransformer(outputCol="out").flip(flipCode=0).transform(made).first()["out"]
+    np.testing.assert_array_equal(pixels(flipped), cv2.flip(arrays["p0.png"], 0))
+    with pytest.raises(TypeError, match="fluent methods.*'stages' list of maps is not read"):
+        ImageTransformer(stages=[{"action": "resize", "height": 10, "width": 10}])

@@ -2,7 +2,9 @@
 """mmlspark.opencv: ImageTransformer."""
 
 from mmlspark.opencv.image_transformer import ImageTransformer
+from mmlspark.opencv import functions as _functions
+from mmlspark.opencv.functions import *  # noqa: F403
 
-__all__ = ["ImageTransformer"]
+__all__ = ["ImageTransformer"] + _functions.__all__
 
 

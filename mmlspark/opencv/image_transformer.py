@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -57,6 +58,15 @@ class ImageTransformer(_ImageOps, _ImageTransformer):
     """
 
     __doc__ = __doc__ + "\n" + (_ImageTransformer.__doc__ or "")
+
+    def __init__(self, **kwargs: Any) -> None:
+        if "stages" in kwargs:
+            raise TypeError(
+                "ImageTransformer takes its operations through the fluent methods "
+                "(.resize(...).crop(...) ...) or the 'operations' param (JSON); SynapseML's "
+                "'stages' list of maps is not read"
+            )
+        super().__init__(**kwargs)
 
     def getOps(self) -> list[dict[str, Any]]:
         """The operations, in order, as dictionaries with an ``op`` key."""
@@ -130,3 +140,8 @@ class ImageTransformer(_ImageOps, _ImageTransformer):
 for _spec in OPERATIONS.values():
     _name = _spec["method"]
     setattr(ImageTransformer, _name, _any_spelling(getattr(ImageTransformer, _name)))
+
+# The constructor keeps the generated keyword-only signature for help() and inspect.
+ImageTransformer.__init__.__signature__ = inspect.signature(  # type: ignore[attr-defined]
+    _ImageTransformer.__init__
+)
