@@ -323,3 +323,11 @@ def test_to_ndarray_gives_rgb_and_to_image_takes_it(spark, photos):
     np.testing.assert_array_equal(pixels(flipped), cv2.flip(arrays["p0.png"], 0))
     with pytest.raises(TypeError, match="fluent methods.*'stages' list of maps is not read"):
         ImageTransformer(stages=[{"action": "resize", "height": 10, "width": 10}])
+
+
+def test_drop_columns_with_an_empty_list_drops_nothing(numbers):
+    from mmlspark.stages import DropColumns
+
+    out = DropColumns(cols=[]).transform(numbers)
+    assert out.columns == numbers.columns
+    assert sorted(tuple(r) for r in out.collect()) == sorted(tuple(r) for r in numbers.collect())

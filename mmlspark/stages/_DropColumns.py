@@ -19,7 +19,7 @@ class _DropColumns(MMLTransformer):
     Parameters
     ----------
     cols : list[str], optional
-        names of the columns to drop (at least one, no repeats).
+        names of the columns to drop (no repeats; none leaves the data as it is).
     """
 
     _java_class_name = "mmlspark.stages.DropColumns"
@@ -27,7 +27,7 @@ class _DropColumns(MMLTransformer):
     cols: "Param[list[str]]" = Param(
         Params._dummy(),
         "cols",
-        "names of the columns to drop (at least one, no repeats)",
+        "names of the columns to drop (no repeats; none leaves the data as it is)",
         typeConverter=TypeConverters.toListString,
     )
 
@@ -54,5 +54,5 @@ class _DropColumns(MMLTransformer):
         return self.getOrDefault(self.cols)
 
     def setCols(self: _P, value: list[str]) -> _P:
-        """Sets ``cols``: names of the columns to drop (at least one, no repeats)."""
+        """Sets ``cols``: names of the columns to drop (no repeats; none leaves the data as it is)."""
         return self._set(cols=value)

@@ -199,7 +199,7 @@ class CodegenSuite extends AnyFunSuite {
     val featurizer = outputs("mmlspark/image/_ImageFeaturizer.py")
     assert(featurizer.contains("(at least 1). Default: ``224``."))
     assert(featurizer.contains("Default: ``[0.485, 0.456, 0.406]``."))
-    assert(featurizer.contains("'RGB' or 'BGR'. Default: ``\"RGB\"``."))
+    assert(featurizer.contains("'RGB' or 'BGR' (any case). Default: ``\"RGB\"``."))
     assert(checked > 80)
   }
 }

@@ -11,11 +11,17 @@ private[stages] trait ColumnListParams extends Params {
   /** What the named columns are for, the start of the param's doc ("to drop"). */
   protected def colsPurpose: String
 
+  /** Whether an empty list is a valid value (a no-op for [[DropColumns]], as in SynapseML). */
+  protected def emptyAllowed: Boolean = false
+
   final val cols: StringArrayParam = new StringArrayParam(
     this,
     "cols",
-    s"names of the columns $colsPurpose (at least one, no repeats)",
-    (names: Array[String]) => names.nonEmpty && names.distinct.length == names.length
+    s"names of the columns $colsPurpose " +
+      (if (emptyAllowed) "(no repeats; none leaves the data as it is)"
+       else "(at least one, no repeats)"),
+    (names: Array[String]) =>
+      (emptyAllowed || names.nonEmpty) && names.distinct.length == names.length
   )
 
   def getCols: Array[String] = $(cols)

@@ -7,7 +7,7 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Drops the named columns; every named column must exist. */
+/** Drops the named columns; every named column must exist. An empty list drops nothing. */
 final class DropColumns(override val uid: String)
     extends Transformer
     with ColumnListParams
@@ -16,6 +16,8 @@ final class DropColumns(override val uid: String)
   def this() = this(Identifiable.randomUID("DropColumns"))
 
   override protected def colsPurpose: String = "to drop"
+
+  override protected def emptyAllowed: Boolean = true
 
   override def transformSchema(schema: StructType): StructType = {
     requireCols(schema)

@@ -55,6 +55,13 @@ class DropColumnsSuite extends TransformerSuite[DropColumns] {
     )
   )
 
+  test("an empty list drops nothing, as in SynapseML; SelectColumns still needs a column") {
+    val out = new DropColumns().setCols(Array.empty[String]).transform(Fixtures.people)
+    assert(out.columns.toSeq == Fixtures.people.columns.toSeq && out.count() == 20)
+    intercept[IllegalArgumentException](new SelectColumns().setCols(Array.empty[String]))
+    intercept[IllegalArgumentException](new DropColumns().setCols(Array("id", "id")))
+  }
+
   test("dropping a column that does not exist fails before any job") {
     val error = intercept[IllegalArgumentException](
       new DropColumns().setCols(Array("x")).transform(Fixtures.people)
