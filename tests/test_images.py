@@ -212,7 +212,8 @@ OPS = [
     ("gaussian", lambda t: t.gaussianKernel(5, 1.5), lambda a: cv2.GaussianBlur(a, (5, 5), 1.5)),
     (
         "normalize",
-        lambda t: t.normalize([10.0, 20.0, 30.0], [2.0, 4.0, 8.0], 1.0),
+        # A normalized image (toTensor=False), not the tensor normalize gives by default.
+        lambda t: t.setToTensor(False).normalize([10.0, 20.0, 30.0], [2.0, 4.0, 8.0], 1.0),
         lambda a: (a.astype(np.float32) - np.float32([30, 20, 10])) / np.float32([8, 4, 2]),
     ),
 ]

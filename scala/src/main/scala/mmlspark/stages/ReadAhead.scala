@@ -28,7 +28,11 @@ private[stages] final class ReadAhead(rows: Iterator[Row], capacity: Int) extend
           }
         catch {
           case _: InterruptedException => // the task ended: nobody reads on
-          case t: Throwable => queue.put(Failed(t))
+          case t: Throwable =>
+            // The consumer reads the rows before it, then the failure; a task that ended
+            // interrupts the wait for room.
+            try queue.put(Failed(t))
+            catch { case _: InterruptedException => }
         },
       s"mmlspark-read-ahead-${Option(task).map(_.taskAttemptId()).getOrElse(-1L)}"
     )
