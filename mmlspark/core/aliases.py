@@ -20,12 +20,7 @@ def synapseml_names(aliases: dict[str, str]) -> Callable[[_S], _S]:
         base_set_params: Any = cls.setParams  # type: ignore[attr-defined]
 
         def renamed(kwargs: dict[str, Any]) -> dict[str, Any]:
-            out = {aliases.get(k, k): v for k, v in kwargs.items()}
-            if len(out) < len(kwargs):
-                raise TypeError(
-                    f"{cls.__name__}: a param given under two names in {sorted(kwargs)}"
-                )
-            return out
+            return renamed_keywords(cls.__name__, kwargs, lambda k: aliases.get(k, k))
 
         @functools.wraps(base_init)
         def __init__(self: Any, **kwargs: Any) -> None:
@@ -61,6 +56,17 @@ def synapseml_names(aliases: dict[str, str]) -> Callable[[_S], _S]:
         return cls
 
     return decorate
+
+
+def renamed_keywords(
+    owner: str, kwargs: dict[str, Any], name: Callable[[str], str]
+) -> dict[str, Any]:
+    """`kwargs` under the names `name` gives them; a TypeError naming `owner` when two of them
+    are one argument under two names."""
+    out = {name(k): v for k, v in kwargs.items()}
+    if len(out) < len(kwargs):
+        raise TypeError(f"{owner}: one argument given under two names in {sorted(kwargs)}")
+    return out
 
 
 def _delegate(method: str, alias: str) -> Callable[..., Any]:

@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 
 from pyspark.sql.types import DataType, FloatType
 
+from mmlspark.core.aliases import renamed_keywords
 from mmlspark.opencv._ImageOps import INTER_LINEAR, OPERATIONS, _ImageOps
 from mmlspark.opencv._ImageTransformer import _ImageTransformer
 
@@ -30,9 +31,9 @@ def _any_spelling(method: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def fluent(self: Any, *args: Any, **kwargs: Any) -> Any:
-        renamed = {_SYNAPSEML_KEYWORDS.get(k, _camel(k)): v for k, v in kwargs.items()}
-        if len(renamed) < len(kwargs):
-            raise TypeError(f"{method.__name__}: one argument given twice in {sorted(kwargs)}")
+        renamed = renamed_keywords(
+            method.__name__, kwargs, lambda k: _SYNAPSEML_KEYWORDS.get(k, _camel(k))
+        )
         return method(self, *args, **renamed)
 
     return fluent

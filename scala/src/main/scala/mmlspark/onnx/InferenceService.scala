@@ -79,14 +79,6 @@ object ServiceSettings {
     })
     ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
   }
-
-  /** The cores of this executor: `spark.executor.cores`, the N of a `local[N]` or
-    * `local-cluster[_, N, _]` master, else the JVM's processors. The service's session runs with
-    * this many intra-op threads when the model leaves them unset, as it runs the batches of all of
-    * the executor's tasks.
-    */
-  def executorCores: Int = SparkInternals.executorCores
-
 }
 
 /** One task's share of a service: the rows it handed over are dropped once it has ended (killed,

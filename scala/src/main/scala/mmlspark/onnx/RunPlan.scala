@@ -99,7 +99,7 @@ final case class RunPlan(
     // cores as intra-op threads; a CPU session has a worker per core, one intra-op thread each
     // (or the executor's cores split into runs of intraOpThreads). Without it, each task uses its
     // CPU share.
-    val cores = ServiceSettings.executorCores
+    val cores = SparkInternals.executorCores
     val served = service.enabled
     val (threads, workers) = device match {
       case _ if !served =>
@@ -188,21 +188,22 @@ final case class RunPlan(
       val rows = input.buffered
       // The next places in order: a run of rows of one shape becomes one request.
       val places: Iterator[Place] = new Iterator[Place] {
+        // The shapes of rows.head when a request ended before it, so they are read once.
+        private var headShapes: Either[String, Seq[Seq[Long]]] = _
         def hasNext: Boolean = rows.hasNext
         def next(): Place = {
           val row = rows.next()
-          rowShapes(row) match {
+          val first = if (headShapes != null) headShapes else rowShapes(row)
+          headShapes = null
+          first match {
             case Left(error) => Failed(row, error)
             case Right(shapes) =>
               val limit = rowsPerRun(key, shapes)
               val segment = ArrayBuffer(row)
-              var open = true
-              while (open && segment.length < limit && rows.hasNext) {
-                val candidate = rows.head
-                rowShapes(candidate) match {
-                  case Right(s) if s == shapes =>
-                    segment += rows.next()
-                  case _ => open = false // the next row starts another place
+              while (headShapes == null && segment.length < limit && rows.hasNext) {
+                rowShapes(rows.head) match {
+                  case Right(s) if s == shapes => segment += rows.next()
+                  case other => headShapes = other // the next row starts another place
                 }
               }
               val request = new ServiceRequest(RunPlan.this, segment.toIndexedSeq, shapes, ticket)

@@ -28,7 +28,7 @@ object ImageLimits {
   val BytesPerPixel: Long = 30L
 
   /** Heap available to one task slot of this JVM. */
-  def slotBudget: Long = (Runtime.getRuntime.maxMemory * 0.6 / taskSlots).toLong
+  def slotBudget: Long = (Runtime.getRuntime.maxMemory * 0.6 / SparkInternals.taskSlots).toLong
 
   /** Decoded pixels one image may have on this executor. */
   def maxPixels: Long = setting(MaxPixelsKey).getOrElse(slotBudget / BytesPerPixel)
@@ -36,9 +36,6 @@ object ImageLimits {
   /** Bytes one encoded file may have on this executor (it is held about four times too). */
   def maxFileBytes: Long =
     math.min(setting(MaxFileBytesKey).getOrElse(slotBudget / 4), Int.MaxValue - 16L)
-
-  /** Tasks that may run at once in this JVM. */
-  def taskSlots: Int = SparkInternals.taskSlots
 
   private def setting(key: String): Option[Long] =
     SparkInternals.executorConf.flatMap(_.getOption(key)).map { v =>

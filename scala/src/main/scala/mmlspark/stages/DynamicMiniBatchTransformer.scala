@@ -46,10 +46,10 @@ final class DynamicMiniBatchTransformer(override val uid: String)
 
         override def next(): Seq[Row] = {
           val batch = ArrayBuffer(rows.next())
-          var more = if (batch.length < most) rows.ready() else None
-          while (more.isDefined) {
-            batch += more.get
-            more = if (batch.length < most) rows.ready() else None
+          var open = true
+          while (open && batch.length < most) rows.ready() match {
+            case Some(row) => batch += row
+            case None => open = false
           }
           batch.toSeq
         }

@@ -17,8 +17,9 @@ private[stages] final class ReadAhead(rows: Iterator[Row], capacity: Int) extend
   private val queue = new LinkedBlockingQueue[AnyRef](math.max(1, capacity))
   private var head: AnyRef = _
 
+  private val task = TaskContext.get()
+
   private val reader = {
-    val task = TaskContext.get()
     val thread = new Thread(
       () =>
         try
@@ -40,7 +41,7 @@ private[stages] final class ReadAhead(rows: Iterator[Row], capacity: Int) extend
     thread
   }
   reader.start()
-  Option(TaskContext.get()).foreach(_.addTaskCompletionListener[Unit](_ => reader.interrupt()))
+  Option(task).foreach(_.addTaskCompletionListener[Unit](_ => reader.interrupt()))
 
   override def hasNext: Boolean = {
     if (head == null) head = queue.take()

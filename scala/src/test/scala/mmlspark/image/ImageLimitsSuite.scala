@@ -134,8 +134,9 @@ class ImageLimitsSuite extends AnyFunSuite {
   }
 
   test("the default limit gives each task slot an equal share of the heap") {
-    val expected = (Runtime.getRuntime.maxMemory * 0.6 / ImageLimits.taskSlots).toLong /
-      ImageLimits.BytesPerPixel
+    val expected =
+      (Runtime.getRuntime.maxMemory * 0.6 / org.apache.spark.ml.mmlspark.SparkInternals.taskSlots).toLong /
+        ImageLimits.BytesPerPixel
     assert(ImageLimits.maxPixels == expected)
     assert(ImageLimits.maxFileBytes <= Int.MaxValue)
   }
