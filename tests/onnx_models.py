@@ -258,11 +258,75 @@ def zipmap_classifier(labels: list[int] | list[str] | None = None, seed: int = 5
     )
 
 
+def yolo_echo(size: int = 32, boxes: int = 16, classes: int = 3, layout: str = "yolov5") -> bytes:
+    """A YOLO-layout detector whose output is written in its input image: images [N, 3, size,
+    size] -> output0 = the first (red) channel's top-left rows, times a scale per attribute.
+
+    yolov5: output0 [N, boxes, 5 + classes] = image[:, 0, :boxes, :5 + classes] * scale, where
+    scale is ``size`` for cx, cy, w, h and 1 for objectness and the class scores. yolov8: output0
+    [N, 4 + classes, boxes] = image[:, 0, :4 + classes, :boxes] * scale (one row per attribute).
+    A size x size image therefore gives the raw output pixel / 255 * scale, in float32."""
+    f = TensorProto.FLOAT
+    attributes = (5 if layout == "yolov5" else 4) + classes
+    rows, cols = (boxes, attributes) if layout == "yolov5" else (attributes, boxes)
+    assert rows <= size and cols <= size
+    per_attribute = np.array([size] * 4 + [1] * (attributes - 4), np.float32)
+    scale = per_attribute.reshape(1, -1) if layout == "yolov5" else per_attribute.reshape(-1, 1)
+    weights = [
+        numpy_helper.from_array(np.array([0, 0, 0], np.int64), "starts"),
+        numpy_helper.from_array(np.array([1, rows, cols], np.int64), "ends"),
+        numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes"),
+        numpy_helper.from_array(np.array([1], np.int64), "squeeze_axes"),
+        numpy_helper.from_array(scale, "scale"),
+    ]
+    nodes = [
+        helper.make_node("Slice", ["images", "starts", "ends", "axes"], ["red"]),
+        helper.make_node("Squeeze", ["red", "squeeze_axes"], ["values"]),
+        helper.make_node("Mul", ["values", "scale"], ["output0"]),
+    ]
+    return _model(
+        nodes,
+        [_io("images", f, ["N", 3, size, size])],
+        [_io("output0", f, ["N", rows, cols])],
+        weights,
+        name=f"yolo_echo_{layout}",
+    )
+
+
+def yolo_constant(raw: np.ndarray, size: int | str = 32) -> bytes:
+    """A YOLO-layout detector that gives every image the same raw output: images [N, 3, size,
+    size] -> output0 [N, *raw.shape] = raw (whatever the pixels)."""
+    f = TensorProto.FLOAT
+    weights = [
+        numpy_helper.from_array(raw.astype(np.float32)[None], "raw"),
+        numpy_helper.from_array(np.array([1, 2, 3], np.int64), "axes"),
+        numpy_helper.from_array(np.array([0], np.float32), "zero"),
+    ]
+    nodes = [
+        # [N, 1, 1] zeros from the input, so that the output has the input's batch size.
+        helper.make_node("ReduceSum", ["images", "axes"], ["mean"], keepdims=1),
+        helper.make_node("Squeeze", ["mean", "axes"], ["per_image"]),
+        helper.make_node("Mul", ["per_image", "zero"], ["zeros"]),
+        helper.make_node("Unsqueeze", ["zeros", "axes_12"], ["zeros3"]),
+        helper.make_node("Add", ["zeros3", "raw"], ["output0"]),
+    ]
+    weights.append(numpy_helper.from_array(np.array([1, 2], np.int64), "axes_12"))
+    side = size if isinstance(size, int) else "S"
+    return _model(
+        nodes,
+        [_io("images", f, ["N", 3, side, side])],
+        [_io("output0", f, ["N", *raw.shape])],
+        weights,
+        name="yolo_constant",
+    )
+
+
 SCALA_FIXTURES = {
     "two_in_two_out.onnx": two_in_two_out,
     "fixed_batch.onnx": fixed_batch,
     "small_cnn.onnx": small_cnn,
     "lookup.onnx": lookup,
+    "yolo_echo.onnx": yolo_echo,
 }
 
 

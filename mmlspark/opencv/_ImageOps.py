@@ -83,6 +83,12 @@ OPERATIONS: dict[str, dict[str, Any]] = {
         "defaults": {"colorScaleFactor": 1.0},
         "example": {"mean": [0.5, 0.25, 0.125], "std": [2.0, 4.0, 8.0], "colorScaleFactor": 0.00392156862745098},
     },
+    "letterbox": {
+        "method": "letterbox",
+        "fields": ["size", "padValue"],
+        "defaults": {"padValue": 114.0},
+        "example": {"size": 32, "padValue": 0.0},
+    },
 }
 
 _O = TypeVar("_O", bound="_ImageOps")
@@ -324,4 +330,26 @@ class _ImageOps:
             mean=[float(v) for v in mean],
             std=[float(v) for v in std],
             colorScaleFactor=float(colorScaleFactor),
+        )
+
+    def letterbox(
+        self: _O,
+        size: int,
+        padValue: float = 114.0,
+    ) -> _O:
+        """Scales to fit a ``size`` x ``size`` square keeping the aspect ratio, and pads the rest evenly with ``padValue`` (YOLO's letterbox).
+
+        Appends ``{"op": "letterbox", ...}`` to ``operations``.
+
+        Parameters
+        ----------
+        size : int
+            the height and width of the output, in pixels.
+        padValue : float
+            the value of the padding, in every channel. Default: ``114.0``.
+        """
+        return self._add(
+            "letterbox",
+            size=int(size),
+            padValue=float(padValue),
         )

@@ -24,7 +24,7 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
     inputCol : str, optional
         name of the input column. Default: ``"image"``.
     operations : str, optional
-        the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (one of resize(height, width, interpolation=1), resizeShorter(size, interpolation=1), crop(x, y, height, width), centerCrop(height, width), colorFormat(format), flip(flipCode=1), blur(height, width), threshold(threshold, maxVal, thresholdType), gaussianKernel(apertureSize, sigma), normalize(mean, std, colorScaleFactor=1.0); set through the fluent methods of the same names; [] applies none). Default: ``"[]"``.
+        the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (one of resize(height, width, interpolation=1), resizeShorter(size, interpolation=1), crop(x, y, height, width), centerCrop(height, width), colorFormat(format), flip(flipCode=1), blur(height, width), threshold(threshold, maxVal, thresholdType), gaussianKernel(apertureSize, sigma), normalize(mean, std, colorScaleFactor=1.0), letterbox(size, padValue=114.0); set through the fluent methods of the same names; [] applies none). Default: ``"[]"``.
     outputCol : str, optional
         name of the output column. Default: ``"transformed"``.
     reducedDecode : bool, optional
@@ -40,7 +40,7 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
     operations: "Param[str]" = Param(
         Params._dummy(),
         "operations",
-        "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (one of resize(height, width, interpolation=1), resizeShorter(size, interpolation=1), crop(x, y, height, width), centerCrop(height, width), colorFormat(format), flip(flipCode=1), blur(height, width), threshold(threshold, maxVal, thresholdType), gaussianKernel(apertureSize, sigma), normalize(mean, std, colorScaleFactor=1.0); set through the fluent methods of the same names; [] applies none)",
+        "the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (one of resize(height, width, interpolation=1), resizeShorter(size, interpolation=1), crop(x, y, height, width), centerCrop(height, width), colorFormat(format), flip(flipCode=1), blur(height, width), threshold(threshold, maxVal, thresholdType), gaussianKernel(apertureSize, sigma), normalize(mean, std, colorScaleFactor=1.0), letterbox(size, padValue=114.0); set through the fluent methods of the same names; [] applies none)",
         typeConverter=TypeConverters.toString,
     )
 
@@ -87,7 +87,7 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
         return self.getOrDefault(self.operations)
 
     def setOperations(self: _P, value: str) -> _P:
-        """Sets ``operations``: the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (one of resize(height, width, interpolation=1), resizeShorter(size, interpolation=1), crop(x, y, height, width), centerCrop(height, width), colorFormat(format), flip(flipCode=1), blur(height, width), threshold(threshold, maxVal, thresholdType), gaussianKernel(apertureSize, sigma), normalize(mean, std, colorScaleFactor=1.0); set through the fluent methods of the same names; [] applies none)."""
+        """Sets ``operations``: the operations as a JSON array of objects, each with 'op' and its arguments, applied in order (one of resize(height, width, interpolation=1), resizeShorter(size, interpolation=1), crop(x, y, height, width), centerCrop(height, width), colorFormat(format), flip(flipCode=1), blur(height, width), threshold(threshold, maxVal, thresholdType), gaussianKernel(apertureSize, sigma), normalize(mean, std, colorScaleFactor=1.0), letterbox(size, padValue=114.0); set through the fluent methods of the same names; [] applies none)."""
         return self._set(operations=value)
 
     def getToTensor(self) -> bool:

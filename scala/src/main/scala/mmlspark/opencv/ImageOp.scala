@@ -4,7 +4,7 @@ import mmlspark.contracts.Choices
 import org.apache.spark.ml.mmlspark.SparkInternals
 import org.json4s._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
-import org.opencv.core.{Core, CvType, Mat, Rect, Size}
+import org.opencv.core.{Core, CvType, Mat, Rect, Scalar, Size}
 import org.opencv.imgproc.Imgproc
 
 /** An image between operations: the pixels and the order of their channels ("BGR", "RGB" or "GRAY";
@@ -123,6 +123,100 @@ object ResizeShorter
       fluent = false // through resize(size=..., keepAspectRatio=True)
     ) {
   def example: ResizeShorter = ResizeShorter(16, Imgproc.INTER_NEAREST)
+}
+
+/** How [[Letterbox]] fits a `height` x `width` image into a `size` x `size` square: the image is
+  * scaled by min(size / height, size / width) to `scaledHeight` x `scaledWidth` (rounded half to
+  * even) and padded by `top` rows above and `left` columns to the left (half the padding, rounded
+  * down; the rest goes below and to the right).
+  */
+final case class LetterboxGeometry(
+    height: Int,
+    width: Int,
+    size: Int,
+    scaledHeight: Int,
+    scaledWidth: Int,
+    top: Int,
+    left: Int
+) {
+
+  /** A point of the square (x, y) in the image's pixel coordinates, clipped to the image. */
+  def toImageX(x: Double): Double =
+    math.min(math.max((x - left) * width / scaledWidth, 0.0), width.toDouble)
+  def toImageY(y: Double): Double =
+    math.min(math.max((y - top) * height / scaledHeight, 0.0), height.toDouble)
+}
+
+object LetterboxGeometry {
+  def apply(height: Int, width: Int, size: Int): LetterboxGeometry = {
+    require(height > 0 && width > 0, s"letterbox: an empty ${width}x$height image")
+    val scale = math.min(size.toDouble / height, size.toDouble / width)
+    val scaledHeight = math.max(1, math.rint(height * scale).toInt)
+    val scaledWidth = math.max(1, math.rint(width * scale).toInt)
+    LetterboxGeometry(
+      height,
+      width,
+      size,
+      scaledHeight,
+      scaledWidth,
+      (size - scaledHeight) / 2,
+      (size - scaledWidth) / 2
+    )
+  }
+}
+
+/** Scales the image to fit a `size` x `size` square, keeping its aspect ratio (bilinear), and pads
+  * the rest evenly with `padValue` in every channel: the letterbox YOLO detectors take.
+  */
+final case class Letterbox(size: Int, padValue: Double = 114.0) extends ImageOp {
+  def validate(): Unit = require(size > 0, s"size must be positive but was $size")
+  def apply(image: Image): Image = {
+    val g = LetterboxGeometry(image.mat.rows(), image.mat.cols(), size)
+    val scaled =
+      if (g.scaledHeight == g.height && g.scaledWidth == g.width) image.mat
+      else {
+        val out = new Mat()
+        Imgproc.resize(
+          image.mat,
+          out,
+          new Size(g.scaledWidth, g.scaledHeight),
+          0,
+          0,
+          Imgproc.INTER_LINEAR
+        )
+        out
+      }
+    try
+      newMat(image.copy(mat = scaled))((in, out) =>
+        Core.copyMakeBorder(
+          in,
+          out,
+          g.top,
+          size - g.scaledHeight - g.top,
+          g.left,
+          size - g.scaledWidth - g.left,
+          Core.BORDER_CONSTANT,
+          new Scalar(padValue, padValue, padValue, padValue)
+        )
+      )
+    finally if (scaled ne image.mat) scaled.release()
+  }
+  override def fixedSize: Option[(Int, Int)] = Some((size, size))
+  override def changesSize: Boolean = true
+  override def minInputSize: Option[(Int, Int)] = Some((size, size))
+}
+
+object Letterbox
+    extends OpSpec[Letterbox](
+      "letterbox",
+      "Scales to fit a ``size`` x ``size`` square keeping the aspect ratio, and pads the rest " +
+        "evenly with ``padValue`` (YOLO's letterbox).",
+      Seq(
+        Arg("size", "the height and width of the output, in pixels"),
+        Arg("padValue", "the value of the padding, in every channel")
+      )
+    ) {
+  def example: Letterbox = Letterbox(32, 0.0)
 }
 
 /** Keeps the `height` x `width` region whose top-left corner is (`x`, `y`). */
@@ -422,7 +516,8 @@ object ImageOp {
     Blur,
     Threshold,
     GaussianKernel,
-    Normalize
+    Normalize,
+    Letterbox
   )
 
   private lazy val byName: Map[String, OpSpec[_ <: ImageOp]] = registry.map(s => s.name -> s).toMap

@@ -91,6 +91,11 @@ final class ImageTransformer(override val uid: String)
 
   def crop(x: Int, y: Int, height: Int, width: Int): this.type = addOp(Crop(x, y, height, width))
 
+  /** Fits the image into a `size` x `size` square keeping its aspect ratio, padded with `padValue`
+    * (114 by default, as YOLO detectors take it).
+    */
+  def letterbox(size: Int, padValue: Double = 114.0): this.type = addOp(Letterbox(size, padValue))
+
   def centerCrop(height: Int, width: Int): this.type = addOp(CenterCrop(height, width))
 
   def colorFormat(format: String): this.type = addOp(ColorFormat(format))
@@ -199,7 +204,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
   /** Runs `ops` on the image in `row` and hands the result to `output`; every Mat made on the way
     * is released before this returns, whatever happens.
     */
-  private[opencv] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
+  private[mmlspark] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
     if (row == null) throw new IllegalArgumentException("no input image (null)")
     val first = ImageSchemaUtils.toMat(row)
     runOn(ops)(Image(first, ImageOps.orderOf(first)), output)
@@ -208,7 +213,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
   /** Decodes `bytes` (color, EXIF orientation applied; at the smallest JPEG scale that covers
     * `target` when there is one), then runs `ops` on the image like [[run]].
     */
-  private[opencv] def decodeAndRun[T](ops: Seq[ImageOp], target: Option[(Int, Int)])(
+  private[mmlspark] def decodeAndRun[T](ops: Seq[ImageOp], target: Option[(Int, Int)])(
       bytes: Array[Byte],
       output: Image => T
   ): T = {
@@ -245,7 +250,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
   /** The pixels as a flat CHW float array with channels in `order` ("RGB", "BGR" or "GRAY"): the
     * channels are split into planes natively and each plane is copied in with one memcpy.
     */
-  private[opencv] def toCHW(image: Image, order: String): Array[Float] = {
+  private[mmlspark] def toCHW(image: Image, order: String): Array[Float] = {
     val (source, reversed) = (image.order, image.mat.channels(), order) match {
       case ("GRAY", 1, "GRAY") | ("BGR", 3, "BGR") | ("RGB", 3, "RGB") => (image, false)
       case ("BGR", 3, "RGB") | ("RGB", 3, "BGR") => (image, true)

@@ -126,12 +126,14 @@ class ImageOpRegistrySuite extends AnyFunSuite {
       .resize(7, keepAspectRatio = true)
       .flip(0)
       .normalize(Array(0.5), Array(0.25), 2.0)
+      .letterbox(64)
     assert(
       stage.getOps == Seq(
         Resize.decode(parse("""{"height":5,"width":6}""")),
         ResizeShorter.decode(parse("""{"size":7}""")),
         Flip(0),
-        Normalize(Seq(0.5), Seq(0.25), 2.0)
+        Normalize(Seq(0.5), Seq(0.25), 2.0),
+        Letterbox.decode(parse("""{"size":64}"""))
       )
     )
   }

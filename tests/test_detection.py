@@ -1,0 +1,293 @@
+"""ObjectDetector against an independent numpy/OpenCV reference of YOLO's letterbox, decoding and
+per-class non-maximum suppression, on detectors built in code (tests/onnx_models.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import cv2
+import numpy as np
+import onnx_models
+import pytest
+from image_fixtures import encode, pattern, with_exif_orientation
+from pyspark.ml import Pipeline, PipelineModel
+
+from mmlspark.detection import ObjectDetector
+from mmlspark.image import read_images
+from mmlspark.opencv import ImageTransformer
+
+SIZE = 32  # the echo detector's input
+NAMES = ["animal", "person", "vehicle"]
+
+
+# --- the reference -------------------------------------------------------------------------
+
+
+def letterbox(image: np.ndarray, size: int, pad: int = 114) -> tuple[np.ndarray, tuple]:
+    """YOLOv5's letterbox (auto=False): returns the square and (new_h, new_w, top, left)."""
+    h, w = image.shape[:2]
+    r = min(size / h, size / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    if (new_w, new_h) != (w, h):
+        image = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    dw, dh = (size - new_w) / 2, (size - new_h) / 2
+    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
+    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
+    square = cv2.copyMakeBorder(
+        image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(pad, pad, pad)
+    )
+    return square, (new_h, new_w, top, left)
+
+
+def iou(a: np.ndarray, b: np.ndarray) -> float:
+    iw = min(a[2], b[2]) - max(a[0], b[0])
+    ih = min(a[3], b[3]) - max(a[1], b[1])
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    inter = iw * ih
+    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
+
+
+def detect(
+    raw: np.ndarray,
+    layout: str,
+    image_hw: tuple[int, int],
+    size: int,
+    threshold: float,
+    iou_threshold: float = 0.45,
+    max_det: int = 300,
+) -> list[tuple[str, str, float, list[float]]]:
+    """Decodes one image's raw float32 output, suppresses per class, maps boxes to the image."""
+    if layout == "yolov5":
+        x = raw.reshape(raw.shape[-2], raw.shape[-1])
+        boxes, scores = x[:, :4], x[:, 5:] * x[:, 4:5]
+        eligible = x[:, 4] > np.float32(threshold)
+    else:
+        x = raw.reshape(raw.shape[-2], raw.shape[-1]).T
+        boxes, scores = x[:, :4], x[:, 4:]
+        eligible = np.ones(len(x), bool)
+    cls, conf = scores.argmax(1), scores.max(1)
+    candidates = np.nonzero(eligible & (conf > np.float32(threshold)))[0]
+    order = candidates[np.lexsort((candidates, -conf[candidates]))]
+    b = boxes.astype(np.float64)
+    xyxy = np.c_[
+        b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2
+    ]
+    kept: list[int] = []
+    for i in order:
+        if len(kept) == max_det:
+            break
+        if all(cls[j] != cls[i] or iou(xyxy[j], xyxy[i]) <= iou_threshold for j in kept):
+            kept.append(i)
+    h, w = image_hw
+    r = min(size / h, size / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    left, top = (size - new_w) // 2, (size - new_h) // 2
+    out = []
+    for i in kept:
+        x1, y1, x2, y2 = xyxy[i]
+        x1, x2 = (np.clip((v - left) / (new_w / w), 0, w) for v in (x1, x2))
+        y1, y2 = (np.clip((v - top) / (new_h / h), 0, h) for v in (y1, y2))
+        bbox = [x1 / w, y1 / h, (x2 - x1) / w, (y2 - y1) / h]
+        out.append((str(cls[i] + 1), NAMES[cls[i]], float(conf[i]), bbox))
+    return out
+
+
+def assert_same_detections(got, expected) -> None:
+    assert [(d["category"], d["label"]) for d in got] == [(e[0], e[1]) for e in expected]
+    for d, e in zip(got, expected, strict=True):
+        assert d["conf"] == pytest.approx(e[2], abs=1e-6)
+        np.testing.assert_allclose(d["bbox"], e[3], atol=1e-6)
+
+
+# --- images that spell the echo detector's output -------------------------------------------
+
+
+def spelled_scene(layout: str, seed: int, boxes: int = 16, classes: int = 3) -> np.ndarray:
+    """Raw output pixels (0-255) with clusters of overlapping boxes of several classes, some
+    under the threshold: [boxes, 5 + C] for yolov5, [4 + C, boxes] for yolov8."""
+    rng = np.random.default_rng(seed)
+    centers = rng.integers(60, 200, (3, 2))
+    rows = []
+    for k in range(boxes):
+        cx, cy = centers[k % 3] + rng.integers(-6, 7, 2)
+        w, h = rng.integers(30, 90, 2)
+        scores = rng.integers(0, 256, classes)
+        objectness = rng.integers(0, 256) if layout == "yolov5" else None
+        rows.append([cx, cy, w, h, *([objectness] if objectness is not None else []), *scores])
+    raw = np.array(rows, np.uint8)
+    return raw if layout == "yolov5" else raw.T.copy()
+
+
+def scene_image(pixels: np.ndarray) -> np.ndarray:
+    """A SIZE x SIZE BGR image whose red channel's top-left holds ``pixels``."""
+    image = np.zeros((SIZE, SIZE, 3), np.uint8)
+    image[: pixels.shape[0], : pixels.shape[1], 2] = pixels
+    return image
+
+
+def echo_raw(pixels: np.ndarray, layout: str) -> np.ndarray:
+    """What the echo detector gives for ``pixels``, in float32 as the JVM and ONNX Runtime do."""
+    values = pixels.astype(np.float32) / np.float32(255)
+    scale = np.array(
+        [SIZE] * 4 + [1] * (values.shape[1 if layout == "yolov5" else 0] - 4), np.float32
+    )
+    return values * (scale[None, :] if layout == "yolov5" else scale[:, None])
+
+
+@pytest.mark.parametrize("layout", ["yolov5", "yolov8"])
+def test_decoding_and_suppression_equal_the_reference(spark, layout):
+    scenes = {f"s{seed}": spelled_scene(layout, seed) for seed in range(6)}
+    df = spark.createDataFrame(
+        [(name, encode(scene_image(p), ".png")) for name, p in scenes.items()], ["name", "content"]
+    )
+    detector = ObjectDetector(inputCol="content", confidenceThreshold=0.25, miniBatchSize=4)
+    detector.setModelPayload(onnx_models.yolo_echo(layout=layout))
+    rows = {r["name"]: r for r in detector.transform(df).collect()}
+    suppressed = 0
+    for name, pixels in scenes.items():
+        raw = echo_raw(pixels, layout)
+        expected = detect(raw, layout, (SIZE, SIZE), SIZE, 0.25)
+        assert rows[name]["detectionError"] is None
+        assert_same_detections(rows[name]["detections"], expected)
+        unsuppressed = detect(raw, layout, (SIZE, SIZE), SIZE, 0.25, iou_threshold=1.0)
+        suppressed += len(unsuppressed) - len(expected)
+        assert {e[0] for e in expected} == {e[0] for e in unsuppressed}
+    assert suppressed > 0  # the scenes do overlap, so suppression was exercised
+    assert sum(len(r["detections"]) for r in rows.values()) > 6
+
+
+def test_max_detections_and_threshold_keep_the_most_confident(spark):
+    pixels = spelled_scene("yolov5", 3)
+    df = spark.createDataFrame([(encode(scene_image(pixels), ".png"),)], ["content"])
+    detector = ObjectDetector(inputCol="content", confidenceThreshold=0.1, maxDetections=2)
+    detector.setModelPayload(onnx_models.yolo_echo())
+    got = detector.transform(df).first()["detections"]
+    expected = detect(echo_raw(pixels, "yolov5"), "yolov5", (SIZE, SIZE), SIZE, 0.1, max_det=2)
+    assert len(expected) == 2
+    assert_same_detections(got, expected)
+
+
+@pytest.mark.parametrize("shape", [(300, 120), (90, 400), (64, 64), (20, 30), (47, 63)])
+def test_letterbox_operation_equals_yolo_letterbox(spark, tmp_path, shape):
+    image = pattern(*shape, seed=4)
+    (tmp_path / "x.png").write_bytes(encode(image, ".png"))
+    out = ImageTransformer().letterbox(64).transform(read_images(spark, str(tmp_path))).first()
+    assert out["transformError"] is None
+    expected, _ = letterbox(image, 64)
+    got = np.frombuffer(out["transformed"]["data"], np.uint8).reshape(expected.shape)
+    np.testing.assert_array_equal(got, expected)
+
+
+# Boxes in the letterboxed 64 x 64 square: near its middle, at its corners, across its edge.
+CONSTANT = np.array(
+    [
+        [32, 32, 20, 30, 0.9, 0.95, 0.1, 0.1],
+        [6, 8, 12, 16, 0.8, 0.1, 0.9, 0.2],
+        [60, 58, 20, 20, 0.7, 0.2, 0.1, 0.8],
+        [33, 32, 20, 30, 0.1, 0.9, 0.0, 0.0],  # under the threshold
+    ],
+    np.float32,
+)
+
+
+def test_boxes_map_back_to_tall_wide_rotated_and_large_photos(spark, tmp_path):
+    tall, wide = pattern(300, 120, seed=1), pattern(90, 400, seed=2)
+    jpeg = encode(pattern(120, 300, seed=3), ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90])
+    large = cv2.resize(pattern(300, 400, seed=5), (4000, 3000))  # a 12 MP camera-trap photo
+    files = {
+        "tall.png": (encode(tall, ".png"), (300, 120)),
+        "wide.png": (encode(wide, ".png"), (90, 400)),
+        # Stored 300 wide and 120 high, shown rotated a quarter turn: 120 wide and 300 high.
+        "rotated.jpg": (with_exif_orientation(jpeg, 6), (300, 120)),
+        "large.jpg": (encode(large, ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 85]), (3000, 4000)),
+    }
+    df = spark.createDataFrame([(n, b) for n, (b, _) in files.items()], ["name", "content"])
+    detector = ObjectDetector(inputCol="content", imageSize=64, confidenceThreshold=0.5)
+    detector.setModelPayload(onnx_models.yolo_constant(CONSTANT, size="S"))
+    rows = {r["name"]: r for r in detector.transform(df).collect()}
+    for name, (_, hw) in files.items():
+        assert rows[name]["detectionError"] is None, rows[name]["detectionError"]
+        expected = detect(CONSTANT, "yolov5", hw, 64, 0.5)
+        assert len(expected) == 3
+        if name == "large.jpg":
+            # Decoded at 1/8 scale (500 x 375, still over 64): the same fractions, to a pixel.
+            for d, e in zip(rows[name]["detections"], expected, strict=True):
+                np.testing.assert_allclose(d["bbox"], e[3], atol=2e-3)
+        else:
+            assert_same_detections(rows[name]["detections"], expected)
+    # The tall image's boxes lie within its 26 x 64 band of the square: x spans at most [0, 1].
+    for d in rows["tall.png"]["detections"]:
+        x, y, w, h = d["bbox"]
+        assert 0 <= x and x + w <= 1 + 1e-9 and 0 <= y and y + h <= 1 + 1e-9
+
+
+def test_image_structs_bad_rows_and_empty_images(spark, tmp_path):
+    (tmp_path / "scene.png").write_bytes(encode(scene_image(spelled_scene("yolov5", 1)), ".png"))
+    (tmp_path / "blank.png").write_bytes(encode(np.zeros((SIZE, SIZE, 3), np.uint8), ".png"))
+    (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8 not really a jpeg")
+    images = read_images(spark, str(tmp_path))
+    detector = ObjectDetector(confidenceThreshold=0.25).setModelPayload(onnx_models.yolo_echo())
+    out = detector.transform(images)
+    assert out.columns == [*images.columns, "detections", "detectionError"]
+    rows = {Path(r["path"]).name: r for r in out.collect()}
+    assert rows["blank.png"]["detections"] == [] and rows["blank.png"]["detectionError"] is None
+    assert rows["scene.png"]["detections"]
+    broken = rows["broken.jpg"]
+    assert broken["detections"] is None and "no input image" in broken["detectionError"]
+    assert out.count() == 3
+
+
+def test_saved_detector_and_pipeline_load_and_give_the_same_detections(spark, tmp_path):
+    scenes = [encode(scene_image(spelled_scene("yolov8", s)), ".png") for s in range(3)]
+    df = spark.createDataFrame([(i, b) for i, b in enumerate(scenes)], ["id", "content"])
+    detector = ObjectDetector(
+        inputCol="content",
+        confidenceThreshold=0.3,
+        classNames=["a", "b", "c"],
+        modelFormat="YOLOv8",
+    ).setModelPayload(onnx_models.yolo_echo(layout="yolov8"))
+    before = detector.transform(df).orderBy("id").collect()
+    detector.save(str(tmp_path / "detector"))
+    loaded = ObjectDetector.load(str(tmp_path / "detector"))
+    assert loaded.getClassNames() == ["a", "b", "c"] and loaded.getModelFormat() == "YOLOv8"
+    assert loaded.transform(df).orderBy("id").collect() == before
+    Pipeline(stages=[detector]).fit(df).save(str(tmp_path / "pipeline"))
+    again = PipelineModel.load(str(tmp_path / "pipeline")).transform(df).orderBy("id").collect()
+    assert again == before
+    assert {d["label"] for r in before for d in r["detections"]} <= {"a", "b", "c"}
+
+
+def test_misconfigured_detectors_fail_before_any_job_with_the_reason(spark):
+    df = spark.createDataFrame([(b"",)], ["content"])
+    two_names = ObjectDetector(inputCol="content", classNames=["animal", "person"])
+    two_names.setModelPayload(onnx_models.yolo_echo())
+    with pytest.raises(Exception, match="3 classes.*classNames has 2"):
+        two_names.transform(df)
+    square = ObjectDetector(inputCol="content").setModelPayload(
+        onnx_models.yolo_constant(np.zeros((8, 8), np.float32))
+    )
+    with pytest.raises(Exception, match="set modelFormat"):
+        square.transform(df)
+    assert square.setModelFormat("yolov5").transform(df).columns[-2:] == [
+        "detections",
+        "detectionError",
+    ]
+    with pytest.raises(Exception, match="imageSize is 640 but the model takes 32x32"):
+        ObjectDetector(inputCol="content", imageSize=640).setModelPayload(
+            onnx_models.yolo_echo()
+        ).transform(df)
+
+
+def test_detector_runs_from_a_model_file_on_classic_and_connect(session, tmp_path):
+    model = tmp_path / "detector.onnx"
+    model.write_bytes(onnx_models.yolo_echo())
+    pixels = spelled_scene("yolov5", 2)
+    df = session.createDataFrame([(encode(scene_image(pixels), ".png"),)], ["content"])
+    detector = ObjectDetector(
+        inputCol="content", modelLocation=str(model), confidenceThreshold=0.25
+    )
+    got = detector.transform(df).first()["detections"]
+    assert_same_detections(
+        got, detect(echo_raw(pixels, "yolov5"), "yolov5", (SIZE, SIZE), SIZE, 0.25)
+    )
