@@ -12,8 +12,8 @@ import pytest
 from image_fixtures import encode, pattern, with_exif_orientation
 from pyspark.ml import Pipeline, PipelineModel
 
-from mmlspark.detection import ObjectDetector
-from mmlspark.image import read_images
+from mmlspark.detection import CropDetections, ObjectDetector
+from mmlspark.image import ImageFeaturizer, read_images
 from mmlspark.opencv import ImageTransformer
 
 SIZE = 32  # the echo detector's input
@@ -291,3 +291,37 @@ def test_detector_runs_from_a_model_file_on_classic_and_connect(session, tmp_pat
     assert_same_detections(
         got, detect(echo_raw(pixels, "yolov5"), "yolov5", (SIZE, SIZE), SIZE, 0.25)
     )
+
+
+def test_crops_of_detections_feed_a_featurizer(spark, tmp_path):
+    """Detector -> CropDetections -> ImageFeaturizer: each crop is the original photo's region
+    of its box (numpy slicing, MegaDetector's pixel rounding), at full resolution."""
+    photo = pattern(300, 400, seed=8)
+    files = {"photo.png": encode(photo, ".png"), "blank.png": encode(photo, ".png")}
+    df = spark.createDataFrame(list(files.items()), ["path", "content"])
+    raw = CONSTANT.copy()
+    detector = ObjectDetector(inputCol="content", imageSize=64, confidenceThreshold=0.5)
+    detector.setModelPayload(onnx_models.yolo_constant(raw, size="S"))
+    found = detector.transform(df)
+    crops = CropDetections(inputCol="content", confidenceThreshold=0.7).transform(found)
+    rows = sorted(crops.filter("path = 'photo.png'").collect(), key=lambda r: r["detectionIndex"])
+    expected = detect(raw, "yolov5", (300, 400), 64, 0.5)
+    chosen = [i for i, e in enumerate(expected) if e[2] >= 0.7]
+    assert [r["detectionIndex"] for r in rows] == chosen and len(chosen) == 2
+    for r in rows:
+        x, y, w, h = expected[r["detectionIndex"]][3]
+        x0, y0 = int(x * 400), int(y * 300)
+        region = photo[y0 : y0 + int(h * 300), x0 : x0 + int(w * 400)]
+        got = np.frombuffer(r["crop"]["data"], np.uint8).reshape(region.shape)
+        np.testing.assert_array_equal(got, region)
+        assert r["detection"]["label"] == expected[r["detectionIndex"]][1]
+        assert r["cropError"] is None
+
+    squared = CropDetections(inputCol="content", confidenceThreshold=0.7, square=True)
+    for r in squared.transform(found).collect():
+        assert r["crop"]["height"] == r["crop"]["width"]
+
+    featurizer = ImageFeaturizer(inputCol="crop", imageHeight=8, imageWidth=8)
+    featurizer.setModelPayload(onnx_models.small_cnn(size=8)).setFeatureTensorName("features")
+    features = featurizer.transform(crops).collect()
+    assert len(features) == 4 and all(len(r["features"]) == 4 for r in features)

@@ -1,0 +1,275 @@
+package mmlspark.detection
+
+import mmlspark.contracts._
+import mmlspark.opencv.{Image, ImageTransformer}
+import mmlspark.pixels.{ImageSchemaUtils, ImageStruct}
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.param._
+import org.apache.spark.ml.util.Identifiable
+import org.apache.spark.sql.{DataFrame, Dataset, Row}
+import org.apache.spark.sql.functions.{col, explode, udf}
+import org.apache.spark.sql.types._
+import org.opencv.core.{Core, Mat, Rect, Scalar}
+
+/** Turns detections into crops, one row per detection: each detection of `detectionsCol` (as
+  * [[ObjectDetector]] writes them) whose `conf` is at least `confidenceThreshold`, and whose
+  * category is among `categories` when set, becomes a row holding the other input columns (the
+  * parent's path among them), the detection's index in the parent's array (`detectionIndexCol`),
+  * the detection itself (`detectionCol`) and the crop of the parent image (`outputCol`, an image
+  * struct with the parent's origin) at the image's full resolution; encoded bytes are decoded with
+  * their EXIF orientation, as the detector saw them.
+  *
+  * With `square`, a crop is widened to a square around the box (the longer side of the box), moved
+  * to stay inside the image, and padded evenly with black where the image is narrower than the
+  * square, as MegaDetector's crop scripts do, so that a classifier's square resize keeps the
+  * animal's proportions. A parent image that cannot be read gives its detections null crops and the
+  * reason in `errorCol`; a row with no detections (or null) gives no rows.
+  */
+final class CropDetections(override val uid: String)
+    extends Transformer
+    with HasInputCol
+    with HasOutputCol
+    with HasErrorCol
+    with StageWritable {
+
+  def this() = this(Identifiable.randomUID("CropDetections"))
+
+  final val detectionsCol: Param[String] = new Param[String](
+    this,
+    "detectionsCol",
+    "name of the column of detections (category, label, conf, bbox) to crop",
+    (name: String) => name != null && name.nonEmpty
+  )
+
+  final val detectionCol: Param[String] = new Param[String](
+    this,
+    "detectionCol",
+    "name of the new column holding each crop's detection",
+    (name: String) => name != null && name.nonEmpty
+  )
+
+  final val detectionIndexCol: Param[String] = new Param[String](
+    this,
+    "detectionIndexCol",
+    "name of the new column holding each crop's index in its image's detections (from 0)",
+    (name: String) => name != null && name.nonEmpty
+  )
+
+  final val confidenceThreshold: DoubleParam = new DoubleParam(
+    this,
+    "confidenceThreshold",
+    "detections with a confidence under this give no crop (0 to 1)",
+    ParamValidators.inRange(0, 1)
+  )
+
+  final val categories: StringArrayParam = new StringArrayParam(
+    this,
+    "categories",
+    "the categories (e.g. '1', animals in MegaDetector's) whose detections are cropped; empty: all",
+    (values: Array[String]) => values.forall(v => v != null && v.nonEmpty)
+  )
+
+  final val square: BooleanParam = new BooleanParam(
+    this,
+    "square",
+    "widen each crop to a square around its box, padded with black where the image ends"
+  )
+
+  setDefault(
+    inputCol -> "image",
+    detectionsCol -> "detections",
+    outputCol -> "crop",
+    errorCol -> "cropError",
+    detectionCol -> "detection",
+    detectionIndexCol -> "detectionIndex",
+    confidenceThreshold -> 0.2,
+    categories -> Array.empty[String],
+    square -> false
+  )
+
+  def getDetectionsCol: String = $(detectionsCol)
+  def setDetectionsCol(value: String): this.type = set(detectionsCol, value)
+  def getDetectionCol: String = $(detectionCol)
+  def setDetectionCol(value: String): this.type = set(detectionCol, value)
+  def getDetectionIndexCol: String = $(detectionIndexCol)
+  def setDetectionIndexCol(value: String): this.type = set(detectionIndexCol, value)
+  def getConfidenceThreshold: Double = $(confidenceThreshold)
+  def setConfidenceThreshold(value: Double): this.type = set(confidenceThreshold, value)
+  def getCategories: Array[String] = $(categories)
+  def setCategories(value: Array[String]): this.type = set(categories, value)
+  def getSquare: Boolean = $(square)
+  def setSquare(value: Boolean): this.type = set(square, value)
+
+  private def added: Seq[String] =
+    Seq($(detectionIndexCol), $(detectionCol), $(outputCol), $(errorCol))
+
+  override def transformSchema(schema: StructType): StructType = {
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageTransformer.InputColumn)
+    SchemaUtils.requireColumnType(
+      this,
+      schema,
+      $(detectionsCol),
+      "an array of detections (category, label, conf, bbox), as ObjectDetector writes them"
+    )(CropDetections.isDetections)
+    val kept = schema.fields.filterNot(_.name == $(inputCol))
+    added.foreach(c => SchemaUtils.requireAbsent(this, StructType(kept), c))
+    SchemaUtils.requireDistinct(this, "output columns", added)
+    val detection = schema($(detectionsCol)).dataType.asInstanceOf[ArrayType].elementType
+    StructType(
+      kept ++ Seq(
+        StructField($(detectionIndexCol), IntegerType, nullable = false),
+        StructField($(detectionCol), detection),
+        StructField($(outputCol), ImageSchemaUtils.imageType),
+        StructField($(errorCol), StringType)
+      )
+    )
+  }
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    val schema = transformSchema(dataset.schema, logging = true)
+    val chosen = CropChoice($(confidenceThreshold), $(categories).toSet, $(square))
+    val encoded = dataset.schema($(inputCol)).dataType == BinaryType
+    val crops =
+      if (encoded)
+        udf((bytes: Array[Byte], detections: Seq[Row]) =>
+          chosen.crops(detections, ImageTransformer.decodeAndRun(Nil, None)(bytes, _), null)
+        )
+      else
+        udf((image: Row, detections: Seq[Row]) =>
+          chosen.crops(
+            detections,
+            ImageTransformer.run(Nil)(image, _),
+            if (image == null) null else image.getString(0)
+          )
+        )
+    val tmp = s"__crop_$uid"
+    val exploded = dataset
+      .toDF()
+      .withColumn(
+        tmp,
+        explode(
+          crops
+            .asNondeterministic()(
+              col(SchemaUtils.quoted($(inputCol))),
+              col(SchemaUtils.quoted($(detectionsCol)))
+            )
+        )
+      )
+    val index = col(s"$tmp.index")
+    exploded.select(schema.fields.toIndexedSeq.map { f =>
+      val value = f.name match {
+        case n if n == $(detectionIndexCol) => index
+        case n if n == $(detectionCol) => col(SchemaUtils.quoted($(detectionsCol))).getItem(index)
+        case n if n == $(outputCol) => col(s"$tmp.crop")
+        case n if n == $(errorCol) => col(s"$tmp.error")
+        case n => col(SchemaUtils.quoted(n))
+      }
+      value.as(f.name)
+    }: _*)
+  }
+
+  override def copy(extra: ParamMap): CropDetections = defaultCopy(extra)
+}
+
+/** One crop: the detection's index, the crop (null when the parent cannot be read) and why not. */
+final case class CropResult(index: Int, crop: ImageStruct, error: String)
+
+/** Which detections are cropped, and how. */
+final case class CropChoice(threshold: Double, categories: Set[String], square: Boolean) {
+
+  private def chosen(detections: Seq[Row]): Seq[(Row, Int)] =
+    Option(detections).getOrElse(Nil).zipWithIndex.filter { case (d, _) =>
+      d != null && d.getAs[Double]("conf") >= threshold &&
+      (categories.isEmpty || categories(d.getAs[String]("category")))
+    }
+
+  /** The crops of an image's chosen detections; `withImage` hands the image to a function and
+    * releases it after.
+    */
+  def crops(
+      detections: Seq[Row],
+      withImage: (Image => Seq[CropResult]) => Seq[CropResult],
+      origin: String
+  ): Seq[CropResult] = {
+    val wanted = chosen(detections)
+    if (wanted.isEmpty) Nil
+    else
+      try
+        withImage { image =>
+          wanted.map { case (d, i) =>
+            val result = RowResults.attempt(crop(image, d.getSeq[Double](d.fieldIndex("bbox"))))
+            val mat = result.value
+            try
+              CropResult(
+                i,
+                if (mat == null) null else ImageSchemaUtils.toStruct(mat, origin),
+                result.error
+              )
+            finally if (mat != null) mat.release()
+          }
+        }
+      catch {
+        case e: Exception =>
+          val why = RowResults.describe(e)
+          wanted.map { case (_, i) => CropResult(i, null, why) }
+      }
+  }
+
+  /** The crop of `image` at `bbox` ([x_min, y_min, width, height] as fractions), a new Mat. */
+  private[detection] def crop(image: Image, bbox: Seq[Double]): Mat = {
+    if (bbox == null || bbox.length != 4)
+      throw new IllegalArgumentException(s"a bbox has 4 values, not ${Option(bbox).map(_.length)}")
+    val (imageH, imageW) = (image.mat.rows(), image.mat.cols())
+    var x = math.min(math.max((bbox(0) * imageW).toInt, 0), imageW - 1)
+    var y = math.min(math.max((bbox(1) * imageH).toInt, 0), imageH - 1)
+    var w = math.min((bbox(2) * imageW).toInt, imageW - x)
+    var h = math.min((bbox(3) * imageH).toInt, imageH - y)
+    if (w <= 0 || h <= 0)
+      throw new IllegalArgumentException(
+        s"the box ${bbox.mkString("[", ", ", "]")} is empty in a ${imageW}x$imageH image"
+      )
+    val side = math.max(w, h)
+    if (square) {
+      x = math.max(0, math.min(x - (side - w) / 2, imageW - math.min(side, imageW)))
+      y = math.max(0, math.min(y - (side - h) / 2, imageH - math.min(side, imageH)))
+      w = math.min(side, imageW)
+      h = math.min(side, imageH)
+    }
+    val region = image.mat.submat(new Rect(x, y, w, h))
+    try {
+      if (!square || (w == side && h == side)) region.clone()
+      else {
+        val out = new Mat()
+        val (top, left) = ((side - h) / 2, (side - w) / 2)
+        Core.copyMakeBorder(
+          region,
+          out,
+          top,
+          side - h - top,
+          left,
+          side - w - left,
+          Core.BORDER_CONSTANT,
+          new Scalar(0, 0, 0, 0)
+        )
+        out
+      }
+    } finally region.release()
+  }
+}
+
+object CropDetections extends StageReadable[CropDetections] {
+
+  /** Whether `dataType` is an array of structs with the fields of a detection. */
+  def isDetections(dataType: DataType): Boolean = dataType match {
+    case ArrayType(s: StructType, _) =>
+      Seq("category" -> StringType, "conf" -> DoubleType, "bbox" -> ArrayType(DoubleType))
+        .forall { case (name, t) =>
+          s.fieldNames.contains(name) && (s(name).dataType match {
+            case ArrayType(e, _) => t.isInstanceOf[ArrayType] && e == DoubleType
+            case other => other == t
+          })
+        }
+    case _ => false
+  }
+
+}
