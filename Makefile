@@ -13,9 +13,10 @@ SBT := ./sbt
 
 all: wheel
 
-$(VENV)/.installed: requirements-dev.txt
+$(VENV)/.installed: requirements-dev.txt requirements-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements-dev.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	touch $@
 
 venv: $(VENV)/.installed

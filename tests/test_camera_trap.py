@@ -30,7 +30,7 @@ def _copy(target: Path, names: list[str], every: int = 1, offset: int = 0) -> li
 def check_megadetector_format(results: dict, files: set[str]) -> None:
     """The fields of the MegaDetector batch output format that review tools read."""
     assert set(results) >= {"images", "detection_categories", "info"}
-    assert results["info"]["format_version"] == "1.4"
+    assert results["info"]["format_version"] == "1.6"
     detection_categories = results["detection_categories"]
     classification_categories = results["classification_categories"]
     assert {e["file"] for e in results["images"]} == files
@@ -38,6 +38,7 @@ def check_megadetector_format(results: dict, files: set[str]) -> None:
         assert not entry["file"].startswith("/") and ":" not in entry["file"]  # relative
         if "failure" in entry:
             assert isinstance(entry["failure"], str) and entry["failure"]
+            assert entry["detections"] is None
             continue
         assert 0.0 <= entry["max_detection_conf"] <= 1.0
         for d in entry["detections"]:

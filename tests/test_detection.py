@@ -3,6 +3,8 @@ per-class non-maximum suppression, on detectors built in code (tests/onnx_models
 
 from __future__ import annotations
 
+import csv
+import json
 from pathlib import Path
 
 import cv2
@@ -325,3 +327,94 @@ def test_crops_of_detections_feed_a_featurizer(spark, tmp_path):
     featurizer.setModelPayload(onnx_models.small_cnn(size=8)).setFeatureTensorName("features")
     features = featurizer.transform(crops).collect()
     assert len(features) == 4 and all(len(r["features"]) == 4 for r in features)
+
+
+# --- the detect command -----------------------------------------------------------------------
+
+
+def test_detect_command_writes_megadetector_results_and_resumes(spark, tmp_path):
+    from megadetector.postprocessing.validate_batch_results import (
+        ValidateBatchResultsOptions,
+        validate_batch_results,
+    )
+
+    from mmlspark.apps.camera_trap import __main__ as cli
+
+    images = tmp_path / "survey"
+    (images / "cam1").mkdir(parents=True)
+    scenes = {f"cam1/IMG_{i}.png": spelled_scene("yolov5", 10 + i) for i in range(3)}
+    for name, pixels in scenes.items():
+        (images / name).write_bytes(encode(scene_image(pixels), ".png"))
+    (images / "blank.png").write_bytes(encode(np.zeros((SIZE, SIZE, 3), np.uint8), ".png"))
+    detector = tmp_path / "detector.onnx"
+    detector.write_bytes(onnx_models.yolo_echo())
+    out = tmp_path / "detections"
+    args = ["detect", "--images", str(images), "--detector", str(detector), "--out", str(out)]
+    assert cli.main([*args, "--threshold", "0.25"]) == 0
+
+    # A second sitting after new photos arrived (one unreadable): only those are run.
+    later = "cam1/IMG_3.png"
+    scenes[later] = spelled_scene("yolov5", 13)
+    (images / later).write_bytes(encode(scene_image(scenes[later]), ".png"))
+    (images / "notes.txt").write_text("not a photo")
+    summary = job_detect(spark, images, detector, out)
+    assert summary["scored"] == 2 and summary["photos"] == 6 and summary["failures"] == 1
+
+    results = json.loads((out / "results.json").read_text())
+    options = ValidateBatchResultsOptions()
+    options.raise_errors = True
+    checked = validate_batch_results(results, options)["validation_results"]
+    assert checked["errors"] == [] and checked["warnings"] == []
+    assert results["info"]["format_version"] == "1.6"
+    assert results["detection_categories"] == {"1": "animal", "2": "person", "3": "vehicle"}
+    entries = {e["file"]: e for e in results["images"]}
+    assert list(entries) == sorted(entries) and set(entries) == {*scenes, "blank.png", "notes.txt"}
+    assert entries["notes.txt"]["detections"] is None and entries["notes.txt"]["failure"]
+    assert entries["blank.png"] == {
+        "file": "blank.png",
+        "max_detection_conf": 0.0,
+        "detections": [],
+    }
+    for name, pixels in scenes.items():
+        expected = detect(echo_raw(pixels, "yolov5"), "yolov5", (SIZE, SIZE), SIZE, 0.25)
+        got = entries[name]["detections"]
+        assert [d["category"] for d in got] == [e[0] for e in expected] and expected
+        for d, e in zip(got, expected, strict=True):
+            assert set(d) == {"category", "conf", "bbox"} and isinstance(d["conf"], float)
+            assert d["conf"] == round(e[2], 3)
+            assert d["bbox"] == [round(v, 4) for v in e[3]]
+        assert entries[name]["max_detection_conf"] == round(expected[0][2], 3)
+
+    rows = list(csv.DictReader((out / "detections.csv").open(newline="")))
+    per_photo = {name: [r for r in rows if r["path"] == name] for name in entries}
+    assert [r["category"] for r in per_photo["blank.png"]] == [""]
+    assert per_photo["notes.txt"][0]["failure"]
+    for name in scenes:
+        assert len(per_photo[name]) == len(entries[name]["detections"])
+        assert all(r["label"] in NAMES and float(r["conf"]) > 0.25 for r in per_photo[name])
+
+    # Another detector's results in the same folder are refused without --overwrite.
+    other = tmp_path / "other.onnx"
+    other.write_bytes(onnx_models.yolo_echo(layout="yolov8"))
+    again = ["detect", "--images", str(images), "--detector", str(other), "--out", str(out)]
+    assert cli.main(again) == 2
+    assert cli.main([*again, "--overwrite"]) == 0
+
+
+def job_detect(spark, images: Path, detector: Path, out: Path) -> dict:
+    from mmlspark.apps.camera_trap import job
+
+    return job.detect(spark, str(images), str(detector), str(out), threshold=0.25)
+
+
+def test_detect_refuses_a_model_that_is_no_detector(spark, tmp_path, capsys):
+    from mmlspark.apps.camera_trap import __main__ as cli
+
+    model = tmp_path / "cnn.onnx"
+    model.write_bytes(onnx_models.small_cnn())
+    (tmp_path / "photos").mkdir()
+    code = cli.main(["detect", "--images", str(tmp_path / "photos"), "--detector", str(model),
+                     "--out", str(tmp_path / "out")])  # fmt: skip
+    assert code == 2
+    assert "is not a detector this job can run" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

@@ -536,7 +536,12 @@ def test_a_million_row_survey_is_written_in_few_files_with_bounded_driver_memory
     assert len(folder.parts()) == 250
     listing = photos.select("path")
     tracemalloc.start()
-    summary = job.finish(spark, folder, listing, ["deer", "empty"], "file:/survey", log=print)
+    levels = ["deer", "empty"]
+
+    def outputs(spark, rows, folder):
+        job.write_outputs(spark, rows, folder, levels, "file:/survey")
+
+    summary = job.finish(spark, folder, listing, outputs, log=print)
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert summary["photos"] == n and summary["failures"] == n // 1000
@@ -555,7 +560,11 @@ def test_a_million_row_survey_is_written_in_few_files_with_bounded_driver_memory
 def reference_entry(relative: str, row: dict, levels: list[str]) -> dict:
     """MegaDetector's batch-output entry of one photo, written out in plain Python."""
     if row["failure"] or row["predicted_label"] is None:
-        return {"file": relative, "failure": row["failure"] or "not classified"}
+        return {
+            "file": relative,
+            "failure": row["failure"] or "not classified",
+            "detections": None,
+        }
     probabilities = {t["label"]: t["probability"] for t in row["top_k"]}
     animal = 1.0 - probabilities.get("empty", 0.0) if "empty" in levels else row["confidence"]
     classifications = [

@@ -5,6 +5,7 @@
         --feature-node pool --model-out model/
     python -m mmlspark.apps.camera_trap classify --images new-photos/ --model model/ --out run1/
     python -m mmlspark.apps.camera_trap evaluate --predictions run1/ --out run1/evaluation
+    python -m mmlspark.apps.camera_trap detect --images photos/ --detector md_v5a.onnx --out det/
 """
 
 from __future__ import annotations
@@ -64,6 +65,32 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--cct", help="COCO Camera Traps JSON with the photos' seq_id")
     c.add_argument("--burst-gap", type=float, default=3.0, help="seconds between bursts")
 
+    t = sub.add_parser(
+        "detect",
+        help="find animals, people and vehicles with a YOLO-format ONNX detector (MegaDetector)",
+    )
+    t.add_argument("--images", required=True, help="photos: any Spark-readable path")
+    t.add_argument("--detector", required=True, help="ONNX detector, YOLOv5 or YOLOv8 layout")
+    t.add_argument("--out", required=True, help="results directory (an interrupted run resumes)")
+    t.add_argument(
+        "--threshold",
+        type=float,
+        default=0.005,
+        help="write detections above this confidence (default 0.005, as MegaDetector; review "
+        "tools choose their own display threshold, typically 0.2)",
+    )
+    t.add_argument(
+        "--image-size", type=int, help="side photos are letterboxed to (default: the model's)"
+    )
+    t.add_argument(
+        "--classes",
+        help="comma-separated class names in the detector's order (default animal,person,vehicle)",
+    )
+    t.add_argument("--overwrite", action="store_true", help="as for classify")
+    t.add_argument("--wait", action="store_true", help="as for classify")
+    t.add_argument("--commit-every", type=int, default=500, help="as for classify")
+    t.add_argument("--commit-seconds", type=float, default=60.0, help="as for classify")
+
     e = sub.add_parser("evaluate", help="metrics of classify results against ground truth")
     e.add_argument("--predictions", required=True, help="directory written by classify")
     e.add_argument("--labels", help="COCO Camera Traps JSON (default: the photo's folder name)")
@@ -98,6 +125,19 @@ def main(argv: list[str] | None = None) -> int:
                 bursts=args.bursts,
                 cct=args.cct,
                 burst_gap=args.burst_gap,
+                wait=args.wait,
+                settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
+            )
+        elif args.command == "detect":
+            job.detect(
+                spark,
+                args.images,
+                args.detector,
+                args.out,
+                threshold=args.threshold,
+                image_size=args.image_size,
+                class_names=args.classes.split(",") if args.classes else None,
+                overwrite=args.overwrite,
                 wait=args.wait,
                 settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
             )

@@ -38,6 +38,7 @@ from mmlspark.apps.camera_trap.store import (
     inside,
 )
 from mmlspark.core.jvm import qualified_path
+from mmlspark.detection import ObjectDetector
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 from mmlspark.stages import EnsembleByKey
 from mmlspark.train import ComputeModelStatistics, TrainClassifier, TrainedClassifierModel
@@ -217,6 +218,34 @@ class ClassifySettings:
     commit_seconds: float = 60.0
 
 
+@dataclass
+class _Work:
+    """What a resumable run computes per photo and renders at the end: `score` turns listed
+    photos (path, length, modificationTime, burst, unit) into rows of `schema` without its
+    `commit` column, and `outputs` writes the result files from the committed table."""
+
+    command: str
+    schema: str
+    score: Callable[[DataFrame], DataFrame]
+    outputs: Callable[[SparkSession, DataFrame | None, RunFolder], None]
+
+
+def _classify_work(model: PipelineModel, levels: list[str], ensemble: bool) -> _Work:
+    height, width = featurizer_size(model)
+    decoder = ImageDecoder(minHeight=height, minWidth=width)
+
+    def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
+        assert folder.manifest is not None
+        write_outputs(spark, rows, folder, levels, folder.manifest["images"])
+
+    return _Work(
+        "classify",
+        SCHEMA,
+        lambda photos: score(photos, model, levels, decoder, ensemble),
+        outputs,
+    )
+
+
 class Interrupted(Exception):
     """A signal asked the run to stop; what was committed stays."""
 
@@ -349,8 +378,7 @@ def classify(
     if bursts == "cct" and cct is None:
         raise JobError("--bursts cct needs --cct, the COCO Camera Traps JSON with seq_id")
     sequences = CctLabels.read(cct).sequences if cct else {}
-    out_dir = Path(out)
-    check_folders(images, out_dir)
+    check_folders(images, Path(out))
     try:
         model = PipelineModel.load(model_dir)
         levels = _levels(model)
@@ -361,6 +389,24 @@ def classify(
         "model": str(Path(model_dir).resolve()),
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
     }
+    work = _classify_work(model, levels, bursts != "off")
+    return _locked_run(spark, work, out, run, overwrite, wait, sequences, burst_gap, settings, log)
+
+
+def _locked_run(
+    spark: SparkSession,
+    work: _Work,
+    out: str,
+    run: dict[str, Any],
+    overwrite: bool,
+    wait: bool,
+    sequences: dict[str, str],
+    burst_gap: float,
+    settings: ClassifySettings | None,
+    log: Log,
+) -> dict[str, Any]:
+    """Runs `work` on the photos of `run` into `out`, holding the folder's lock."""
+    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         lock = OutputLock(out_dir, wait=wait).__enter__()
@@ -368,7 +414,9 @@ def classify(
         raise JobError(str(e)) from None
     try:
         folder = open_folder(out_dir, run, overwrite, log)
-        return _classify(spark, folder, model, levels, run, sequences, burst_gap, settings, log)
+        return _run(
+            spark, folder, work, run, sequences, burst_gap, settings or ClassifySettings(), log
+        )
     except (OSError, Py4JError) as e:
         if not _disk_full(e):
             raise
@@ -387,11 +435,10 @@ def _disk_full(e: BaseException) -> bool:
     )
 
 
-def _classify(
+def _run(
     spark: SparkSession,
     folder: RunFolder,
-    model: PipelineModel,
-    levels: list[str],
+    work: _Work,
     run: dict[str, Any],
     sequences: dict[str, str],
     burst_gap: float,
@@ -399,7 +446,7 @@ def _classify(
     log: Log,
 ) -> dict[str, Any]:
     start = time.perf_counter()
-    bursts = run["bursts"].split(":")[0]
+    bursts = run.get("bursts", "off").split(":")[0]
     listing = list_files(spark, run["images"])
     if bursts != "off":
         listing = with_bursts(spark, listing, run["images"], bursts, sequences, burst_gap)
@@ -418,8 +465,7 @@ def _classify(
             & todo["modificationTime"].eqNullSafe(latest["modificationTime"])
         )
         todo = todo.join(latest, same, "left_anti")
-    size = featurizer_size(model)
-    scorer = _Scorer(spark, folder, model, levels, size, settings, log, bursts != "off")
+    scorer = _Scorer(spark, folder, work, settings, log)
     suspects, level = folder.inflight()
     try:
         with _StopOnSignal(spark) as stop:
@@ -432,7 +478,7 @@ def _classify(
                         scorer.record_crashed(held)
                     else:
                         log(
-                            f"[classify] an earlier run died while scoring {len(suspects)} "
+                            f"[{work.command}] an earlier run died while scoring {len(suspects)} "
                             "photos; scoring them in smaller parts first"
                         )
                         scorer.score_all(held, level + 1)
@@ -443,19 +489,20 @@ def _classify(
     except Interrupted as e:
         folder.clear_inflight()
         log(
-            f"[classify] stopped by {e}: {scorer.scored} photos committed by this run, "
+            f"[{work.command}] stopped by {e}: {scorer.scored} photos committed by this run, "
             f"{before + scorer.scored} in {folder.folder}; run the same command to continue"
         )
         listing.unpersist()
         raise
     folder.clear_inflight()
-    summary = finish(spark, folder, listing, levels, run["images"], log)
+    summary = finish(spark, folder, listing, work.outputs, log)
     listing.unpersist()
     seconds = time.perf_counter() - start
     summary["seconds"] = round(seconds, 2)
     summary["scored"] = scorer.scored
     log(
-        f"[classify] {summary['photos']} photos ({summary['failures']} failures) in {folder.folder}"
+        f"[{work.command}] {summary['photos']} photos ({summary['failures']} failures) in "
+        f"{folder.folder}"
         f"; this run {scorer.scored} photos in {seconds:.1f} s "
         f"({scorer.scored / max(seconds, 1e-9):.1f} photos/s)"
         + (f"; {summary['removed']} photos no longer there dropped" if summary["removed"] else "")
@@ -470,19 +517,13 @@ class _Scorer:
         self,
         spark: SparkSession,
         folder: RunFolder,
-        model: PipelineModel,
-        levels: list[str],
-        size: tuple[int, int],
+        work: _Work,
         settings: ClassifySettings,
         log: Log,
-        ensemble: bool,
     ) -> None:
-        self.ensemble = ensemble
         self.spark = spark
         self.folder = folder
-        self.model = model
-        self.levels = levels
-        self.decoder = ImageDecoder(minHeight=size[0], minWidth=size[1])
+        self.work = work
         self.settings = settings
         self.log = log
         self.scored = 0
@@ -531,9 +572,7 @@ class _Scorer:
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
         parallelism = max(1, min(len(paths), 2 * self.spark.sparkContext.defaultParallelism))
-        scored = score(
-            chunk.repartition(parallelism), self.model, self.levels, self.decoder, self.ensemble
-        )
+        scored = self.work.score(chunk.repartition(parallelism))
         try:
             scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
         except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM
@@ -545,7 +584,9 @@ class _Scorer:
                 self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
                 self.folder.clear_inflight()
                 return
-            self.log(f"[classify] a commit of {len(paths)} photos failed; scoring it in parts")
+            self.log(
+                f"[{self.work.command}] a commit of {len(paths)} photos failed; scoring it in parts"
+            )
             self.folder.clear_inflight()
             self.score_all(chunk.drop("_unit"), level + 1)
             return
@@ -560,17 +601,19 @@ class _Scorer:
         """Commits `chunk`'s photos as failures with `reason`."""
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
+        table = self.spark.createDataFrame([], self.work.schema).schema
+        given = {"path", "length", "modificationTime", "burst"}
         rows = chunk.select(
-            "path",
-            "length",
-            "modificationTime",
-            F.lit(None).cast("string").alias("predicted_label"),
-            F.lit(None).cast("double").alias("confidence"),
-            F.lit(None).cast(TOP_K_TYPE).alias("top_k"),
-            F.lit(None).cast("string").alias("image_label"),
-            "burst",
-            F.lit(reason).alias("failure"),
-            F.lit(number).alias("commit"),
+            *[
+                F.col(f.name)
+                if f.name in given
+                else F.lit(
+                    reason if f.name == "failure" else number if f.name == "commit" else None
+                )
+                .cast(f.dataType)
+                .alias(f.name)
+                for f in table.fields
+            ]
         )
         rows.repartition(1).write.parquet(str(staged))
         self.folder.commit(staged, number)
@@ -651,12 +694,12 @@ def finish(
     spark: SparkSession,
     folder: RunFolder,
     listing: DataFrame,
-    levels: list[str],
-    root: str,
+    outputs: Callable[[SparkSession, DataFrame | None, RunFolder], None],
     log: Log,
 ) -> dict[str, Any]:
     """Rewrites the committed table as one current row per photo still present (few large
-    files), then rebuilds predictions.csv and results.json from it, each written atomically."""
+    files), then rebuilds the CSV and results.json from it (`outputs`), each written
+    atomically."""
     table = committed(spark, folder)
     if table is None:
         photos = 0
@@ -680,7 +723,7 @@ def finish(
             folder.drop_parts(old)
     rows = committed(spark, folder)
     failures = 0 if rows is None else rows.filter("failure IS NOT NULL").count()
-    write_outputs(spark, rows, folder, levels, root)
+    outputs(spark, rows, folder)
     return {"photos": photos, "failures": failures, "removed": removed}
 
 
@@ -692,11 +735,7 @@ def write_outputs(
     through, so its memory does not grow with the survey."""
     if rows is None:
         rows = spark.createDataFrame([], SCHEMA)
-    prefix = root + "/"
-    relative = F.when(
-        F.col("path").startswith(prefix), F.expr(f"substring(path, {len(prefix) + 1})")
-    ).otherwise(F.col("path"))
-    ordered = rows.withColumn("file", relative).orderBy("path").coalesce(1)
+    ordered = _relative_files(rows, root)
 
     staged = folder.staged("csv")
     four = "format_string('%.4f', {})"
@@ -720,27 +759,19 @@ def write_outputs(
     )
     folder.move_output(next(staged.glob("part-*")), "predictions.csv")
 
-    staged = folder.staged("json")
-    ordered.select(megadetector_entry(levels)).write.text(str(staged))
-    part = next(staged.glob("part-*"))
-    rest = {
-        "detection_categories": {"1": "animal"},
-        "classification_categories": {str(i): name for i, name in enumerate(levels)},
-        "info": {
-            "format_version": "1.4",
-            "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
-            "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+    _write_json(
+        folder,
+        ordered.select(megadetector_entry(levels)),
+        {
+            "detection_categories": {"1": "animal"},
+            "classification_categories": {str(i): name for i, name in enumerate(levels)},
+            "info": {
+                "format_version": FORMAT_VERSION,
+                "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
+                "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+            },
         },
-    }
-
-    def text() -> Iterator[str]:
-        yield '{"images": ['
-        with part.open(encoding="utf-8") as lines:
-            for i, line in enumerate(lines):
-                yield ("\n " if i == 0 else ",\n ") + line.rstrip("\n")
-        yield "\n], " + json.dumps(rest, indent=1)[1:] + "\n"
-
-    folder.write_output("results.json", text())
+    )
     folder.clean_staging()
 
 
@@ -758,7 +789,12 @@ def megadetector_entry(levels: list[str]) -> Any:
     types, which no Spark type holds, so the text is assembled around `to_json` pieces."""
     failed = F.col("failure").isNotNull() | F.col("predicted_label").isNull()
     failure = F.to_json(
-        F.struct(F.col("file"), F.coalesce("failure", F.lit("not classified")).alias("failure"))
+        F.struct(
+            F.col("file"),
+            F.coalesce("failure", F.lit("not classified")).alias("failure"),
+            F.lit(None).cast("string").alias("detections"),
+        ),
+        {"ignoreNullFields": "false"},
     )
     names = "array(" + ", ".join(json.dumps(v).replace("'", "\\'") for v in levels) + ")"
     empty = json.dumps(EMPTY)
@@ -784,6 +820,209 @@ def megadetector_entry(levels: list[str]) -> Any:
         f"', \"max_detection_conf\": ', {conf}, ', \"detections\": ', {detections}, '}}')"
     )
     return F.when(failed, failure).otherwise(scored).alias("entry")
+
+
+#: The committed table of a detect run: per photo MegaDetector's detections.
+DETECT_SCHEMA = (
+    "path string, length long, modificationTime timestamp, "
+    "detections array<struct<category:string,label:string,conf:double,bbox:array<double>>>, "
+    "max_detection_conf double, burst string, failure string, commit int"
+)
+
+#: The MegaDetector batch-output format version the results follow.
+FORMAT_VERSION = "1.6"
+
+
+def detect(
+    spark: SparkSession,
+    images: str,
+    detector: str,
+    out: str,
+    *,
+    threshold: float = 0.005,
+    image_size: int | None = None,
+    class_names: list[str] | None = None,
+    overwrite: bool = False,
+    wait: bool = False,
+    settings: ClassifySettings | None = None,
+    log: Log = print,
+) -> dict[str, Any]:
+    """Runs a YOLO-format ONNX detector (MegaDetector v5 and the like) on the photos under
+    `images` into `out`: results.json in the MegaDetector batch format, detections.csv (a row
+    per detection, and one per photo without any) and the Parquet table. Commits as it goes; an
+    interrupted run continues where it stopped, as classify does."""
+    check_folders(images, Path(out))
+    try:
+        model_bytes = Path(detector).read_bytes()
+    except OSError as e:
+        raise JobError(f"cannot read the detector model {detector}: {e}") from None
+    stage = ObjectDetector(
+        inputCol="image",
+        confidenceThreshold=threshold,
+        **({"imageSize": image_size} if image_size else {}),
+    )
+    if class_names:
+        stage.setClassNames(class_names)
+    stage.setModelPayload(model_bytes)
+    try:
+        stage.transform(spark.createDataFrame([], _READ_SCHEMA))  # checks, runs nothing
+    except Exception as e:  # noqa: BLE001 - a model that is no YOLO detector, said once
+        raise JobError(f"{detector} is not a detector this job can run: {_first_line(e)}") from None
+    if not image_size:
+        # The model's fixed input size, else the detector's default.
+        shape = next(iter(stage.getModelInputs().values()))["shape"]
+        image_size = shape[2] if len(shape) == 4 and shape[2] > 0 else 640
+    run = {
+        "images": _qualified(spark, images),
+        "detector": str(Path(detector).resolve()),
+        "threshold": threshold,
+        "image_size": image_size,
+    }
+    work = _detect_work(stage.setImageSize(image_size), Path(detector).name)
+    return _locked_run(spark, work, out, run, overwrite, wait, {}, 0.0, settings, log)
+
+
+#: The columns read_files gives, for checking a stage before any photo is read.
+_READ_SCHEMA = (
+    "path string, image struct<origin:string,height:int,width:int,nChannels:int,mode:int,"
+    "data:binary>, error string"
+)
+
+
+def _detect_work(stage: ObjectDetector, detector_name: str) -> _Work:
+    # Photos are decoded at the smallest JPEG scale that still covers the letterbox.
+    size = stage.getImageSize() if stage.isSet(stage.imageSize) else 640
+    decoder = ImageDecoder(minHeight=size, minWidth=size)
+    names = stage.getClassNames()
+
+    def score(photos: DataFrame) -> DataFrame:
+        found = stage.transform(read_files(photos, decoder))
+        failure = F.coalesce("error", "detectionError")
+        confidences = F.transform("detections", lambda d: d["conf"])
+        return found.select(
+            "path",
+            "length",
+            "modificationTime",
+            F.when(failure.isNull(), F.col("detections")).alias("detections"),
+            F.when(failure.isNull(), F.coalesce(F.array_max(confidences), F.lit(0.0))).alias(
+                "max_detection_conf"
+            ),
+            "burst",
+            failure.alias("failure"),
+        )
+
+    def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
+        assert folder.manifest is not None
+        write_detections(spark, rows, folder, names, folder.manifest["images"], detector_name)
+
+    return _Work("detect", DETECT_SCHEMA, score, outputs)
+
+
+def _relative_files(rows: DataFrame, root: str) -> DataFrame:
+    """`rows` with `file`, the path relative to `root`, sorted by path into one partition."""
+    prefix = root + "/"
+    relative = F.when(
+        F.col("path").startswith(prefix), F.expr(f"substring(path, {len(prefix) + 1})")
+    ).otherwise(F.col("path"))
+    return rows.withColumn("file", relative).orderBy("path").coalesce(1)
+
+
+def _write_json(folder: RunFolder, entries: DataFrame, rest: dict[str, Any]) -> None:
+    """results.json: the `entry` JSON texts as `images`, then `rest`, streamed through."""
+    staged = folder.staged("json")
+    entries.write.text(str(staged))
+    part = next(staged.glob("part-*"))
+
+    def text() -> Iterator[str]:
+        yield '{"images": ['
+        with part.open(encoding="utf-8") as lines:
+            for i, line in enumerate(lines):
+                yield ("\n " if i == 0 else ",\n ") + line.rstrip("\n")
+        yield "\n], " + json.dumps(rest, indent=1)[1:] + "\n"
+
+    folder.write_output("results.json", text())
+
+
+def megadetector_detections(conf: str = "conf") -> Any:
+    """The detections column as MegaDetector writes them: category, conf (3 decimals) and bbox
+    (4 decimals), label left out (the categories name it)."""
+    return F.transform(
+        "detections",
+        lambda d: F.struct(
+            d["category"].alias("category"),
+            F.round(d[conf], 3).alias("conf"),
+            F.transform(d["bbox"], lambda v: F.round(v, 4)).alias("bbox"),
+        ),
+    )
+
+
+def write_detections(
+    spark: SparkSession,
+    rows: DataFrame | None,
+    folder: RunFolder,
+    names: list[str],
+    root: str,
+    detector_name: str,
+) -> None:
+    """detections.csv and the MegaDetector-format results.json of a detect run."""
+    if rows is None:
+        rows = spark.createDataFrame([], DETECT_SCHEMA)
+    ordered = _relative_files(rows, root)
+    staged = folder.staged("csv")
+    detection = F.col("detection")
+    four = "format_string('%.4f', {})"
+    (
+        ordered.select("file", F.explode_outer("detections").alias("detection"), "failure")
+        .select(
+            F.col("file").alias("path"),
+            F.coalesce(detection["category"], F.lit("")).alias("category"),
+            F.coalesce(detection["label"], F.lit("")).alias("label"),
+            *[
+                F.when(detection.isNull(), "").otherwise(F.expr(four.format(value))).alias(name)
+                for name, value in (
+                    ("conf", "detection.conf"),
+                    ("x_min", "detection.bbox[0]"),
+                    ("y_min", "detection.bbox[1]"),
+                    ("width", "detection.bbox[2]"),
+                    ("height", "detection.bbox[3]"),
+                )
+            ],
+            F.coalesce("failure", F.lit("")).alias("failure"),
+        )
+        .write.option("header", "true")
+        .option("escape", '"')
+        .option("emptyValue", "")
+        .csv(str(staged))
+    )
+    folder.move_output(next(staged.glob("part-*")), "detections.csv")
+    failed = F.to_json(
+        F.struct("file", "failure", F.lit(None).cast("string").alias("detections")),
+        {"ignoreNullFields": "false"},
+    )
+    found = F.to_json(
+        F.struct(
+            "file",
+            F.round("max_detection_conf", 3).alias("max_detection_conf"),
+            megadetector_detections().alias("detections"),
+        )
+    )
+    entries = ordered.select(
+        F.when(F.col("failure").isNotNull(), failed).otherwise(found).alias("entry")
+    )
+    _write_json(
+        folder,
+        entries,
+        {
+            "detection_categories": {str(i + 1): name for i, name in enumerate(names)},
+            "info": {
+                "format_version": FORMAT_VERSION,
+                "detector": detector_name,
+                "detection_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "detector_metadata": {"detector": f"mmlspark {mmlspark.__version__}"},
+            },
+        },
+    )
+    folder.clean_staging()
 
 
 def with_bursts(
