@@ -196,3 +196,43 @@ def test_burst_ensembling_by_sequence_and_by_time(spark, tmp_path):
                      "--out", str(tmp_path / "eval")]) == 0  # fmt: skip
     scored = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert scored["bursts"] == "time:3.0" and 0 <= scored["accuracy_per_photo"] <= 1
+
+
+def test_demo_detection_part_finds_the_drawn_animals_and_nothing_on_empty_photos(demo_run):
+    from megadetector.postprocessing.validate_batch_results import (
+        ValidateBatchResultsOptions,
+        validate_batch_results,
+    )
+
+    summary, lines, demo = demo_run
+    results = json.loads((demo / "detections" / "results.json").read_text())
+    options = ValidateBatchResultsOptions()
+    options.raise_errors = True
+    assert validate_batch_results(results, options)["validation_results"]["errors"] == []
+    # Against the drawn boxes, in pixels, independently of the job's evaluate.
+    cct = json.loads((DEMO / "detection" / "boxes.json").read_text())
+    images = {i["id"]: i for i in cct["images"]}
+    truth = {images[a["image_id"]]["file_name"]: a.get("bbox") for a in cct["annotations"]}
+    entries = {e["file"]: e for e in results["images"]}
+    assert set(entries) == set(truth)
+    found = 0
+    for name, box in truth.items():
+        confident = [d for d in entries[name]["detections"] if d["conf"] >= 0.2]
+        if box is None:
+            assert confident == [], name  # nothing on an empty photo over the threshold
+            continue
+        w, h = next((i["width"], i["height"]) for i in cct["images"] if i["file_name"] == name)
+        for d in confident:
+            x, y, bw, bh = d["bbox"]
+            ix = min(x * w + bw * w, box[0] + box[2]) - max(x * w, box[0])
+            iy = min(y * h + bh * h, box[1] + box[3]) - max(y * h, box[1])
+            inter = max(ix, 0) * max(iy, 0)
+            if inter / (bw * w * bh * h + box[2] * box[3] - inter) >= 0.5:
+                found += 1
+                break
+    animals = sum(b is not None for b in truth.values())
+    assert found / animals >= 0.9, (found, animals)
+    assert summary["detection_recall"] >= 0.9 and summary["empty_filter"]["fp"] == 0
+    assert summary["crop_accuracy"] > 0.7 and summary["crops_scored"] >= 6
+    assert any("synthetic detector" in line for line in lines)  # provenance is stated
+    assert (demo / "detection-evaluation" / "samples.png").is_file()

@@ -418,3 +418,53 @@ def test_detect_refuses_a_model_that_is_no_detector(spark, tmp_path, capsys):
     assert code == 2
     assert "is not a detector this job can run" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_detection_metrics_count_the_empty_filter_and_boxes_at_iou_half(spark, tmp_path):
+    from mmlspark.apps.camera_trap import job
+
+    def det(conf, bbox):
+        return {"category": "1", "label": "animal", "conf": conf, "bbox": bbox}
+
+    rows = [  # (file, detections): truth in the CCT file below
+        ("a.jpg", [det(0.9, [0.1, 0.1, 0.2, 0.2]), det(0.5, [0.6, 0.6, 0.1, 0.1])]),
+        ("b.jpg", [det(0.8, [0.0, 0.0, 0.5, 0.5])]),  # misplaced
+        ("c.jpg", [det(0.1, [0.2, 0.2, 0.1, 0.1])]),  # under the threshold: called empty
+        ("d.jpg", [det(0.3, [0.4, 0.4, 0.2, 0.2])]),  # on an empty photo
+        ("e.jpg", []),
+    ]
+    table = spark.createDataFrame(
+        [(f"file:/s/{f}", 1, None, d, None, None, None, 1) for f, d in rows], job.DETECT_SCHEMA
+    )
+    images = [
+        {"id": i, "file_name": f, "width": 200, "height": 100} for i, (f, _) in enumerate(rows)
+    ]
+    boxes = {
+        0: [[20, 10, 40, 20], [120, 60, 20, 10]],
+        1: [[150, 70, 40, 20]],
+        2: [[40, 20, 20, 10]],
+    }
+    annotations = [
+        {"id": i, "image_id": i, "category_id": 1 if i in boxes else 0}
+        | ({"bbox": boxes[i][k]} if i in boxes else {})
+        for i in range(5)
+        for k in range(len(boxes.get(i, [None])))
+    ]
+    labels = tmp_path / "cct.json"
+    categories = [{"id": 0, "name": "empty"}, {"id": 1, "name": "deer"}]
+    cct = {"images": images, "annotations": annotations, "categories": categories}
+    labels.write_text(json.dumps(cct))
+    metrics = job.evaluate_detections(
+        spark, table, {"images": "file:/s"}, str(tmp_path / "eval"), labels=str(labels)
+    )
+    # Non-empty truth: a, b, c; said non-empty (>= 0.2): a, b, d.
+    f = metrics["empty_filter"]
+    assert (f["tp"], f["fp"], f["fn"], f["tn"]) == (2, 1, 1, 1)
+    assert f["nonempty_precision"] == pytest.approx(2 / 3) and f[
+        "nonempty_recall"
+    ] == pytest.approx(2 / 3)
+    # Boxes: a's two found, b's missed, c's missed (under threshold); d's detection is false.
+    d = metrics["detection_iou50"]
+    assert (d["matched"], d["truth"], d["detections"]) == (2, 4, 4)
+    assert d["precision"] == pytest.approx(0.5) and d["recall"] == pytest.approx(0.5)
+    assert (tmp_path / "eval" / "samples.png").is_file()

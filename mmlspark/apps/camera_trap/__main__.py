@@ -95,6 +95,12 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--predictions", required=True, help="directory written by classify")
     e.add_argument("--labels", help="COCO Camera Traps JSON (default: the photo's folder name)")
     e.add_argument("--out", required=True)
+    e.add_argument(
+        "--threshold",
+        type=float,
+        default=0.2,
+        help="for detect results: the confidence a detection needs to count (default 0.2)",
+    )
 
     d = sub.add_parser("demo", help="train, classify and evaluate on the embedded demo data")
     d.add_argument("--out", default="camera-trap-demo", help="directory for everything it writes")
@@ -142,7 +148,9 @@ def main(argv: list[str] | None = None) -> int:
                 settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
             )
         elif args.command == "evaluate":
-            job.evaluate(spark, args.predictions, args.out, labels=args.labels)
+            job.evaluate(
+                spark, args.predictions, args.out, labels=args.labels, threshold=args.threshold
+            )
         else:
             job.demo(spark, args.out)
     except job.JobError as e:

@@ -24,10 +24,11 @@ def draw_confusion_matrix(
 
 
 def draw_image_grid(
-    spark: Any, *, samples: Sequence[dict[str, str]], columns: int, cell_size: int, path: str
+    spark: Any, *, samples: Sequence[dict[str, Any]], columns: int, cell_size: int, path: str
 ) -> None:
-    """``Charts.imageGrid``: writes the photos of ``samples`` (each ``{"path", "caption"}``) as a
-    PNG grid of ``columns`` columns of ``cell_size``-pixel cells to ``path``."""
+    """``Charts.imageGrid``: writes the photos of ``samples`` (each ``{"path", "caption"}``, and
+    optionally ``"boxes": [{"bbox": [x, y, w, h] as fractions, "label"}]``) as a PNG grid of
+    ``columns`` columns of ``cell_size``-pixel cells to ``path``."""
     jvm = classic_jvm(spark, feature="draw_image_grid", instead=_INSTEAD)
     charts = jvm_class(jvm, _CHARTS)
     charts.imageGrid(json.dumps(list(samples)), columns, cell_size, path)

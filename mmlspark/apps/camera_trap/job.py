@@ -17,7 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from mmlspark.apps.camera_trap.store import (
     inside,
 )
 from mmlspark.core.jvm import qualified_path
-from mmlspark.detection import ObjectDetector
+from mmlspark.detection import CropDetections, ObjectDetector
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 from mmlspark.stages import EnsembleByKey
 from mmlspark.train import ComputeModelStatistics, TrainClassifier, TrainedClassifierModel
@@ -73,6 +73,9 @@ class CctLabels:
     corrupt: set[str]
     #: Annotations naming an image or category the file does not have (left out, not fatal).
     dangling: int = 0
+    #: File name -> the boxes of its annotations that have one, [x, y, width, height] as
+    #: fractions of the image (CCT writes pixels; images without width and height are left out).
+    boxes: dict[str, list[list[float]]] = field(default_factory=dict)
 
     @staticmethod
     def read(path: str) -> CctLabels:
@@ -89,13 +92,26 @@ class CctLabels:
                     dangling += 1
             sequences = {i["file_name"]: str(i["seq_id"]) for i in data["images"] if "seq_id" in i}
             corrupt = {i["file_name"] for i in data["images"] if i.get("corrupt")}
+            sizes = {
+                i["id"]: (float(i["width"]), float(i["height"]))
+                for i in data["images"]
+                if i.get("width") and i.get("height")
+            }
+            boxes: dict[str, list[list[float]]] = {}
+            for a in data.get("annotations", []):
+                if a.get("bbox") is not None and a.get("image_id") in sizes:
+                    w, h = sizes[a["image_id"]]
+                    x, y, bw, bh = (float(v) for v in a["bbox"])
+                    boxes.setdefault(names[a["image_id"]], []).append(
+                        [x / w, y / h, bw / w, bh / h]
+                    )
         except RecursionError:
             raise JobError(
                 f"cannot read COCO Camera Traps labels from {path}: nested too deeply"
             ) from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise JobError(f"cannot read COCO Camera Traps labels from {path}: {e!r}") from None
-        return CctLabels(labels, sequences, corrupt, dangling)
+        return CctLabels(labels, sequences, corrupt, dangling, boxes)
 
 
 def with_labels(spark: SparkSession, df: DataFrame, images: str, labels: str | None) -> DataFrame:
@@ -1062,13 +1078,20 @@ def evaluate(
     out: str,
     *,
     labels: str | None = None,
+    threshold: float = 0.2,
     log: Log = print,
 ) -> dict[str, Any]:
+    """Metrics of classify results against the truth; of detect results, see
+    :func:`evaluate_detections` (`threshold` is theirs)."""
     folder = RunFolder(Path(predictions))
     table = committed(spark, folder)
     if folder.manifest is None or table is None:
         raise JobError(f"{predictions} holds no classify results (no run.json or no predictions)")
     run = folder.manifest
+    if "detector" in run:
+        return evaluate_detections(
+            spark, table, run, out, labels=labels, threshold=threshold, log=log
+        )
     scored = current(table)
     if labels is None:
         truth = scored.withColumn("label", F.regexp_extract("path", r"/([^/]+)/[^/]+$", 1))
@@ -1114,6 +1137,130 @@ def evaluate(
             f"recall {metrics['recall_per_class'][name]:.3f}"
         )
     return metrics
+
+
+def box_iou(a: list[float], b: list[float]) -> float:
+    """Intersection over union of two [x, y, width, height] boxes."""
+    iw = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    ih = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    if iw <= 0 or ih <= 0:
+        return 0.0
+    inter = iw * ih
+    return inter / (a[2] * a[3] + b[2] * b[3] - inter)
+
+
+def _ratio(a: int, b: int) -> float | None:
+    return a / b if b else None
+
+
+def evaluate_detections(
+    spark: SparkSession,
+    table: DataFrame,
+    run: dict[str, Any],
+    out: str,
+    *,
+    labels: str | None = None,
+    threshold: float = 0.2,
+    log: Log = print,
+) -> dict[str, Any]:
+    """Metrics of detect results: the empty filter (a photo is non-empty when a detection
+    reaches `threshold`) against the truth (CCT categories, or the photo's folder: 'empty'), and
+    with CCT boxes, detection precision and recall at IoU 0.5 (detections at or over
+    `threshold`, matched greedily, most confident first, one truth box each). samples.png draws
+    the detections of up to 16 photos, mistakes first."""
+    cct = CctLabels.read(labels) if labels else None
+    root = run["images"]
+    prefix = root + "/"
+    scored = current(table).filter("failure IS NULL").select("path", "detections")
+    counts = {"tp": 0, "fp": 0, "fn": 0, "tn": 0}
+    boxes = {"detections": 0, "truth": 0, "matched": 0}
+    samples: list[tuple[bool, dict[str, Any]]] = []
+    for row in scored.orderBy("path").toLocalIterator():
+        relative = row.path[len(prefix) :] if row.path.startswith(prefix) else row.path
+        if cct is not None:
+            if relative not in cct.labels or relative in cct.corrupt:
+                continue
+            truly = cct.labels[relative] != EMPTY
+        else:
+            truly = relative.split("/")[-2:-1] != [EMPTY]
+        found = [d for d in row.detections if d.conf >= threshold]
+        said = bool(found)
+        key = {(True, True): "tp", (True, False): "fn", (False, True): "fp", (False, False): "tn"}
+        counts[key[(truly, said)]] += 1
+        right = truly == said
+        if cct is not None and relative in cct.boxes:
+            truth = cct.boxes[relative]
+            unmatched = list(range(len(truth)))
+            for d in sorted(found, key=lambda d: -d.conf):
+                best = max(unmatched, key=lambda i: box_iou(d.bbox, truth[i]), default=None)
+                if best is not None and box_iou(d.bbox, truth[best]) >= 0.5:
+                    unmatched.remove(best)
+                    boxes["matched"] += 1
+            boxes["detections"] += len(found)
+            boxes["truth"] += len(truth)
+            right = right and not unmatched and len(found) == len(truth)
+        elif cct is not None:
+            boxes["detections"] += len(found)
+        if len(samples) < 64:
+            caption = ("animal" if said else "empty") + ("" if truly == said else " (wrong)")
+            samples.append(
+                (
+                    right,
+                    {
+                        "path": row.path,
+                        "caption": caption,
+                        "boxes": [
+                            {"bbox": list(d.bbox), "label": f"{d.label} {d.conf:.2f}"}
+                            for d in found
+                        ],
+                    },
+                )
+            )
+    photos = sum(counts.values())
+    if not photos:
+        raise JobError("no detected photo has a known truth to compare with")
+    metrics: dict[str, Any] = {
+        "photos": photos,
+        "failures": current(table).filter("failure IS NOT NULL").count(),
+        "threshold": threshold,
+        "empty_filter": {
+            "nonempty_precision": _ratio(counts["tp"], counts["tp"] + counts["fp"]),
+            "nonempty_recall": _ratio(counts["tp"], counts["tp"] + counts["fn"]),
+            "empty_precision": _ratio(counts["tn"], counts["tn"] + counts["fn"]),
+            "empty_recall": _ratio(counts["tn"], counts["tn"] + counts["fp"]),
+            **counts,
+        },
+    }
+    if boxes["truth"]:
+        metrics["detection_iou50"] = {
+            "precision": _ratio(boxes["matched"], boxes["detections"]),
+            "recall": _ratio(boxes["matched"], boxes["truth"]),
+            **boxes,
+        }
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    chosen = [s for ok, s in samples if not ok] + [s for ok, s in samples if ok]
+    if chosen:
+        draw_image_grid(
+            spark, samples=chosen[:16], columns=4, cell_size=160, path=str(out_dir / "samples.png")
+        )
+    f = metrics["empty_filter"]
+    log(
+        f"[evaluate] {photos} photos, threshold {threshold}: empty filter finds animals with "
+        f"precision {_show(f['nonempty_precision'])} and recall {_show(f['nonempty_recall'])}"
+    )
+    if "detection_iou50" in metrics:
+        d = metrics["detection_iou50"]
+        log(
+            f"[evaluate] boxes at IoU 0.5: precision {_show(d['precision'])}, recall "
+            f"{_show(d['recall'])} ({d['matched']} of {d['truth']} drawn boxes found)"
+        )
+    return metrics
+
+
+def _show(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], out: Path) -> None:
@@ -1244,4 +1391,75 @@ def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
         f"[demo] accuracy {metrics['accuracy']:.3f} on {metrics['photos']} held-out photos "
         f"(chance {chance:.3f}); {seconds:.1f} s in all"
     )
-    return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary}
+    detection = demo_detection(spark, out_dir, written, log)
+    return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary, **detection}
+
+
+def demo_detection(
+    spark: SparkSession, out_dir: Path, written: DemoFiles, log: Log = print
+) -> dict[str, Any]:
+    """The demo's detection part: `detect` and `evaluate` on photos with animals drawn at known
+    boxes, then a species classifier trained and scored on the crops of its detections."""
+    data = DEMO_DATA / "detection"
+    images = out_dir / "data" / "detection"
+    for photo in sorted((data / "images").glob("*/*.jpg")):
+        target = images / photo.parent.name / photo.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written.add(target)
+        shutil.copyfile(photo, target)
+    log(
+        "[demo] detection part: 48 synthetic photos (one drawn deer or fox, or none; boxes in "
+        "boxes.json) and a synthetic detector, an ONNX graph without learned weights that boxes "
+        "the red-coated pixels in MegaDetector's output layout (make_demo.py). For real surveys: "
+        "mmlspark-camera-trap detect --images photos/ --detector md_v5a.0.0.onnx --out det/ "
+        "with a MegaDetector v5 ONNX export"
+    )
+    start = time.perf_counter()
+    detector = str(data / "detector.onnx")
+    found = detect(spark, str(images), detector, str(out_dir / "detections"), log=log)
+    written.add_tree(out_dir / "detections")
+    metrics = evaluate(
+        spark,
+        str(out_dir / "detections"),
+        str(out_dir / "detection-evaluation"),
+        labels=str(data / "boxes.json"),
+        log=log,
+    )
+    written.add_tree(out_dir / "detection-evaluation")
+
+    # Species on crops: the animals of three quarters of the photos train, the rest are scored.
+    photos = read_files(list_files(spark, str(images)), ImageDecoder()).withColumn(
+        "label", F.regexp_extract("path", r"/([^/]+)/[^/]+$", 1)
+    )
+    stage = ObjectDetector(confidenceThreshold=0.2).setModelPayload(Path(detector).read_bytes())
+    crops = CropDetections(categories=["1"], square=True).transform(
+        stage.transform(photos.filter("label != 'empty'"))
+    )
+    crops = crops.filter("crop IS NOT NULL").withColumn(
+        "test", F.regexp_extract("path", r"_(\d+)\.jpg$", 1).cast("int") % 4 == 0
+    )
+    featurize = ImageFeaturizer(
+        inputCol="crop", imageHeight=96, imageWidth=96, featureTensorName="pool", dropNa=False
+    ).setModelPayload((DEMO_DATA / "featurizer.onnx").read_bytes())
+    classifier = TrainClassifier(
+        model=LogisticRegression(maxIter=200, regParam=0.01),
+        labelCol="label",
+        inputCols=["features"],
+    )
+    model = Pipeline(stages=[featurize, classifier]).fit(crops.filter("NOT test"))
+    scored = model.transform(crops.filter("test")).select("label", "prediction").collect()
+    accuracy = sum(r.label == r.prediction for r in scored) / max(len(scored), 1)
+    seconds = time.perf_counter() - start
+    boxes = metrics.get("detection_iou50", {})
+    log(
+        f"[demo] detection: {found['photos']} photos in {found['seconds']:.1f} s; boxes at IoU "
+        f"0.5 recall {_show(boxes.get('recall'))}, precision {_show(boxes.get('precision'))}; "
+        f"species accuracy {accuracy:.3f} on {len(scored)} held-out crops; {seconds:.1f} s in all"
+    )
+    return {
+        "detection_recall": boxes.get("recall"),
+        "detection_precision": boxes.get("precision"),
+        "empty_filter": metrics["empty_filter"],
+        "crop_accuracy": accuracy,
+        "crops_scored": len(scored),
+    }

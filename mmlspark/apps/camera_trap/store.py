@@ -180,7 +180,8 @@ class RunFolder:
         for root, dirs, files in os.walk(self.folder):
             for name in files + [d for d in dirs if not os.listdir(os.path.join(root, d))]:
                 relative = os.path.relpath(os.path.join(root, name), self.folder)
-                if relative not in written and relative != LOCK:
+                # An empty staging folder is the job's own (earlier runs left it behind).
+                if relative not in written and relative not in (LOCK, STAGING):
                     count += 1
                     if len(found) < limit:
                         found.append(relative)
@@ -209,7 +210,8 @@ class RunFolder:
     # -- staging, commits, in-flight work ----------------------------------------------------
 
     def clean_staging(self) -> None:
-        """Removes what a killed run left half-written in the staging folder (never read)."""
+        """Removes what a killed run left half-written in the staging folder (never read), and
+        the folder itself, which `staged` makes again when needed."""
         if not self.staging.is_dir():
             return
         for root, dirs, files in os.walk(self.staging, topdown=False):
@@ -217,6 +219,7 @@ class RunFolder:
                 os.unlink(os.path.join(root, name))
             for name in dirs:
                 os.rmdir(os.path.join(root, name))
+        self.staging.rmdir()
 
     def staged(self, name: str) -> Path:
         self.staging.mkdir(parents=True, exist_ok=True)

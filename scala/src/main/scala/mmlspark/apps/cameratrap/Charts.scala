@@ -20,6 +20,7 @@ object Charts {
   private val font = Imgproc.FONT_HERSHEY_SIMPLEX
   private val white = new Scalar(255, 255, 255)
   private val black = new Scalar(0, 0, 0)
+  private val red = new Scalar(40, 40, 230)
 
   private def text(img: Mat, s: String, x: Int, y: Int, scale: Double, colour: Scalar): Unit =
     Imgproc.putText(img, s, new Point(x, y), font, scale, colour, 1, Imgproc.LINE_AA)
@@ -74,14 +75,20 @@ object Charts {
     } finally img.release()
   }
 
-  /** A grid of photos, `columns` wide, each `cell` pixels square with its caption below:
-    * `[{"path": <any Hadoop path>, "caption": "..."}, ...]`. Unreadable photos show as grey.
+  /** A grid of photos, `columns` wide, each `cell` pixels square with its caption below: `[{"path":
+    * <any Hadoop path>, "caption": "...", "boxes": [{"bbox": [x, y, w, h], "label": "..."}]},
+    * ...]`, boxes (optional) as fractions of the photo, drawn with their labels. Unreadable photos
+    * show as grey.
     */
   def imageGrid(json: String, columns: Int, cell: Int, path: String): Unit = {
     OpenCV.ensureLoaded()
-    val items = parse(json)
-      .extract[Seq[JValue]]
-      .map(v => ((v \ "path").extract[String], (v \ "caption").extract[String]))
+    val parsed = parse(json).extract[Seq[JValue]]
+    val items = parsed.map(v => ((v \ "path").extract[String], (v \ "caption").extract[String]))
+    val boxes = parsed.map { v =>
+      (v \ "boxes").extractOpt[Seq[JValue]].getOrElse(Nil).map { b =>
+        ((b \ "bbox").extract[Seq[Double]], (b \ "label").extractOpt[String].getOrElse(""))
+      }
+    }
     require(items.nonEmpty && columns > 0 && cell > 16, "nothing to draw")
     val rows = (items.length + columns - 1) / columns
     val captionHeight = 22
@@ -109,6 +116,14 @@ object Charts {
             try Imgproc.resize(mat, tile, new Size(cell, cell), 0, 0, Imgproc.INTER_AREA)
             finally mat.release()
           case None => tile.setTo(new Scalar(128, 128, 128))
+        }
+        boxes(k).foreach {
+          case (Seq(bx, by, bw, bh), label) =>
+            val (left, top) = ((bx * cell).toInt, (by * cell).toInt)
+            val corner = new Point(left + bw * cell, top + bh * cell)
+            Imgproc.rectangle(tile, new Point(left, top), corner, red, 2)
+            text(tile, label.take(cell / 7), left + 3, math.max(top + 12, 12), 0.35, red)
+          case _ => ()
         }
         tile.release()
         text(img, caption.take(cell / 7), x + 2, y + cell + 15, 0.4, black)
