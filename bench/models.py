@@ -123,3 +123,60 @@ def for_old_runtimes(model: bytes, opset: int = 13, ir_version: int = 7) -> byte
     proto.ir_version = ir_version
     onnx.checker.check_model(proto)
     return proto.SerializeToString()
+
+
+def yolo_detector(size: int = 640, classes: int = 3, seed: int = 0) -> bytes:
+    """A detector of YOLOv5s's size and output, random weights: images [N, 3, size, size] ->
+    output0 [N, 3 * ((size/8)^2 + (size/16)^2 + (size/32)^2), 5 + classes] (25 200 boxes at 640,
+    MegaDetector v5's layout). A strided backbone with residual bottlenecks (32 to 512 channels,
+    about 6 G multiply-adds at 640; YOLOv5s has 8) feeds three 1x1 heads at strides 8, 16 and 32;
+    sigmoid outputs scaled to pixels, objectness biased to about 3e-4, as an empty photo gives."""
+    g = _Graph(seed)
+    per = 5 + classes
+
+    def bottleneck(x: str, c: int) -> str:
+        y = g.conv(g.conv(x, c, c // 2, 1), c // 2, c, 3, relu=False)
+        return g.relu(g.op("Add", [x, y]))
+
+    x = g.conv("images", 3, 32, 3, stride=2)
+    x = bottleneck(g.conv(x, 32, 64, 3, stride=2), 64)
+    features = []
+    cin = 64
+    for cout, blocks in ((128, 2), (256, 3), (512, 1)):
+        x = g.conv(x, cin, cout, 3, stride=2)
+        for _ in range(blocks):
+            x = bottleneck(x, cout)
+        features.append((x, cout))
+        cin = cout
+    scale = np.array([size, size, size / 4, size / 4] + [1.0] * (per - 4), np.float32)
+    g.weights.append(numpy_helper.from_array(scale, "box_scale"))
+    heads = []
+    for i, (feature, c) in enumerate(features):
+        w, b = f"head_w{i}", f"head_b{i}"
+        weight = g.rng.standard_normal((3 * per, c, 1, 1), dtype=np.float32) * np.float32(0.01)
+        bias = np.zeros(3 * per, np.float32)
+        bias[4::per] = -8.0  # objectness
+        g.weights += [numpy_helper.from_array(weight, w), numpy_helper.from_array(bias, b)]
+        y = g.op("Conv", [feature, w, b])
+        side = size // (8 * 2**i)
+        shape = f"head_shape{i}"
+        g.weights.append(numpy_helper.from_array(np.array([-1, 3, per, side, side]), shape))
+        y = g.op(
+            "Transpose", [g.op("Reshape", [g.op("Sigmoid", [y]), shape])], perm=[0, 1, 3, 4, 2]
+        )
+        flat = f"flat_shape{i}"
+        g.weights.append(numpy_helper.from_array(np.array([-1, 3 * side * side, per]), flat))
+        heads.append(g.op("Reshape", [y, flat]))
+    out = g.op("Concat", heads, axis=1)
+    g.nodes.append(helper.make_node("Mul", [out, "box_scale"], ["output0"]))
+    boxes = 3 * sum((size // s) ** 2 for s in (8, 16, 32))
+    graph = helper.make_graph(
+        g.nodes,
+        "yolo_detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("output0", TensorProto.FLOAT, ["N", boxes, per])],
+        initializer=g.weights,
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    onnx.checker.check_model(model)
+    return model.SerializeToString()

@@ -119,6 +119,10 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
             rows.append(
                 ("12 MP photos: camera-trap CLI / raw Python", r["cli_ratio_vs_raw_python"], 0.8)
             )
+    detection = results / "detection.json"
+    if detection.exists():
+        r = json.loads(detection.read_text())
+        rows.append(("12 MP detection: mmlspark / raw Python", r["detector_vs_raw_python"], 1.0))
     images = results / "images.json"
     if images.exists():
         r = json.loads(images.read_text())

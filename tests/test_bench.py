@@ -117,3 +117,17 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert all(rate > 0 for rate in figures["images_per_s"].values())
     assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
     assert figures["peak_jvm_rss_mb"]["mmlspark"] > 0
+
+
+def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):
+    out = tmp_path / "detection.md"
+    figures = quick_run("detection.py", out)
+    assert figures["images"] == 4
+    assert set(figures["images_per_s"]) == {
+        "detector_mmlspark",
+        "detector_raw_python",
+        "whole_image_classification_mmlspark",
+    }
+    assert all(rate > 0 for rate in figures["images_per_s"].values())
+    assert figures["same_box_count_share"] >= 0.9
+    assert (tmp_path / "detection.json").is_file() and out.is_file()

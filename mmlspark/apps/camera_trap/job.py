@@ -872,11 +872,9 @@ def detect(
         model_bytes = Path(detector).read_bytes()
     except OSError as e:
         raise JobError(f"cannot read the detector model {detector}: {e}") from None
-    stage = ObjectDetector(
-        inputCol="image",
-        confidenceThreshold=threshold,
-        **({"imageSize": image_size} if image_size else {}),
-    )
+    stage = ObjectDetector(inputCol="image", confidenceThreshold=threshold)
+    if image_size:
+        stage.setImageSize(image_size)
     if class_names:
         stage.setClassNames(class_names)
     stage.setModelPayload(model_bytes)

@@ -84,10 +84,10 @@ def detection_photo(
     w, h = int(22 * scale), int(12 * scale)
     cx = int(rng.integers(w + 8, width - w - 20))
     cy = int(rng.integers(h + 16, height - h - int(16 * scale) - 4))
-    cv2.ellipse(mask, (cx, cy), (w, h), 0, 0, 360, 255, -1)
-    cv2.circle(mask, (cx + w, cy - h), max(3, int(8 * scale)), 255, -1)
+    cv2.ellipse(mask, (cx, cy), (w, h), 0, 0, 360, (255,), -1)
+    cv2.circle(mask, (cx + w, cy - h), max(3, int(8 * scale)), (255,), -1)
     for dx in (-w + 4, -w // 3, w // 3, w - 4):
-        cv2.line(mask, (cx + dx, cy + h - 2), (cx + dx, cy + h + int(12 * scale)), 255, 4)
+        cv2.line(mask, (cx + dx, cy + h - 2), (cx + dx, cy + h + int(12 * scale)), (255,), 4)
     colour = np.array([np.clip(c * light + rng.normal(0, 10), 0, 255) for c in coat])
     img[mask > 0] = colour.astype(np.uint8)
     ys, xs = np.nonzero(mask)
@@ -235,7 +235,8 @@ def write_detection_part(folder: Path) -> None:
     import cv2
 
     rng = np.random.default_rng(2025)
-    images, annotations = [], []
+    images: list[dict[str, Any]] = []
+    annotations: list[dict[str, Any]] = []
     categories = {name: i for i, name in enumerate(DETECTION_COATS)}
     for name, coat in DETECTION_COATS.items():
         (folder / "images" / name).mkdir(parents=True, exist_ok=True)
@@ -253,7 +254,11 @@ def write_detection_part(folder: Path) -> None:
                     "width": img.shape[1],
                 }
             )
-            annotation = {"id": image_id, "image_id": image_id, "category_id": categories[name]}
+            annotation: dict[str, Any] = {
+                "id": image_id,
+                "image_id": image_id,
+                "category_id": categories[name],
+            }
             if box is not None:
                 annotation["bbox"] = box
             annotations.append(annotation)

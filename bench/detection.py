@@ -1,0 +1,184 @@
+"""Benchmark: detection next to whole-image classification on the same camera-trap-size photos.
+4000x3000 JPEGs made in code (bench/camera_trap.py's), side by side in one run on two cores:
+  - detector, mmlspark: Spark's binaryFile source -> ObjectDetector decoding the bytes in the
+    same pass at 1/4 (1000x750, the smallest JPEG scale that covers 640) -> letterbox 640 -> a
+    YOLOv5s-sized detector (bench/models.py, random weights, MegaDetector v5's output layout) ->
+    decoding, per-class NMS, boxes, on local[2],
+  - detector, raw Python: opencv-python (IMREAD_REDUCED_COLOR_4, YOLOv5's letterbox) in two
+    threads, onnxruntime with two intra-op threads, the same decoding and NMS in numpy, in this
+    process,
+  - whole-image classification, mmlspark: binaryFile -> ImageTransformer (1/8 decode, 224x224,
+    normalized) -> ONNXModel with the ResNet-50 architecture -> top class (bench/camera_trap.py's
+    contender).
+The two detector runs are checked to find the same number of boxes on (nearly) every photo.
+Best of --repeats timed runs after a warm-up; writes bench/results/detection.md and .json. Not a
+test.
+
+Usage: python bench/detection.py [--images N] [--repeats R] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import models  # noqa: E402
+from camera_trap import make_photos, run_mmlspark  # noqa: E402
+from onnx_inference import best_of, report  # noqa: E402
+
+SIZE = 640
+BATCH = 8
+THRESHOLD = 0.005
+
+
+def letterboxed(encoded: np.ndarray) -> np.ndarray:
+    """Decode at 1/4, YOLOv5's letterbox to SIZE (padding 114), RGB / 255, CHW float32."""
+    img = cv2.imdecode(encoded, cv2.IMREAD_REDUCED_COLOR_4)
+    h, w = img.shape[:2]
+    r = min(SIZE / h, SIZE / w)
+    new_w, new_h = int(round(w * r)), int(round(h * r))
+    img = cv2.resize(img, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
+    top, left = (SIZE - new_h) // 2, (SIZE - new_w) // 2
+    img = cv2.copyMakeBorder(
+        img, top, SIZE - new_h - top, left, SIZE - new_w - left, cv2.BORDER_CONSTANT,
+        value=(114, 114, 114),
+    )  # fmt: skip
+    return (img[:, :, ::-1].astype(np.float32) / np.float32(255)).transpose(2, 0, 1)
+
+
+def boxes(raw: np.ndarray, iou_threshold: float = 0.45, max_det: int = 300) -> int:
+    """How many boxes YOLOv5-layout output `raw` [K, 5 + C] keeps: best class, confidence
+    objectness x class score over THRESHOLD, greedy per-class NMS."""
+    objectness = raw[:, 4]
+    raw = raw[objectness > THRESHOLD]
+    scores = raw[:, 5:] * raw[:, 4:5]
+    cls, conf = scores.argmax(1), scores.max(1)
+    keep = conf > THRESHOLD
+    raw, cls, conf = raw[keep], cls[keep], conf[keep]
+    order = np.lexsort((np.arange(len(conf)), -conf))
+    xy, wh = raw[:, :2].astype(np.float64), raw[:, 2:4].astype(np.float64)
+    corners = np.concatenate([xy - wh / 2, xy + wh / 2], axis=1)
+    kept: list[int] = []
+    for i in order:
+        if len(kept) == max_det:
+            break
+        same = [j for j in kept if cls[j] == cls[i]]
+        if same:
+            other = corners[same]
+            lo, hi = (
+                np.maximum(other[:, :2], corners[i, :2]),
+                np.minimum(other[:, 2:], corners[i, 2:]),
+            )
+            inter = np.prod(np.clip(hi - lo, 0, None), axis=1)
+            areas = np.prod(other[:, 2:] - other[:, :2], axis=1)
+            area = np.prod(corners[i, 2:] - corners[i, :2])
+            if (inter / (areas + area - inter) > iou_threshold).any():
+                continue
+        kept.append(i)
+    return len(kept)
+
+
+def run_raw_python(paths: list[Path], model: bytes, repeats: int) -> tuple[float, dict]:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 2
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    counts: dict[str, int] = {}
+
+    def run() -> None:
+        with ThreadPoolExecutor(2) as pool:
+            tensors = list(pool.map(lambda p: letterboxed(np.fromfile(p, np.uint8)), paths))
+        for start in range(0, len(paths), BATCH):
+            outputs = session.run(None, {"images": np.stack(tensors[start : start + BATCH])})[0]
+            for p, raw in zip(paths[start : start + BATCH], outputs, strict=True):
+                counts[p.name] = boxes(raw)
+
+    return best_of(repeats, run), counts
+
+
+def run_detector(spark, folder: Path, model: bytes, repeats: int) -> tuple[float, dict]:
+    from pyspark.sql import functions as F
+
+    from mmlspark.detection import ObjectDetector
+
+    stage = ObjectDetector(
+        inputCol="content", confidenceThreshold=THRESHOLD, miniBatchSize=BATCH
+    ).setModelPayload(model)
+
+    def found():
+        files = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
+        out = stage.transform(files.load(str(folder)))
+        return out.select("path", F.size("detections").alias("boxes"), "detectionError")
+
+    seconds = best_of(repeats, lambda: found().write.format("noop").mode("overwrite").save())
+    rows = found().collect()
+    assert all(r.detectionError is None for r in rows), [r.detectionError for r in rows][:3]
+    return seconds, {Path(r.path).name: r.boxes for r in rows}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--images", type=int, default=48)
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "detection.md"))
+    args = parser.parse_args()
+    if args.quick:
+        args.images, args.repeats = 4, 1
+
+    import mmlspark
+
+    spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    detector, classifier = models.yolo_detector(SIZE), models.resnet50()
+    rates: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp) / "photos"
+        paths = make_photos(folder, args.images)
+        seconds, counts = run_detector(spark, folder, detector, args.repeats)
+        rates["detector_mmlspark"] = args.images / seconds
+        seconds, raw_counts = run_raw_python(paths, detector, args.repeats)
+        rates["detector_raw_python"] = args.images / seconds
+        seconds, _, _ = run_mmlspark(spark, folder, classifier, args.repeats, binary=True)
+        rates["whole_image_classification_mmlspark"] = args.images / seconds
+        spark.stop()
+    same = sum(counts[k] == raw_counts[k] for k in counts) / len(counts)
+    assert set(counts) == set(raw_counts) and same >= 0.9, (counts, raw_counts)
+    figures = {
+        "images": args.images,
+        "images_per_s": rates,
+        "boxes_per_photo": sum(counts.values()) / len(counts),
+        "same_box_count_share": same,
+        "detector_vs_raw_python": rates["detector_mmlspark"] / rates["detector_raw_python"],
+        "detector_vs_whole_image_classification": rates["detector_mmlspark"]
+        / rates["whole_image_classification_mmlspark"],
+    }
+    report(
+        args.out,
+        "Detection benchmark",
+        f"python bench/detection.py --images {args.images} --repeats {args.repeats}"
+        f"{' --quick' if args.quick else ''}",
+        "4000x3000 JPEGs -> (detector) decode at 1/4 -> letterbox 640 -> YOLOv5s-sized detector"
+        " (random weights, 25 200 boxes) -> NMS, next to (classification) decode at 1/8 -> 224x224"
+        " -> ResNet-50 architecture -> top class.",
+        "contender | photos/s | mmlspark detector / contender",
+        rates,
+        lambda rate: rates["detector_mmlspark"] / rate,
+        "detector >= 1.0x raw Python (same decode, model and NMS)",
+        figures,
+    )
+
+
+if __name__ == "__main__":
+    main()
