@@ -137,6 +137,7 @@ def echo_raw(pixels: np.ndarray, layout: str) -> np.ndarray:
     return values * (scale[None, :] if layout == "yolov5" else scale[:, None])
 
 
+@pytest.mark.lines
 @pytest.mark.parametrize("layout", ["yolov5", "yolov8"])
 def test_decoding_and_suppression_equal_the_reference(spark, layout):
     scenes = {f"s{seed}": spelled_scene(layout, seed) for seed in range(6)}
@@ -193,6 +194,7 @@ CONSTANT = np.array(
 )
 
 
+@pytest.mark.lines
 def test_boxes_map_back_to_tall_wide_rotated_and_large_photos(spark, tmp_path):
     tall, wide = pattern(300, 120, seed=1), pattern(90, 400, seed=2)
     jpeg = encode(pattern(120, 300, seed=3), ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90])
@@ -295,6 +297,7 @@ def test_detector_runs_from_a_model_file_on_classic_and_connect(session, tmp_pat
     )
 
 
+@pytest.mark.lines
 def test_crops_of_detections_feed_a_featurizer(spark, tmp_path):
     """Detector -> CropDetections -> ImageFeaturizer: each crop is the original photo's region
     of its box (numpy slicing, MegaDetector's pixel rounding), at full resolution."""

@@ -129,37 +129,50 @@ final class CropDetections(override val uid: String)
     val schema = transformSchema(dataset.schema, logging = true)
     val chosen = CropChoice($(confidenceThreshold), $(categories).toSet, $(square))
     val encoded = dataset.schema($(inputCol)).dataType == BinaryType
+    // The detections' fields as three arrays: Spark 4.0 cannot hand a UDF an array of rows.
     val crops =
       if (encoded)
-        udf((bytes: Array[Byte], detections: Seq[Row]) =>
-          chosen.crops(detections, ImageTransformer.decodeAndRun(Nil, None)(bytes, _), null)
-        )
+        udf {
+          (
+              bytes: Array[Byte],
+              confs: Seq[Double],
+              categories: Seq[String],
+              boxes: Seq[Seq[Double]]
+          ) =>
+            chosen.crops(
+              Detected(confs, categories, boxes),
+              ImageTransformer.decodeAndRun(Nil, None)(bytes, _),
+              null
+            )
+        }
       else
-        udf((image: Row, detections: Seq[Row]) =>
+        udf { (image: Row, confs: Seq[Double], categories: Seq[String], boxes: Seq[Seq[Double]]) =>
           chosen.crops(
-            detections,
+            Detected(confs, categories, boxes),
             ImageTransformer.run(Nil)(image, _),
             if (image == null) null else image.getString(0)
           )
-        )
+        }
     val tmp = s"__crop_$uid"
+    val detections = col(SchemaUtils.quoted($(detectionsCol)))
     val exploded = dataset
       .toDF()
       .withColumn(
         tmp,
         explode(
-          crops
-            .asNondeterministic()(
-              col(SchemaUtils.quoted($(inputCol))),
-              col(SchemaUtils.quoted($(detectionsCol)))
-            )
+          crops.asNondeterministic()(
+            col(SchemaUtils.quoted($(inputCol))),
+            detections.getField("conf"),
+            detections.getField("category"),
+            detections.getField("bbox")
+          )
         )
       )
     val index = col(s"$tmp.index")
     exploded.select(schema.fields.toIndexedSeq.map { f =>
       val value = f.name match {
         case n if n == $(detectionIndexCol) => index
-        case n if n == $(detectionCol) => col(SchemaUtils.quoted($(detectionsCol))).getItem(index)
+        case n if n == $(detectionCol) => col(SchemaUtils.quoted($(detectionsCol)))(index)
         case n if n == $(outputCol) => col(s"$tmp.crop")
         case n if n == $(errorCol) => col(s"$tmp.error")
         case n => col(SchemaUtils.quoted(n))
@@ -174,20 +187,24 @@ final class CropDetections(override val uid: String)
 /** One crop: the detection's index, the crop (null when the parent cannot be read) and why not. */
 final case class CropResult(index: Int, crop: ImageStruct, error: String)
 
+/** An image's detections, field by field (index i of each is detection i). */
+final case class Detected(confs: Seq[Double], categories: Seq[String], boxes: Seq[Seq[Double]])
+
 /** Which detections are cropped, and how. */
 final case class CropChoice(threshold: Double, categories: Set[String], square: Boolean) {
 
-  private def chosen(detections: Seq[Row]): Seq[(Row, Int)] =
-    Option(detections).getOrElse(Nil).zipWithIndex.filter { case (d, _) =>
-      d != null && d.getAs[Double]("conf") >= threshold &&
-      (categories.isEmpty || categories(d.getAs[String]("category")))
-    }
+  private def chosen(d: Detected): Seq[Int] =
+    if (d.confs == null) Nil
+    else
+      d.confs.indices.filter { i =>
+        d.confs(i) >= threshold && (categories.isEmpty || categories(d.categories(i)))
+      }
 
   /** The crops of an image's chosen detections; `withImage` hands the image to a function and
     * releases it after.
     */
   def crops(
-      detections: Seq[Row],
+      detections: Detected,
       withImage: (Image => Seq[CropResult]) => Seq[CropResult],
       origin: String
   ): Seq[CropResult] = {
@@ -196,8 +213,8 @@ final case class CropChoice(threshold: Double, categories: Set[String], square: 
     else
       try
         withImage { image =>
-          wanted.map { case (d, i) =>
-            val result = RowResults.attempt(crop(image, d.getSeq[Double](d.fieldIndex("bbox"))))
+          wanted.map { i =>
+            val result = RowResults.attempt(crop(image, detections.boxes(i)))
             val mat = result.value
             try
               CropResult(
@@ -211,7 +228,7 @@ final case class CropChoice(threshold: Double, categories: Set[String], square: 
       catch {
         case e: Exception =>
           val why = RowResults.describe(e)
-          wanted.map { case (_, i) => CropResult(i, null, why) }
+          wanted.map(i => CropResult(i, null, why))
       }
   }
 
