@@ -80,3 +80,17 @@ BAD = {
     "empty.jpg": "empty file (0 bytes)",
     "notes.jpg": "not a decodable image",
 }
+
+
+def with_exif_datetime(jpeg: bytes, taken: str) -> bytes:
+    """Inserts an APP1 EXIF block whose EXIF sub-IFD holds only DateTimeOriginal (0x9003), as
+    cameras write it ("2024:05:01 10:00:00"), right after SOI."""
+    value = taken.encode("ascii") + b"\0"
+    assert len(value) == 20
+    tiff = b"II*\x00" + struct.pack("<I", 8)
+    ifd0 = struct.pack("<H", 1) + struct.pack("<HHII", 0x8769, 4, 1, 26) + b"\0\0\0\0"
+    sub = struct.pack("<H", 1) + struct.pack("<HHII", 0x9003, 2, 20, 44) + b"\0\0\0\0"
+    payload = b"Exif\x00\x00" + tiff + ifd0 + sub + value
+    app1 = b"\xff\xe1" + struct.pack(">H", len(payload) + 2) + payload
+    assert jpeg[:2] == b"\xff\xd8"
+    return jpeg[:2] + app1 + jpeg[2:]

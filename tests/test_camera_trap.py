@@ -236,3 +236,49 @@ def test_demo_detection_part_finds_the_drawn_animals_and_nothing_on_empty_photos
     assert summary["crop_accuracy"] > 0.7 and summary["crops_scored"] >= 6
     assert any("synthetic detector" in line for line in lines)  # provenance is stated
     assert (demo / "detection-evaluation" / "samples.png").is_file()
+
+
+def test_bursts_by_time_read_exif_then_cct_then_file_time(spark, tmp_path):
+    """Copying a survey resets file times: bursts come from the time the camera wrote."""
+    import os
+    import time as clock
+
+    import cv2
+    import numpy as np
+    from image_fixtures import encode, with_exif_datetime, with_exif_orientation
+
+    from mmlspark.image import list_files
+
+    cam = tmp_path / "survey" / "cam1"
+    cam.mkdir(parents=True)
+    jpeg = encode(np.full((16, 16, 3), 90, np.uint8), ".jpg", [cv2.IMWRITE_JPEG_QUALITY, 90])
+    taken = {"a": "10:00:00", "b": "10:00:02", "c": "10:00:04", "d": "10:05:00"}
+    for name, at in taken.items():
+        (cam / f"{name}.jpg").write_bytes(with_exif_datetime(jpeg, f"2024:05:01 {at}"))
+    (cam / "e.png").write_bytes(encode(np.zeros((8, 8, 3), np.uint8), ".png"))  # CCT time only
+    (cam / "f.png").write_bytes(encode(np.zeros((8, 8, 3), np.uint8), ".png"))  # neither
+    (cam / "g.jpg").write_bytes(with_exif_orientation(jpeg, 1))  # EXIF without a time
+    now = clock.time()
+    for photo in cam.iterdir():  # as a copy leaves them: every file written at once
+        os.utime(photo, (now, now + (1 if photo.name == "f.png" else 0)))
+    cct = tmp_path / "cct.json"
+    cct.write_text(
+        json.dumps(
+            {
+                "images": [{"id": 0, "file_name": "cam1/e.png", "datetime": "2024-05-01 10:05:01"}],
+                "annotations": [],
+                "categories": [],
+            }
+        )
+    )
+    root = job._qualified(spark, str(tmp_path / "survey"))
+    listing = list_files(spark, root)
+    bursts = job.with_bursts(spark, listing, root, "time", job.CctLabels.read(str(cct)), 3.0)
+    groups: dict[str, set[str]] = {}
+    for row in bursts.collect():
+        groups.setdefault(row.burst, set()).add(Path(row.path).name)
+    assert sorted(map(sorted, groups.values())) == [
+        ["a.jpg", "b.jpg", "c.jpg"],
+        ["d.jpg", "e.png"],
+        ["f.png", "g.jpg"],
+    ]

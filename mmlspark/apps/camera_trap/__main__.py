@@ -60,7 +60,8 @@ def parser() -> argparse.ArgumentParser:
         choices=["off", "cct", "time"],
         default="off",
         help="average each burst's probabilities: sequences from --cct (seq_id), or photos of "
-        "one folder at most --burst-gap seconds apart (file time)",
+        "one folder taken at most --burst-gap seconds apart (EXIF DateTimeOriginal, else the "
+        "--cct datetime, else file time)",
     )
     c.add_argument("--cct", help="COCO Camera Traps JSON with the photos' seq_id")
     c.add_argument("--burst-gap", type=float, default=3.0, help="seconds between bursts")

@@ -32,3 +32,15 @@ def draw_image_grid(
     jvm = classic_jvm(spark, feature="draw_image_grid", instead=_INSTEAD)
     charts = jvm_class(jvm, _CHARTS)
     charts.imageGrid(json.dumps(list(samples)), columns, cell_size, path)
+
+
+def taken_times(files: Any, out_col: str) -> Any:
+    """``TakenTimes.add``: ``files`` (a listing with ``path``) with ``out_col``, each photo's
+    EXIF DateTimeOriginal in seconds (null without one), read from the first 128 KiB of each file
+    in the tasks."""
+    from pyspark.sql import DataFrame
+
+    spark = files.sparkSession
+    jvm = classic_jvm(spark, feature="taken_times", instead="run the job on a classic session")
+    added = jvm_class(jvm, "mmlspark.apps.cameratrap.TakenTimes").add(files._jdf, out_col)
+    return DataFrame(added, spark)

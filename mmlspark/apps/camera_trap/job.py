@@ -9,6 +9,7 @@ results JSON; it resumes an interrupted run. Evaluating compares predictions wit
 
 from __future__ import annotations
 
+import datetime
 import errno
 import json
 import os
@@ -29,7 +30,7 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import mmlspark
-from mmlspark.apps.camera_trap._jvm import draw_confusion_matrix, draw_image_grid
+from mmlspark.apps.camera_trap._jvm import draw_confusion_matrix, draw_image_grid, taken_times
 from mmlspark.apps.camera_trap.store import (
     FolderError,
     OutputLock,
@@ -66,7 +67,8 @@ def _qualified(spark: SparkSession, path: str) -> str:
 
 @dataclass
 class CctLabels:
-    """Ground truth from a COCO Camera Traps JSON: file name -> category, and its sequences."""
+    """Ground truth from a COCO Camera Traps JSON: file name -> category, its sequences, the
+    times its photos were taken and the boxes of its annotations."""
 
     labels: dict[str, str]
     sequences: dict[str, str]
@@ -76,6 +78,8 @@ class CctLabels:
     #: File name -> the boxes of its annotations that have one, [x, y, width, height] as
     #: fractions of the image (CCT writes pixels; images without width and height are left out).
     boxes: dict[str, list[list[float]]] = field(default_factory=dict)
+    #: File name -> the image's `datetime` in seconds (its local time read as UTC).
+    times: dict[str, float] = field(default_factory=dict)
 
     @staticmethod
     def read(path: str) -> CctLabels:
@@ -91,6 +95,11 @@ class CctLabels:
                 else:
                     dangling += 1
             sequences = {i["file_name"]: str(i["seq_id"]) for i in data["images"] if "seq_id" in i}
+            times = {
+                i["file_name"]: seconds
+                for i in data["images"]
+                if (seconds := _cct_seconds(i.get("datetime"))) is not None
+            }
             corrupt = {i["file_name"] for i in data["images"] if i.get("corrupt")}
             sizes = {
                 i["id"]: (float(i["width"]), float(i["height"]))
@@ -111,7 +120,21 @@ class CctLabels:
             ) from None
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise JobError(f"cannot read COCO Camera Traps labels from {path}: {e!r}") from None
-        return CctLabels(labels, sequences, corrupt, dangling, boxes)
+        return CctLabels(labels, sequences, corrupt, dangling, boxes, times)
+
+
+def _cct_seconds(value: Any) -> float | None:
+    """A CCT `datetime` ("2024-05-01 10:00:00", or EXIF's "2024:05:01 10:00:00") in seconds,
+    read as UTC; None when absent or not a time."""
+    if not isinstance(value, str):
+        return None
+    for pattern in ("%Y-%m-%d %H:%M:%S", "%Y:%m:%d %H:%M:%S", "%Y-%m-%dT%H:%M:%S"):
+        try:
+            parsed = datetime.datetime.strptime(value.strip()[:19], pattern)
+        except ValueError:
+            continue
+        return parsed.replace(tzinfo=datetime.timezone.utc).timestamp()
+    return None
 
 
 def with_labels(spark: SparkSession, df: DataFrame, images: str, labels: str | None) -> DataFrame:
@@ -385,15 +408,15 @@ def classify(
     """Scores the photos under `images` into `out`, committing as it goes; a second call with
     the same arguments continues where the first stopped and ends with exactly one row per
     photo. With `bursts` 'cct' (sequences from the `cct` JSON's seq_id) or 'time' (photos of
-    one folder taken at most `burst_gap` seconds apart, by file time) the probabilities of a
-    burst's photos are averaged and the burst's class is every photo's prediction;
-    `image_label` keeps each photo's own."""
+    one folder taken at most `burst_gap` seconds apart, by EXIF time, see `with_bursts`) the
+    probabilities of a burst's photos are averaged and the burst's class is every photo's
+    prediction; `image_label` keeps each photo's own."""
     settings = settings or ClassifySettings()
     if bursts not in ("off", "cct", "time"):
         raise JobError(f"--bursts must be off, cct or time, not {bursts!r}")
     if bursts == "cct" and cct is None:
         raise JobError("--bursts cct needs --cct, the COCO Camera Traps JSON with seq_id")
-    sequences = CctLabels.read(cct).sequences if cct else {}
+    cct_labels = CctLabels.read(cct) if cct else None
     check_folders(images, Path(out))
     try:
         model = PipelineModel.load(model_dir)
@@ -406,7 +429,7 @@ def classify(
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
     }
     work = _classify_work(model, levels, bursts != "off")
-    return _locked_run(spark, work, out, run, overwrite, wait, sequences, burst_gap, settings, log)
+    return _locked_run(spark, work, out, run, overwrite, wait, cct_labels, burst_gap, settings, log)
 
 
 def _locked_run(
@@ -416,7 +439,7 @@ def _locked_run(
     run: dict[str, Any],
     overwrite: bool,
     wait: bool,
-    sequences: dict[str, str],
+    cct: CctLabels | None,
     burst_gap: float,
     settings: ClassifySettings | None,
     log: Log,
@@ -430,9 +453,7 @@ def _locked_run(
         raise JobError(str(e)) from None
     try:
         folder = open_folder(out_dir, run, overwrite, log)
-        return _run(
-            spark, folder, work, run, sequences, burst_gap, settings or ClassifySettings(), log
-        )
+        return _run(spark, folder, work, run, cct, burst_gap, settings or ClassifySettings(), log)
     except (OSError, Py4JError) as e:
         if not _disk_full(e):
             raise
@@ -456,7 +477,7 @@ def _run(
     folder: RunFolder,
     work: _Work,
     run: dict[str, Any],
-    sequences: dict[str, str],
+    cct: CctLabels | None,
     burst_gap: float,
     settings: ClassifySettings,
     log: Log,
@@ -465,7 +486,7 @@ def _run(
     bursts = run.get("bursts", "off").split(":")[0]
     listing = list_files(spark, run["images"])
     if bursts != "off":
-        listing = with_bursts(spark, listing, run["images"], bursts, sequences, burst_gap)
+        listing = with_bursts(spark, listing, run["images"], bursts, cct, burst_gap)
     else:
         listing = listing.withColumn("burst", F.lit(None).cast("string"))
     listing = listing.withColumn("unit", F.coalesce("burst", "path")).cache()
@@ -893,7 +914,7 @@ def detect(
         "image_size": image_size,
     }
     work = _detect_work(stage.setImageSize(image_size), Path(detector).name)
-    return _locked_run(spark, work, out, run, overwrite, wait, {}, 0.0, settings, log)
+    return _locked_run(spark, work, out, run, overwrite, wait, None, 0.0, settings, log)
 
 
 #: The columns read_files gives, for checking a stage before any photo is read.
@@ -1044,29 +1065,44 @@ def with_bursts(
     scored: DataFrame,
     root: str,
     bursts: str,
-    sequences: dict[str, str],
+    cct: CctLabels | None,
     gap: float,
 ) -> DataFrame:
     """Adds `burst`: the CCT sequence of each photo, or runs of photos in one folder taken at most
-    `gap` seconds apart; a photo without one is a burst of its own."""
+    `gap` seconds apart; a photo without one is a burst of its own. The time a photo was taken is
+    its EXIF DateTimeOriginal, else the CCT file's `datetime`, else (only then) its file time,
+    which copying a survey resets."""
+    relative = F.expr(f"substring(path, {len(root) + 2})")
     if bursts == "cct":
-        table = spark.createDataFrame(sorted(sequences.items()), "relative_path string, seq string")
-        relative = F.expr(f"substring(path, {len(root) + 2})")
+        sequences = sorted((cct.sequences if cct else {}).items())
+        table = spark.createDataFrame(sequences, "relative_path string, seq string")
         joined = scored.withColumn("relative_path", relative).join(table, "relative_path", "left")
         return joined.withColumn("burst", F.coalesce("seq", "path")).drop("relative_path", "seq")
     if bursts != "time":
         raise JobError(f"--bursts must be off, cct or time, not {bursts!r}")
+    times = sorted((cct.times if cct else {}).items())
+    table = spark.createDataFrame(times, "relative_path string, cct_seconds double")
+    timed = (
+        taken_times(scored, "exif_seconds")
+        .withColumn("relative_path", relative)
+        .join(F.broadcast(table), "relative_path", "left")
+        .withColumn(
+            "taken",
+            F.coalesce("exif_seconds", "cct_seconds", F.col("modificationTime").cast("double")),
+        )
+        .drop("relative_path", "cct_seconds", "exif_seconds")
+    )
     folder = F.regexp_extract("path", r"^(.*)/[^/]+$", 1)
-    order = Window.partitionBy("folder").orderBy("modificationTime", "path")
-    seconds = F.col("modificationTime").cast("double")
+    order = Window.partitionBy("folder").orderBy("taken", "path")
+    seconds = F.col("taken")
     starts = F.when(
         F.lag(seconds).over(order).isNull() | (seconds - F.lag(seconds).over(order) > gap), 1
     ).otherwise(0)
     return (
-        scored.withColumn("folder", folder)
+        timed.withColumn("folder", folder)
         .withColumn("starts", starts)
         .withColumn("burst", F.concat_ws("#", "folder", F.sum("starts").over(order).cast("string")))
-        .drop("folder", "starts")
+        .drop("folder", "starts", "taken")
     )
 
 

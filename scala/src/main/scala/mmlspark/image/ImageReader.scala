@@ -99,6 +99,22 @@ object ImageReader {
     }
   }
 
+  /** Up to the first `maxBytes` bytes of a file (fewer for a shorter file). */
+  def readHead(path: String, conf: SerializableConfiguration, maxBytes: Int): Array[Byte] = {
+    val hadoopPath = new Path(path)
+    val in = hadoopPath.getFileSystem(conf.value).open(hadoopPath)
+    try {
+      val buffer = new Array[Byte](maxBytes)
+      var filled = 0
+      var read = 0
+      while (filled < maxBytes && read >= 0) {
+        read = in.read(buffer, filled, maxBytes - filled)
+        if (read > 0) filled += read
+      }
+      java.util.Arrays.copyOf(buffer, filled)
+    } finally in.close()
+  }
+
   /** Bytes of encoded images one task reads, when files are grouped into partitions. */
   val targetPartitionBytes: Long = 64L << 20
 }

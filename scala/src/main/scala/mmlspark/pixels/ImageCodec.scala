@@ -196,15 +196,54 @@ object ImageCodec {
     bytes.take(4).map(b => f"${b & 0xff}%02x").mkString(" ")
 }
 
-/** Reads the orientation tag (0x0112) from a JPEG's EXIF block. */
+/** Reads tags of a JPEG's EXIF block: the orientation (0x0112) and the time the photo was taken
+  * (DateTimeOriginal, 0x9003 in the EXIF sub-IFD).
+  */
 object Exif {
 
   /** The orientation (1-8), or 1 when the JPEG has no (readable) EXIF orientation. */
   def orientation(jpeg: Array[Byte]): Int =
-    try find(jpeg).getOrElse(1)
+    try
+      tiff(jpeg)
+        .flatMap(t => t.entry(t.ifd0, 0x0112).map(e => t.u16(e + 8)))
+        .filter(o => o >= 1 && o <= 8)
+        .getOrElse(1)
     catch { case _: IndexOutOfBoundsException => 1 }
 
-  private def find(b: Array[Byte]): Option[Int] = {
+  /** DateTimeOriginal as the camera wrote it ("yyyy:MM:dd HH:mm:ss", the camera's local time), or
+    * None when the JPEG (or the head of it given) has none that can be read.
+    */
+  def dateTimeOriginal(jpeg: Array[Byte]): Option[String] =
+    try
+      for {
+        t <- tiff(jpeg)
+        pointer <- t.entry(t.ifd0, 0x8769)
+        entry <- t.entry(t.tiff + t.u32(pointer + 8).toInt, 0x9003)
+        count = t.u32(entry + 4).toInt
+        if t.u16(entry + 2) == 2 && count >= 19 && count <= 64
+      } yield {
+        val at = t.tiff + t.u32(entry + 8).toInt
+        new String(jpeg, at, 19, "ISO-8859-1")
+      }
+    catch { case _: IndexOutOfBoundsException | _: IllegalArgumentException => None }
+
+  /** The TIFF structure inside a JPEG's EXIF block. */
+  private final class Tiff(b: Array[Byte], val tiff: Int) {
+    private val little = b(tiff) == 'I'.toByte
+    def u16(i: Int): Int =
+      if (little) (b(i) & 0xff) | ((b(i + 1) & 0xff) << 8)
+      else ((b(i) & 0xff) << 8) | (b(i + 1) & 0xff)
+    def u32(i: Int): Long =
+      if (little) (u16(i).toLong | (u16(i + 2).toLong << 16))
+      else ((u16(i).toLong << 16) | u16(i + 2).toLong)
+    def ifd0: Int = tiff + u32(tiff + 4).toInt
+
+    /** The offset of the entry of `tag` in the IFD at `ifd`. */
+    def entry(ifd: Int, tag: Int): Option[Int] =
+      (0 until u16(ifd)).iterator.map(e => ifd + 2 + e * 12).find(u16(_) == tag)
+  }
+
+  private def tiff(b: Array[Byte]): Option[Tiff] = {
     def u8(i: Int): Int = b(i) & 0xff
     var pos = 2
     while (pos + 4 <= b.length && u8(pos) == 0xff) {
@@ -212,27 +251,10 @@ object Exif {
       val length = (u8(pos + 2) << 8) | u8(pos + 3)
       if (marker == 0xda || marker == 0xd9) return None // start of scan: no EXIF before it
       if (marker == 0xe1 && length >= 8 && new String(b, pos + 4, 4, "ISO-8859-1") == "Exif") {
-        return readTiff(b, pos + 10)
+        return Some(new Tiff(b, pos + 10))
       }
       pos += 2 + length
     }
     None
-  }
-
-  private def readTiff(b: Array[Byte], tiff: Int): Option[Int] = {
-    val little = b(tiff) == 'I'.toByte
-    def u16(i: Int): Int =
-      if (little) (b(i) & 0xff) | ((b(i + 1) & 0xff) << 8)
-      else ((b(i) & 0xff) << 8) | (b(i + 1) & 0xff)
-    def u32(i: Int): Long =
-      if (little) (u16(i).toLong | (u16(i + 2).toLong << 16))
-      else ((u16(i).toLong << 16) | u16(i + 2).toLong)
-    val ifd = tiff + u32(tiff + 4).toInt
-    val entries = u16(ifd)
-    (0 until entries).iterator
-      .map(e => ifd + 2 + e * 12)
-      .find(entry => u16(entry) == 0x0112)
-      .map(entry => u16(entry + 8))
-      .filter(o => o >= 1 && o <= 8)
   }
 }
