@@ -16,6 +16,29 @@ import sys
 from mmlspark.apps.camera_trap import job
 
 
+def run_options(p: argparse.ArgumentParser) -> None:
+    """The options of the commands that write a results folder as they go (classify, detect)."""
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in --out: removes the files an earlier run wrote there (as its "
+        "run.json lists them), nothing else",
+    )
+    p.add_argument("--wait", action="store_true", help="wait for another run using --out to finish")
+    p.add_argument(
+        "--commit-every",
+        type=int,
+        default=500,
+        help="commit results at least every this many photos (default 500)",
+    )
+    p.add_argument(
+        "--commit-seconds",
+        type=float,
+        default=60.0,
+        help="and at least every this many seconds (default 60)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mmlspark-camera-trap",
@@ -36,25 +59,7 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--images", required=True)
     c.add_argument("--model", required=True, help="directory written by train")
     c.add_argument("--out", required=True, help="results directory (an interrupted run resumes)")
-    c.add_argument(
-        "--overwrite",
-        action="store_true",
-        help="start over in --out: removes the files an earlier classify wrote there (as its "
-        "run.json lists them), nothing else",
-    )
-    c.add_argument("--wait", action="store_true", help="wait for another run using --out to finish")
-    c.add_argument(
-        "--commit-every",
-        type=int,
-        default=500,
-        help="commit results at least every this many photos (default 500)",
-    )
-    c.add_argument(
-        "--commit-seconds",
-        type=float,
-        default=60.0,
-        help="and at least every this many seconds (default 60)",
-    )
+    run_options(c)
     c.add_argument(
         "--bursts",
         choices=["off", "cct", "time"],
@@ -87,10 +92,7 @@ def parser() -> argparse.ArgumentParser:
         "--classes",
         help="comma-separated class names in the detector's order (default animal,person,vehicle)",
     )
-    t.add_argument("--overwrite", action="store_true", help="as for classify")
-    t.add_argument("--wait", action="store_true", help="as for classify")
-    t.add_argument("--commit-every", type=int, default=500, help="as for classify")
-    t.add_argument("--commit-seconds", type=float, default=60.0, help="as for classify")
+    run_options(t)
 
     e = sub.add_parser("evaluate", help="metrics of classify results against ground truth")
     e.add_argument("--predictions", required=True, help="directory written by classify")

@@ -773,28 +773,20 @@ def write_outputs(
     if rows is None:
         rows = spark.createDataFrame([], SCHEMA)
     ordered = _relative_files(rows, root)
-
-    staged = folder.staged("csv")
     four = "format_string('%.4f', {})"
-    (
-        ordered.select(
-            F.col("file").alias("path"),
-            F.coalesce("predicted_label", F.lit("")).alias("predicted_label"),
-            F.when(F.col("confidence").isNull(), "")
-            .otherwise(F.expr(four.format("confidence")))
-            .alias("confidence"),
-            F.expr(
-                "coalesce(array_join(transform(top_k, t -> concat(t.label, ':', "
-                f"{four.format('t.probability')})), ';'), '')"
-            ).alias("top_k"),
-            F.coalesce("failure", F.lit("")).alias("failure"),
-        )
-        .write.option("header", "true")
-        .option("escape", '"')
-        .option("emptyValue", "")
-        .csv(str(staged))
+    table = ordered.select(
+        F.col("file").alias("path"),
+        F.coalesce("predicted_label", F.lit("")).alias("predicted_label"),
+        F.when(F.col("confidence").isNull(), "")
+        .otherwise(F.expr(four.format("confidence")))
+        .alias("confidence"),
+        F.expr(
+            "coalesce(array_join(transform(top_k, t -> concat(t.label, ':', "
+            f"{four.format('t.probability')})), ';'), '')"
+        ).alias("top_k"),
+        F.coalesce("failure", F.lit("")).alias("failure"),
     )
-    folder.move_output(next(staged.glob("part-*")), "predictions.csv")
+    _write_csv(folder, table, "predictions.csv")
 
     _write_json(
         folder,
@@ -962,6 +954,15 @@ def _relative_files(rows: DataFrame, root: str) -> DataFrame:
     return rows.withColumn("file", relative).orderBy("path").coalesce(1)
 
 
+def _write_csv(folder: RunFolder, table: DataFrame, name: str) -> None:
+    """`table` (one partition) as the CSV output `name`, with a header, moved into place."""
+    staged = folder.staged("csv")
+    table.write.option("header", "true").option("escape", '"').option("emptyValue", "").csv(
+        str(staged)
+    )
+    folder.move_output(next(staged.glob("part-*")), name)
+
+
 def _write_json(folder: RunFolder, entries: DataFrame, rest: dict[str, Any]) -> None:
     """results.json: the `entry` JSON texts as `images`, then `rest`, streamed through."""
     staged = folder.staged("json")
@@ -978,14 +979,14 @@ def _write_json(folder: RunFolder, entries: DataFrame, rest: dict[str, Any]) -> 
     folder.write_output("results.json", text())
 
 
-def megadetector_detections(conf: str = "conf") -> Any:
+def megadetector_detections() -> Any:
     """The detections column as MegaDetector writes them: category, conf (3 decimals) and bbox
     (4 decimals), label left out (the categories name it)."""
     return F.transform(
         "detections",
         lambda d: F.struct(
             d["category"].alias("category"),
-            F.round(d[conf], 3).alias("conf"),
+            F.round(d["conf"], 3).alias("conf"),
             F.transform(d["bbox"], lambda v: F.round(v, 4)).alias("bbox"),
         ),
     )
@@ -1003,33 +1004,27 @@ def write_detections(
     if rows is None:
         rows = spark.createDataFrame([], DETECT_SCHEMA)
     ordered = _relative_files(rows, root)
-    staged = folder.staged("csv")
     detection = F.col("detection")
     four = "format_string('%.4f', {})"
-    (
-        ordered.select("file", F.explode_outer("detections").alias("detection"), "failure")
-        .select(
-            F.col("file").alias("path"),
-            F.coalesce(detection["category"], F.lit("")).alias("category"),
-            F.coalesce(detection["label"], F.lit("")).alias("label"),
-            *[
-                F.when(detection.isNull(), "").otherwise(F.expr(four.format(value))).alias(name)
-                for name, value in (
-                    ("conf", "detection.conf"),
-                    ("x_min", "detection.bbox[0]"),
-                    ("y_min", "detection.bbox[1]"),
-                    ("width", "detection.bbox[2]"),
-                    ("height", "detection.bbox[3]"),
-                )
-            ],
-            F.coalesce("failure", F.lit("")).alias("failure"),
-        )
-        .write.option("header", "true")
-        .option("escape", '"')
-        .option("emptyValue", "")
-        .csv(str(staged))
+    table = ordered.select(
+        "file", F.explode_outer("detections").alias("detection"), "failure"
+    ).select(
+        F.col("file").alias("path"),
+        F.coalesce(detection["category"], F.lit("")).alias("category"),
+        F.coalesce(detection["label"], F.lit("")).alias("label"),
+        *[
+            F.when(detection.isNull(), "").otherwise(F.expr(four.format(value))).alias(name)
+            for name, value in (
+                ("conf", "detection.conf"),
+                ("x_min", "detection.bbox[0]"),
+                ("y_min", "detection.bbox[1]"),
+                ("width", "detection.bbox[2]"),
+                ("height", "detection.bbox[3]"),
+            )
+        ],
+        F.coalesce("failure", F.lit("")).alias("failure"),
     )
-    folder.move_output(next(staged.glob("part-*")), "detections.csv")
+    _write_csv(folder, table, "detections.csv")
     failed = F.to_json(
         F.struct("file", "failure", F.lit(None).cast("string").alias("detections")),
         {"ignoreNullFields": "false"},

@@ -24,10 +24,9 @@ PER_CLASS = 40
 SIZE = 96
 
 
-def photo(rng: np.random.Generator, coat: tuple[int, int, int] | None) -> np.ndarray:
-    import cv2
-
-    y, x = np.mgrid[0:SIZE, 0:SIZE]
+def background(rng: np.random.Generator, height: int, width: int) -> tuple[np.ndarray, float]:
+    """Textured, randomly lit "vegetation" (BGR), and the light factor the animal shares."""
+    y, x = np.mgrid[0:height, 0:width]
     light = rng.uniform(0.6, 1.2)
     base = np.stack(
         [
@@ -38,6 +37,13 @@ def photo(rng: np.random.Generator, coat: tuple[int, int, int] | None) -> np.nda
         axis=-1,
     )
     img = np.clip((base + rng.normal(0, 18, base.shape)) * light, 0, 255).astype(np.uint8)
+    return img, light
+
+
+def photo(rng: np.random.Generator, coat: tuple[int, int, int] | None) -> np.ndarray:
+    import cv2
+
+    img, light = background(rng, SIZE, SIZE)
     if coat is not None:
         scale = rng.uniform(0.7, 1.3) * (1.0 if coat[2] < 200 else 0.7)  # foxes are smaller
         cx, cy = int(rng.integers(30, 66)), int(rng.integers(40, 70))
@@ -66,17 +72,7 @@ def detection_photo(
     import cv2
 
     height, width = DETECTION_SIZE
-    y, x = np.mgrid[0:height, 0:width]
-    light = rng.uniform(0.6, 1.2)
-    base = np.stack(
-        [
-            40 + 30 * np.sin(x / rng.uniform(3, 9)),
-            90 + 40 * np.cos(y / rng.uniform(4, 11)),
-            50 + 0 * x,
-        ],
-        axis=-1,
-    )
-    img = np.clip((base + rng.normal(0, 18, base.shape)) * light, 0, 255).astype(np.uint8)
+    img, light = background(rng, height, width)
     if coat is None:
         return img, None
     mask = np.zeros((height, width), np.uint8)
