@@ -33,6 +33,8 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         name of the column that receives a row's error message (null when the row succeeded). Default: ``"cropError"``.
     inputCol : str, optional
         name of the input column. Default: ``"image"``.
+    keepUncropped : bool, optional
+        keep a row none of whose detections is cropped, once, with null index, detection and crop. Default: ``False``.
     outputCol : str, optional
         name of the output column. Default: ``"crop"``.
     square : bool, optional
@@ -76,6 +78,13 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         typeConverter=TypeConverters.toString,
     )
 
+    keepUncropped: "Param[bool]" = Param(
+        Params._dummy(),
+        "keepUncropped",
+        "keep a row none of whose detections is cropped, once, with null index, detection and crop",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
     square: "Param[bool]" = Param(
         Params._dummy(),
         "square",
@@ -94,11 +103,12 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         detectionsCol: str | None = None,
         errorCol: str | None = None,
         inputCol: str | None = None,
+        keepUncropped: bool | None = None,
         outputCol: str | None = None,
         square: bool | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(categories=[], confidenceThreshold=0.2, detectionCol="detection", detectionIndexCol="detectionIndex", detectionsCol="detections", errorCol="cropError", inputCol="image", outputCol="crop", square=False)
+        self._setDefault(categories=[], confidenceThreshold=0.2, detectionCol="detection", detectionIndexCol="detectionIndex", detectionsCol="detections", errorCol="cropError", inputCol="image", keepUncropped=False, outputCol="crop", square=False)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -112,6 +122,7 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         detectionsCol: str | None = None,
         errorCol: str | None = None,
         inputCol: str | None = None,
+        keepUncropped: bool | None = None,
         outputCol: str | None = None,
         square: bool | None = None,
     ) -> _CropDetections:
@@ -157,6 +168,14 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     def setDetectionsCol(self: _P, value: str) -> _P:
         """Sets ``detectionsCol``: name of the column of detections (category, label, conf, bbox) to crop."""
         return self._set(detectionsCol=value)
+
+    def getKeepUncropped(self) -> bool:
+        """Gets the value of ``keepUncropped`` or its default."""
+        return self.getOrDefault(self.keepUncropped)
+
+    def setKeepUncropped(self: _P, value: bool) -> _P:
+        """Sets ``keepUncropped``: keep a row none of whose detections is cropped, once, with null index, detection and crop."""
+        return self._set(keepUncropped=value)
 
     def getSquare(self) -> bool:
         """Gets the value of ``square`` or its default."""

@@ -7,7 +7,7 @@ import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row}
-import org.apache.spark.sql.functions.{col, explode, udf}
+import org.apache.spark.sql.functions.{col, explode, explode_outer, udf}
 import org.apache.spark.sql.types._
 import org.opencv.core.{Core, Mat, Rect, Scalar}
 
@@ -23,7 +23,9 @@ import org.opencv.core.{Core, Mat, Rect, Scalar}
   * to stay inside the image, and padded evenly with black where the image is narrower than the
   * square, as MegaDetector's crop scripts do, so that a classifier's square resize keeps the
   * animal's proportions. A parent image that cannot be read gives its detections null crops and the
-  * reason in `errorCol`; a row with no detections (or null) gives no rows.
+  * reason in `errorCol`. A row none of whose detections is cropped (none chosen, or null) gives no
+  * rows, or with `keepUncropped` one row with null index, detection and crop, as `explode_outer`
+  * does: a job that reports per image (empty ones too) then needs no second pass over its images.
   */
 final class CropDetections(override val uid: String)
     extends Transformer
@@ -75,6 +77,12 @@ final class CropDetections(override val uid: String)
     "widen each crop to a square around its box, padded with black where the image ends"
   )
 
+  final val keepUncropped: BooleanParam = new BooleanParam(
+    this,
+    "keepUncropped",
+    "keep a row none of whose detections is cropped, once, with null index, detection and crop"
+  )
+
   setDefault(
     inputCol -> "image",
     detectionsCol -> "detections",
@@ -84,7 +92,8 @@ final class CropDetections(override val uid: String)
     detectionIndexCol -> "detectionIndex",
     confidenceThreshold -> 0.2,
     categories -> Array.empty[String],
-    square -> false
+    square -> false,
+    keepUncropped -> false
   )
 
   def getDetectionsCol: String = $(detectionsCol)
@@ -99,6 +108,8 @@ final class CropDetections(override val uid: String)
   def setCategories(value: Array[String]): this.type = set(categories, value)
   def getSquare: Boolean = $(square)
   def setSquare(value: Boolean): this.type = set(square, value)
+  def getKeepUncropped: Boolean = $(keepUncropped)
+  def setKeepUncropped(value: Boolean): this.type = set(keepUncropped, value)
 
   private def added: Seq[String] =
     Seq($(detectionIndexCol), $(detectionCol), $(outputCol), $(errorCol))
@@ -117,7 +128,7 @@ final class CropDetections(override val uid: String)
     val detection = schema($(detectionsCol)).dataType.asInstanceOf[ArrayType].elementType
     StructType(
       kept ++ Seq(
-        StructField($(detectionIndexCol), IntegerType, nullable = false),
+        StructField($(detectionIndexCol), IntegerType, nullable = $(keepUncropped)),
         StructField($(detectionCol), detection),
         StructField($(outputCol), ImageSchemaUtils.imageType),
         StructField($(errorCol), StringType)
@@ -159,7 +170,7 @@ final class CropDetections(override val uid: String)
       .toDF()
       .withColumn(
         tmp,
-        explode(
+        (if ($(keepUncropped)) explode_outer _ else explode _) (
           crops.asNondeterministic()(
             col(SchemaUtils.quoted($(inputCol))),
             detections.getField("conf"),

@@ -102,6 +102,46 @@ class CropDetectionsSuite extends TransformerSuite[CropDetections] {
         assertCrop(crops(("wide.png", 0)).getAs[Row]("crop"), 40, 40, 0, 0, padTop = 10)
         assert(crops(("broken.jpg", 0)).getAs[String]("cropError") != null)
       }
+    ),
+    TestObject(
+      new CropDetections().setKeepUncropped(true).setConfidenceThreshold(0.95),
+      images,
+      out => {
+        // Nothing reaches 0.95: every image is kept once, with nulls for what a crop gives.
+        val rows = out.collect()
+        assert(
+          rows.map(_.getAs[String]("path")).sorted.toSeq == Seq(
+            "broken.jpg",
+            "empty.png",
+            "photo.png",
+            "wide.png"
+          )
+        )
+        for (r <- rows; c <- Seq("detectionIndex", "detection", "crop", "cropError"))
+          assert(r.isNullAt(r.fieldIndex(c)), (r.getAs[String]("path"), c))
+        assert(rows.find(_.getAs[String]("path") == "photo.png").get.getSeq[Row](1).length == 3)
+      }
+    ),
+    TestObject(
+      new CropDetections().setKeepUncropped(true),
+      images,
+      out => {
+        // Images with crops give exactly their crops; the others one row each.
+        val keys = out
+          .collect()
+          .map(r =>
+            (r.getAs[String]("path"), Option(r.getAs[Integer]("detectionIndex")).map(_.toInt))
+          )
+        assert(
+          keys.sorted.toSeq == Seq(
+            ("broken.jpg", Some(0)),
+            ("empty.png", None),
+            ("photo.png", Some(0)),
+            ("photo.png", Some(2)),
+            ("wide.png", Some(0))
+          )
+        )
+      }
     )
   )
 
