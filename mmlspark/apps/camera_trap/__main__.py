@@ -6,6 +6,10 @@
     python -m mmlspark.apps.camera_trap classify --images new-photos/ --model model/ --out run1/
     python -m mmlspark.apps.camera_trap evaluate --predictions run1/ --out run1/evaluation
     python -m mmlspark.apps.camera_trap detect --images photos/ --detector md_v5a.onnx --out det/
+    python -m mmlspark.apps.camera_trap train --images photos/ --detector md_v5a.onnx \\
+        --featurizer resnet50.onnx --model-out crops-model/
+    python -m mmlspark.apps.camera_trap classify --images new-photos/ --detector md_v5a.onnx \\
+        --model crops-model/ --out run2/
 """
 
 from __future__ import annotations
@@ -39,6 +43,21 @@ def run_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def detector_options(p: argparse.ArgumentParser, action: str) -> None:
+    """The options of the two-stage commands (train and classify with a detector)."""
+    p.add_argument(
+        "--detector",
+        help=f"ONNX detector (YOLO layout, e.g. MegaDetector): {action} the crops of its animal "
+        "detections instead of whole photos",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=0.2,
+        help="with --detector: the confidence a detection needs to be cropped (default 0.2)",
+    )
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="mmlspark-camera-trap",
@@ -54,6 +73,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--feature-node", default="pool", help="node or tensor to cut the model at")
     t.add_argument("--image-size", type=int, default=96, help="side photos are resized to")
     t.add_argument("--model-out", required=True, help="directory to save the trained pipeline in")
+    detector_options(t, "train on")
 
     c = sub.add_parser("classify", help="score photos with a trained model")
     c.add_argument("--images", required=True)
@@ -70,6 +90,7 @@ def parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--cct", help="COCO Camera Traps JSON with the photos' seq_id")
     c.add_argument("--burst-gap", type=float, default=3.0, help="seconds between bursts")
+    detector_options(c, "classify")
 
     t = sub.add_parser(
         "detect",
@@ -101,8 +122,8 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument(
         "--threshold",
         type=float,
-        default=0.2,
-        help="for detect results: the confidence a detection needs to count (default 0.2)",
+        help="for results with detections: the confidence a detection needs to count (default "
+        "0.2 for detect, the run's --threshold for classify --detector)",
     )
 
     d = sub.add_parser("demo", help="train, classify and evaluate on the embedded demo data")
@@ -123,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
                 labels=args.labels,
                 feature_node=args.feature_node,
                 image_size=args.image_size,
+                detector=args.detector,
+                threshold=args.threshold,
             )
         elif args.command == "classify":
             job.classify(
@@ -134,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                 bursts=args.bursts,
                 cct=args.cct,
                 burst_gap=args.burst_gap,
+                detector=args.detector,
+                threshold=args.threshold,
                 wait=args.wait,
                 settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
             )

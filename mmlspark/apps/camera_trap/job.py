@@ -160,36 +160,23 @@ def train(
     labels: str | None = None,
     feature_node: str | None = "pool",
     image_size: int = 96,
+    detector: str | None = None,
+    threshold: float = 0.2,
     log: Log = print,
 ) -> tuple[PipelineModel, dict[str, Any]]:
-    """Fits and saves the pipeline; returns it and counts (photos, failures, seconds)."""
+    """Fits and saves the pipeline; returns it and counts (photos, failures, seconds). With a
+    `detector`, the classifier learns from the crops of the detections (animals, at or over
+    `threshold`) on the labelled photos that are not empty, each crop labelled as its photo;
+    classify then needs the same detector."""
     try:
         model_bytes = Path(featurizer).read_bytes()
     except OSError as e:
         raise JobError(f"cannot read the featurizer model {featurizer}: {e}") from None
     check_model_folder(Path(model_out))
+    found = load_detector(spark, detector) if detector else None
     start = time.perf_counter()
-    # Photos are decoded at the smallest JPEG scale that still covers the featurizer's input.
-    decoder = ImageDecoder(minHeight=image_size, minWidth=image_size)
-    photos = read_files(list_files(spark, images), decoder)
-    photos = with_labels(spark, photos, images, labels).cache()
-    usable = photos.filter("image IS NOT NULL AND label IS NOT NULL AND label != ''")
-    counts = photos.agg(
-        F.count("*").alias("all"),
-        F.count("image").alias("decoded"),
-        F.sum(F.expr("CAST(image IS NOT NULL AND label IS NOT NULL AND label != '' AS INT)")).alias(
-            "usable"
-        ),
-    ).first()
-    assert counts is not None
-    log(
-        f"[train] {counts['all']} files, {counts['all'] - counts['decoded']} not decodable, "
-        f"{counts['usable']} labelled photos"
-    )
-    if not counts["usable"]:
-        raise JobError(f"no labelled photos under {images}")
     featurize = ImageFeaturizer(
-        inputCol="image",
+        inputCol="crop" if found else "image",
         outputCol="features",
         imageHeight=image_size,
         imageWidth=image_size,
@@ -203,20 +190,109 @@ def train(
         labelCol="label",
         inputCols=["features"],
     )
-    model = Pipeline(stages=[featurize, classifier]).fit(usable.select("path", "image", "label"))
+    if found is None:
+        model, counts = _fit_on_photos(
+            spark, images, labels, image_size, featurize, classifier, log
+        )
+    else:
+        model, counts = _fit_on_crops(
+            spark, images, labels, found, threshold, featurize, classifier, log
+        )
     model.write().overwrite().save(model_out)
     seconds = time.perf_counter() - start
     log(
         f"[train] classes {_levels(model)}; fitted in {seconds:.1f} s "
         f"({counts['usable'] / seconds:.1f} photos/s); model saved to {model_out}"
     )
-    photos.unpersist()
     summary = {
         "photos": counts["usable"],
         "failures": counts["all"] - counts["decoded"],
         "seconds": round(seconds, 2),
     }
     return model, summary
+
+
+def _labelled(spark: SparkSession, images: str, labels: str | None, decoder: Any) -> DataFrame:
+    """The photos under `images` read with `decoder`, with `relative_path` and `label`."""
+    return with_labels(spark, read_files(list_files(spark, images), decoder), images, labels)
+
+
+def _fit_on_photos(
+    spark: SparkSession,
+    images: str,
+    labels: str | None,
+    image_size: int,
+    featurize: ImageFeaturizer,
+    classifier: TrainClassifier,
+    log: Log,
+) -> tuple[PipelineModel, dict[str, int]]:
+    """The whole-photo classifier and the counts of files, decodable and usable photos."""
+    # Photos are decoded at the smallest JPEG scale that still covers the featurizer's input.
+    decoder = ImageDecoder(minHeight=image_size, minWidth=image_size)
+    photos = _labelled(spark, images, labels, decoder).cache()
+    wanted = "image IS NOT NULL AND label IS NOT NULL AND label != ''"
+    counts = photos.agg(
+        F.count("*").alias("all"),
+        F.count("image").alias("decoded"),
+        F.sum(F.expr(f"CAST({wanted} AS INT)")).alias("usable"),
+    ).first()
+    assert counts is not None
+    log(
+        f"[train] {counts['all']} files, {counts['all'] - counts['decoded']} not decodable, "
+        f"{counts['usable']} labelled photos"
+    )
+    if not counts["usable"]:
+        raise JobError(f"no labelled photos under {images}")
+    model = Pipeline(stages=[featurize, classifier]).fit(
+        photos.filter(wanted).select("path", "image", "label")
+    )
+    photos.unpersist()
+    return model, counts.asDict()
+
+
+def _fit_on_crops(
+    spark: SparkSession,
+    images: str,
+    labels: str | None,
+    found: LoadedDetector,
+    threshold: float,
+    featurize: ImageFeaturizer,
+    classifier: TrainClassifier,
+    log: Log,
+) -> tuple[PipelineModel, dict[str, int]]:
+    """The classifier of detection crops: photos are read and detected once, their crops
+    featurized in the same pass and only the features kept for fitting."""
+    photos = _labelled(spark, images, labels, found.crop_decoder())
+    # Only labelled, non-empty photos are worth detecting: the others keep a row for counting.
+    wanted = F.expr(f"image IS NOT NULL AND label IS NOT NULL AND label NOT IN ('', '{EMPTY}')")
+    photos = photos.withColumn("wanted", wanted).withColumn(
+        "image", F.when(F.col("wanted"), F.col("image"))
+    )
+    cropped = found.cropper(threshold).transform(found.stage.transform(photos))
+    rows = (
+        featurize.transform(cropped).select("path", "label", "error", "wanted", "features").cache()
+    )
+    try:
+        counts = rows.agg(
+            F.countDistinct("path").alias("all"),
+            F.countDistinct(F.when(F.col("error").isNull(), F.col("path"))).alias("decoded"),
+            F.countDistinct(F.when(F.col("wanted"), F.col("path"))).alias("usable"),
+            F.count(F.when(F.col("wanted") & F.col("features").isNotNull(), 1)).alias("crops"),
+        ).first()
+        assert counts is not None
+        log(
+            f"[train] {counts['all']} files, {counts['all'] - counts['decoded']} not decodable, "
+            f"{counts['usable']} labelled photos with an animal, {counts['crops']} crops of "
+            f"detections at or over {threshold}"
+        )
+        if not counts["crops"]:
+            raise JobError(
+                f"no detection at or over {threshold} on the labelled photos under {images}"
+            )
+        fitted = classifier.fit(rows.filter("wanted AND features IS NOT NULL"))
+    finally:
+        rows.unpersist()
+    return PipelineModel([featurize, fitted]), counts.asDict()
 
 
 def check_model_folder(folder: Path) -> None:
@@ -369,6 +445,14 @@ def open_folder(out: Path, run: dict[str, Any], overwrite: bool, log: Log) -> Ru
     return folder
 
 
+def _featurizer_input(model: PipelineModel) -> str | None:
+    """The column the model's featurizer reads: 'crop' for a model trained on detections."""
+    for stage in model.stages:
+        if isinstance(stage, ImageFeaturizer):
+            return stage.getInputCol()
+    return None
+
+
 def featurizer_size(model: PipelineModel) -> tuple[int, int]:
     """The image size the model's featurizer resizes to (0, 0 when it has none)."""
     for stage in model.stages:
@@ -401,6 +485,8 @@ def classify(
     bursts: str = "off",
     cct: str | None = None,
     burst_gap: float = 3.0,
+    detector: str | None = None,
+    threshold: float = 0.2,
     wait: bool = False,
     settings: ClassifySettings | None = None,
     log: Log = print,
@@ -410,7 +496,12 @@ def classify(
     photo. With `bursts` 'cct' (sequences from the `cct` JSON's seq_id) or 'time' (photos of
     one folder taken at most `burst_gap` seconds apart, by EXIF time, see `with_bursts`) the
     probabilities of a burst's photos are averaged and the burst's class is every photo's
-    prediction; `image_label` keeps each photo's own."""
+    prediction; `image_label` keeps each photo's own.
+
+    With a `detector` (and a model trained on its crops, `train --detector`) the photos are
+    detected first and the crops of animal detections at or over `threshold` classified; see
+    `score_two_stage` for the class each photo gets. results.json then holds every detection
+    (down to 0.005) with the classified ones' `classifications`."""
     settings = settings or ClassifySettings()
     if bursts not in ("off", "cct", "time"):
         raise JobError(f"--bursts must be off, cct or time, not {bursts!r}")
@@ -423,12 +514,30 @@ def classify(
         levels = _levels(model)
     except Exception as e:  # noqa: BLE001 - any failure to load is reported the same way
         raise JobError(f"cannot load a camera-trap model from {model_dir}: {e}") from None
-    run = {
+    on_crops = _featurizer_input(model) == "crop"
+    if on_crops and detector is None:
+        raise JobError(
+            f"the model in {model_dir} was trained on detection crops (train --detector); "
+            "classify with it needs --detector, the same detector"
+        )
+    if detector is not None and not on_crops:
+        raise JobError(
+            f"the model in {model_dir} was trained on whole photos; classify --detector needs a "
+            "model trained on crops: train --detector"
+        )
+    run: dict[str, Any] = {
         "images": _qualified(spark, images),
         "model": str(Path(model_dir).resolve()),
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
     }
-    work = _classify_work(model, levels, bursts != "off")
+    if detector is None:
+        work = _classify_work(model, levels, bursts != "off")
+    else:
+        found = load_detector(spark, detector)
+        run.update(detector=found.path, threshold=threshold, image_size=found.size)
+        work = _two_stage_work(
+            model, levels, found, threshold, bursts != "off", Path(model_dir).name
+        )
     return _locked_run(spark, work, out, run, overwrite, wait, cct_labels, burst_gap, settings, log)
 
 
@@ -694,11 +803,7 @@ def score(
         ).transform(scored)
     else:
         scored = scored.withColumn("burst_probability", F.col("probability"))
-    top_k = F.expr(
-        "slice(transform(array_sort(arrays_zip(final, levels), (a, b) -> "
-        "CASE WHEN a.final > b.final THEN -1 WHEN a.final < b.final THEN 1 ELSE 0 END), "
-        f"x -> named_struct('label', x.levels, 'probability', x.final)), 1, {TOP_K})"
-    )
+    top_k = F.expr(_top_k_sql("final", levels))
 
     def unless_failed(column: Any) -> Any:
         # A photo that could not be read has no features; its scores mean nothing.
@@ -773,21 +878,7 @@ def write_outputs(
     if rows is None:
         rows = spark.createDataFrame([], SCHEMA)
     ordered = _relative_files(rows, root)
-    four = "format_string('%.4f', {})"
-    table = ordered.select(
-        F.col("file").alias("path"),
-        F.coalesce("predicted_label", F.lit("")).alias("predicted_label"),
-        F.when(F.col("confidence").isNull(), "")
-        .otherwise(F.expr(four.format("confidence")))
-        .alias("confidence"),
-        F.expr(
-            "coalesce(array_join(transform(top_k, t -> concat(t.label, ':', "
-            f"{four.format('t.probability')})), ';'), '')"
-        ).alias("top_k"),
-        F.coalesce("failure", F.lit("")).alias("failure"),
-    )
-    _write_csv(folder, table, "predictions.csv")
-
+    _write_predictions(folder, ordered)
     _write_json(
         folder,
         ordered.select(megadetector_entry(levels)),
@@ -802,6 +893,54 @@ def write_outputs(
         },
     )
     folder.clean_staging()
+
+
+_FOUR = "format_string('%.4f', {})"
+
+
+def _write_predictions(folder: RunFolder, ordered: DataFrame) -> None:
+    """predictions.csv: per photo the class, its confidence, the top classes and the failure."""
+    table = ordered.select(
+        F.col("file").alias("path"),
+        F.coalesce("predicted_label", F.lit("")).alias("predicted_label"),
+        F.when(F.col("confidence").isNull(), "")
+        .otherwise(F.expr(_FOUR.format("confidence")))
+        .alias("confidence"),
+        F.expr(
+            "coalesce(array_join(transform(top_k, t -> concat(t.label, ':', "
+            f"{_FOUR.format('t.probability')})), ';'), '')"
+        ).alias("top_k"),
+        F.coalesce("failure", F.lit("")).alias("failure"),
+    )
+    _write_csv(folder, table, "predictions.csv")
+
+
+def _sql_strings(values: list[str]) -> str:
+    """`values` as a Spark SQL array literal."""
+    return "array(" + ", ".join(json.dumps(v).replace("'", "\\'") for v in values) + ")"
+
+
+def _top_k_sql(probabilities: str, levels: list[str]) -> str:
+    """SQL of the `TOP_K` most probable of `levels` by the array expression `probabilities`, as
+    (label, probability) structs, most probable first."""
+    pairs = (
+        f"transform({probabilities}, (p, j) -> named_struct('label', {_sql_strings(levels)}[j], "
+        "'probability', p))"
+    )
+    return (
+        f"slice(array_sort({pairs}, (a, b) -> CASE WHEN a.probability > b.probability THEN -1 "
+        f"WHEN a.probability < b.probability THEN 1 ELSE 0 END), 1, {TOP_K})"
+    )
+
+
+def _classifications_sql(top_k: str, levels: list[str]) -> str:
+    """SQL of MegaDetector's `classifications` JSON text, [["<index in levels>", p], ...], of the
+    (label, probability) array expression `top_k`; the class 'empty' is left out."""
+    return (
+        f"concat('[', array_join(transform(filter({top_k}, t -> t.label != {json.dumps(EMPTY)}), "
+        f"t -> concat('[\"', CAST(array_position({_sql_strings(levels)}, t.label) - 1 AS STRING), "
+        "'\", ', CAST(round(t.probability, 4) AS STRING), ']')), ', '), ']')"
+    )
 
 
 SCHEMA = (
@@ -825,7 +964,6 @@ def megadetector_entry(levels: list[str]) -> Any:
         ),
         {"ignoreNullFields": "false"},
     )
-    names = "array(" + ", ".join(json.dumps(v).replace("'", "\\'") for v in levels) + ")"
     empty = json.dumps(EMPTY)
     animal = (
         f"1.0 - coalesce(try_element_at(filter(top_k, t -> t.label = {empty}), 1).probability, 0.0)"
@@ -833,11 +971,7 @@ def megadetector_entry(levels: list[str]) -> Any:
         else "confidence"
     )
     conf = f"CAST(round({animal}, 4) AS STRING)"
-    classifications = (
-        "concat('[', array_join(transform(filter(top_k, t -> t.label != "
-        f"{empty}), t -> concat('[\"', CAST(array_position({names}, t.label) - 1 AS STRING), "
-        "'\", ', CAST(round(t.probability, 4) AS STRING), ']')), ', '), ']')"
-    )
+    classifications = _classifications_sql("top_k", levels)
     detections = (
         f'CASE WHEN predicted_label = {empty} THEN \'[]\' ELSE concat(\'[{{"category": "1", '
         f'"conf": \', {conf}, \', "bbox": [0.0, 0.0, 1.0, 1.0], "classifications": \', '
@@ -862,6 +996,80 @@ DETECT_SCHEMA = (
 FORMAT_VERSION = "1.6"
 
 
+@dataclass
+class LoadedDetector:
+    """A detector file ready to run: the stage (model bytes set, checked), the side photos are
+    letterboxed to and the file's name."""
+
+    stage: ObjectDetector
+    size: int
+    name: str
+    path: str
+
+    def decoder(self) -> ImageDecoder:
+        """Decodes at the smallest JPEG scale that still covers the letterbox."""
+        return ImageDecoder(minHeight=self.size, minWidth=self.size)
+
+    def crop_decoder(self) -> ImageDecoder:
+        """Decodes at the smallest JPEG scale covering `CROP_DECODE_SCALE` times the letterbox:
+        crops keep twice the detail the detector saw, and a 12-24 MP photo is never held whole
+        (a 4000x3000 photo is held at 2000x1500 for a 640 detector)."""
+        side = CROP_DECODE_SCALE * self.size
+        return ImageDecoder(minHeight=side, minWidth=side)
+
+    def cropper(self, threshold: float) -> CropDetections:
+        """Square crops of the animal detections at or over `threshold`, as MegaDetector's crop
+        scripts cut them for species classifiers (every category when no class is 'animal'); a
+        photo without any stays as one row."""
+        names = self.stage.getClassNames()
+        return CropDetections(
+            confidenceThreshold=threshold,
+            categories=[str(i + 1) for i, name in enumerate(names) if name == "animal"],
+            square=True,
+            keepUncropped=True,
+        )
+
+
+#: Crops are cut from photos decoded to cover this many times the detector's input side.
+CROP_DECODE_SCALE = 2
+
+
+def load_detector(
+    spark: SparkSession,
+    detector: str,
+    *,
+    threshold: float = 0.005,
+    image_size: int | None = None,
+    class_names: list[str] | None = None,
+) -> LoadedDetector:
+    """The detector in file `detector`, checked before any photo is read: a model that is no
+    YOLO-format detector, or disagrees with `image_size` or `class_names`, is refused."""
+    try:
+        model_bytes = Path(detector).read_bytes()
+    except OSError as e:
+        raise JobError(f"cannot read the detector model {detector}: {e}") from None
+    stage = ObjectDetector(inputCol="image", confidenceThreshold=threshold)
+    if image_size:
+        stage.setImageSize(image_size)
+    if class_names:
+        stage.setClassNames(class_names)
+    stage.setModelPayload(model_bytes)
+    try:
+        stage.transform(spark.createDataFrame([], _READ_SCHEMA))  # checks, runs nothing
+    except Exception as e:  # noqa: BLE001 - a model that is no YOLO detector, said once
+        raise JobError(f"{detector} is not a detector this job can run: {_first_line(e)}") from None
+    if not image_size:
+        # The model's fixed input size, else the detector's default.
+        shape = next(iter(stage.getModelInputs().values()))["shape"]
+        image_size = shape[2] if len(shape) == 4 and shape[2] > 0 else 640
+    return LoadedDetector(
+        stage.setImageSize(image_size),
+        image_size,
+        Path(detector).name,
+        str(Path(detector).resolve()),
+    )
+
+
 def detect(
     spark: SparkSession,
     images: str,
@@ -881,31 +1089,16 @@ def detect(
     per detection, and one per photo without any) and the Parquet table. Commits as it goes; an
     interrupted run continues where it stopped, as classify does."""
     check_folders(images, Path(out))
-    try:
-        model_bytes = Path(detector).read_bytes()
-    except OSError as e:
-        raise JobError(f"cannot read the detector model {detector}: {e}") from None
-    stage = ObjectDetector(inputCol="image", confidenceThreshold=threshold)
-    if image_size:
-        stage.setImageSize(image_size)
-    if class_names:
-        stage.setClassNames(class_names)
-    stage.setModelPayload(model_bytes)
-    try:
-        stage.transform(spark.createDataFrame([], _READ_SCHEMA))  # checks, runs nothing
-    except Exception as e:  # noqa: BLE001 - a model that is no YOLO detector, said once
-        raise JobError(f"{detector} is not a detector this job can run: {_first_line(e)}") from None
-    if not image_size:
-        # The model's fixed input size, else the detector's default.
-        shape = next(iter(stage.getModelInputs().values()))["shape"]
-        image_size = shape[2] if len(shape) == 4 and shape[2] > 0 else 640
+    found = load_detector(
+        spark, detector, threshold=threshold, image_size=image_size, class_names=class_names
+    )
     run = {
         "images": _qualified(spark, images),
-        "detector": str(Path(detector).resolve()),
+        "detector": found.path,
         "threshold": threshold,
-        "image_size": image_size,
+        "image_size": found.size,
     }
-    work = _detect_work(stage.setImageSize(image_size), Path(detector).name)
+    work = _detect_work(found)
     return _locked_run(spark, work, out, run, overwrite, wait, None, 0.0, settings, log)
 
 
@@ -916,33 +1109,197 @@ _READ_SCHEMA = (
 )
 
 
-def _detect_work(stage: ObjectDetector, detector_name: str) -> _Work:
-    # Photos are decoded at the smallest JPEG scale that still covers the letterbox.
-    size = stage.getImageSize() if stage.isSet(stage.imageSize) else 640
-    decoder = ImageDecoder(minHeight=size, minWidth=size)
-    names = stage.getClassNames()
+def _max_conf(detections: str) -> Any:
+    """The highest confidence of a detections column, 0 when it has none."""
+    return F.coalesce(F.array_max(F.transform(detections, lambda d: d["conf"])), F.lit(0.0))
+
+
+def _detect_work(found: LoadedDetector) -> _Work:
+    decoder = found.decoder()
+    names = found.stage.getClassNames()
 
     def score(photos: DataFrame) -> DataFrame:
-        found = stage.transform(read_files(photos, decoder))
+        rows = found.stage.transform(read_files(photos, decoder))
         failure = F.coalesce("error", "detectionError")
-        confidences = F.transform("detections", lambda d: d["conf"])
-        return found.select(
+        return rows.select(
             "path",
             "length",
             "modificationTime",
             F.when(failure.isNull(), F.col("detections")).alias("detections"),
-            F.when(failure.isNull(), F.coalesce(F.array_max(confidences), F.lit(0.0))).alias(
-                "max_detection_conf"
-            ),
+            F.when(failure.isNull(), _max_conf("detections")).alias("max_detection_conf"),
             "burst",
             failure.alias("failure"),
         )
 
     def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
         assert folder.manifest is not None
-        write_detections(spark, rows, folder, names, folder.manifest["images"], detector_name)
+        write_detections(spark, rows, folder, names, folder.manifest["images"], found.name)
 
     return _Work("detect", DETECT_SCHEMA, score, outputs)
+
+
+#: The committed table of a two-stage classify: per photo the class (a species, a detection's
+#: label such as 'person', or 'empty') and the detections, each classified one with its top
+#: species.
+TWO_STAGE_SCHEMA = (
+    "path string, length long, modificationTime timestamp, predicted_label string, "
+    f"confidence double, top_k {TOP_K_TYPE}, image_label string, "
+    "detections array<struct<category:string,label:string,conf:double,bbox:array<double>,"
+    f"classifications:{TOP_K_TYPE}>>, max_detection_conf double, burst string, failure string, "
+    "commit int"
+)
+
+
+def _two_stage_work(
+    model: PipelineModel,
+    levels: list[str],
+    found: LoadedDetector,
+    threshold: float,
+    ensemble: bool,
+    model_name: str,
+) -> _Work:
+    decoder = found.crop_decoder()
+    cropper = found.cropper(threshold)
+    names = found.stage.getClassNames()
+
+    def score(photos: DataFrame) -> DataFrame:
+        crops = cropper.transform(found.stage.transform(read_files(photos, decoder)))
+        return score_two_stage(model.transform(crops), levels, threshold, ensemble)
+
+    def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
+        if rows is None:
+            rows = spark.createDataFrame([], TWO_STAGE_SCHEMA)
+        assert folder.manifest is not None
+        ordered = _relative_files(rows, folder.manifest["images"])
+        _write_predictions(folder, ordered)
+        _write_csv(folder, _detections_table(ordered, species=True), "detections.csv")
+        _write_json(
+            folder,
+            ordered.select(_detection_entries(levels)),
+            {
+                "detection_categories": {str(i + 1): name for i, name in enumerate(names)},
+                "classification_categories": {str(i): name for i, name in enumerate(levels)},
+                "info": {
+                    **_detection_info(found.name),
+                    "classifier": f"mmlspark {mmlspark.__version__} camera-trap, {model_name}, "
+                    f"on crops of detections at or over {threshold}",
+                    "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+                },
+            },
+        )
+        folder.clean_staging()
+
+    return _Work("classify", TWO_STAGE_SCHEMA, score, outputs)
+
+
+def score_two_stage(
+    crops: DataFrame, levels: list[str], threshold: float, ensemble: bool
+) -> DataFrame:
+    """The rows of `TWO_STAGE_SCHEMA` (without `commit`) from the classified crop rows of a chunk
+    of photos (CropDetections with keepUncropped, then the model): a photo's class is the species
+    of its most confident classified detection; else the label of its most confident detection
+    at or over `threshold` that was not cropped (e.g. person); else empty. With `ensemble`, the
+    species probabilities of a burst's photos are averaged and every photo of a burst with an
+    animal gets the burst's species; `image_label` keeps the photo's own class."""
+    classified = F.when(
+        F.col("detectionIndex").isNotNull() & F.col("features").isNotNull(),
+        F.struct(
+            F.col("detectionIndex").alias("index"),
+            vector_to_array(F.col("probability")).alias("probs"),
+        ),
+    )
+    crop_failure = F.when(
+        F.col("detectionIndex").isNotNull(), F.coalesce("cropError", "featurizeError")
+    )
+    photos = crops.groupBy("path").agg(
+        *[F.first(c).alias(c) for c in ("length", "modificationTime", "burst", "unit")],
+        F.first("detections").alias("detections"),
+        F.first(F.coalesce("error", "detectionError")).alias("photo_failure"),
+        F.first(crop_failure, ignorenulls=True).alias("crop_failure"),
+        F.collect_list(classified).alias("classified"),
+    )
+    failure = F.coalesce("photo_failure", "crop_failure")
+    # The most confident classified detection (the first of equals).
+    own = F.expr(
+        "array_max(transform(classified, c -> named_struct('conf', detections[c.index].conf, "
+        "'first', -c.index, 'probs', c.probs))).probs"
+    )
+    photos = photos.withColumn("failure", failure).withColumn(
+        "own", F.when(F.col("failure").isNull(), own)
+    )
+    if ensemble:
+        # A photo that failed is a burst of its own, so it cannot spoil its neighbours' mean.
+        unit = F.when(F.col("failure").isNull(), F.col("unit")).otherwise(F.col("path"))
+        photos = photos.withColumn(
+            "_burst", F.collect_list("own").over(Window.partitionBy(unit))
+        ).withColumn(
+            "final",
+            F.expr(
+                "CASE WHEN size(_burst) > 0 THEN transform(_burst[0], (x, j) -> "
+                "aggregate(_burst, 0D, (acc, q) -> acc + q[j]) / size(_burst)) END"
+            ),
+        )
+    else:
+        photos = photos.withColumn("final", F.col("own"))
+    confident = f"filter(detections, d -> d.conf >= {float(threshold)!r})"
+    other = (
+        f"array_max(transform({confident}, d -> named_struct('conf', d.conf, 'label', d.label)))"
+    )
+
+    def label(probabilities: str) -> Any:
+        return F.expr(
+            f"CASE WHEN failure IS NOT NULL THEN NULL WHEN {probabilities} IS NOT NULL THEN "
+            f"element_at({_sql_strings(levels)}, CAST(array_position({probabilities}, "
+            f"array_max({probabilities})) AS INT)) WHEN size({confident}) > 0 THEN {other}.label "
+            f"ELSE {json.dumps(EMPTY)} END"
+        )
+
+    crop_top_k = _top_k_sql("try_element_at(filter(classified, c -> c.index = i), 1).probs", levels)
+    detections = F.expr(
+        "transform(detections, (d, i) -> named_struct('category', d.category, 'label', d.label, "
+        f"'conf', d.conf, 'bbox', d.bbox, 'classifications', {crop_top_k}))"
+    )
+    max_conf = _max_conf("detections")
+    unless_failed = F.col("failure").isNull()
+    return photos.select(
+        "path",
+        "length",
+        "modificationTime",
+        label("final").alias("predicted_label"),
+        F.when(
+            unless_failed,
+            F.expr(
+                f"CASE WHEN final IS NOT NULL THEN array_max(final) WHEN size({confident}) > 0 "
+                f"THEN {other}.conf END"
+            ),
+        )
+        .otherwise(None)
+        .alias("_confidence"),
+        F.when(unless_failed & F.col("final").isNotNull(), F.expr(_top_k_sql("final", levels)))
+        .cast(TOP_K_TYPE)
+        .alias("top_k"),
+        label("own").alias("image_label"),
+        F.when(unless_failed, detections).alias("detections"),
+        F.when(unless_failed, max_conf).alias("max_detection_conf"),
+        "burst",
+        "failure",
+    ).select(
+        "path",
+        "length",
+        "modificationTime",
+        "predicted_label",
+        # An empty photo's confidence: that nothing the detector found is there.
+        F.when(F.col("predicted_label") == EMPTY, 1.0 - F.col("max_detection_conf"))
+        .otherwise(F.col("_confidence"))
+        .cast("double")
+        .alias("confidence"),
+        "top_k",
+        "image_label",
+        "detections",
+        "max_detection_conf",
+        "burst",
+        "failure",
+    )
 
 
 def _relative_files(rows: DataFrame, root: str) -> DataFrame:
@@ -979,17 +1336,80 @@ def _write_json(folder: RunFolder, entries: DataFrame, rest: dict[str, Any]) -> 
     folder.write_output("results.json", text())
 
 
-def megadetector_detections() -> Any:
-    """The detections column as MegaDetector writes them: category, conf (3 decimals) and bbox
-    (4 decimals), label left out (the categories name it)."""
-    return F.transform(
-        "detections",
-        lambda d: F.struct(
-            d["category"].alias("category"),
-            F.round(d["conf"], 3).alias("conf"),
-            F.transform(d["bbox"], lambda v: F.round(v, 4)).alias("bbox"),
-        ),
+def _detection_entries(levels: list[str] | None) -> Any:
+    """One image of a MegaDetector batch-output file per row, as JSON text: a failure with
+    `detections: null`, or `max_detection_conf` and the detections (category, conf to 3
+    decimals, bbox to 4; the label is left out, the categories name it), each with its
+    `classifications` among `levels` when it has some."""
+    failed = F.to_json(
+        F.struct("file", "failure", F.lit(None).cast("string").alias("detections")),
+        {"ignoreNullFields": "false"},
     )
+    detection = (
+        "to_json(named_struct('category', d.category, 'conf', round(d.conf, 3), "
+        "'bbox', transform(d.bbox, v -> round(v, 4))))"
+    )
+    if levels is not None:
+        classifications = _classifications_sql("d.classifications", levels)
+        detection = (
+            f"CASE WHEN d.classifications IS NULL THEN {detection} ELSE concat(substring("
+            f"{detection}, 1, length({detection}) - 1), ', \"classifications\": ', "
+            f"{classifications}, '}}') END"
+        )
+    head = "to_json(named_struct('file', file, 'max_detection_conf', round(max_detection_conf, 3)))"
+    found = F.expr(
+        f"concat(substring({head}, 1, length({head}) - 1), ', \"detections\": [', "
+        f"array_join(transform(detections, d -> {detection}), ', '), ']}}')"
+    )
+    return F.when(F.col("failure").isNotNull(), failed).otherwise(found).alias("entry")
+
+
+def _detections_table(ordered: DataFrame, species: bool) -> DataFrame:
+    """detections.csv: a row per detection (one per photo without any), with the species and
+    its probability of the detections that were classified when `species`."""
+    detection = F.col("detection")
+    columns = [
+        ("conf", "detection.conf"),
+        ("x_min", "detection.bbox[0]"),
+        ("y_min", "detection.bbox[1]"),
+        ("width", "detection.bbox[2]"),
+        ("height", "detection.bbox[3]"),
+    ]
+    if species:
+        columns.append(("species_probability", "detection.classifications[0].probability"))
+    table = ordered.select("file", F.explode_outer("detections").alias("detection"), "failure")
+    return table.select(
+        F.col("file").alias("path"),
+        F.coalesce(detection["category"], F.lit("")).alias("category"),
+        F.coalesce(detection["label"], F.lit("")).alias("label"),
+        *[
+            F.when(detection.isNull(), "").otherwise(F.expr(_FOUR.format(value))).alias(name)
+            for name, value in columns[:5]
+        ],
+        *(
+            [
+                F.coalesce(F.expr("detection.classifications[0].label"), F.lit("")).alias(
+                    "species"
+                ),
+                F.when(F.expr("detection.classifications IS NULL"), "")
+                .otherwise(F.expr(_FOUR.format(columns[5][1])))
+                .alias(columns[5][0]),
+            ]
+            if species
+            else []
+        ),
+        F.coalesce("failure", F.lit("")).alias("failure"),
+    )
+
+
+def _detection_info(detector_name: str) -> dict[str, Any]:
+    """The `info` of a results.json written from a detector's output."""
+    return {
+        "format_version": FORMAT_VERSION,
+        "detector": detector_name,
+        "detection_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
+        "detector_metadata": {"detector": f"mmlspark {mmlspark.__version__}"},
+    }
 
 
 def write_detections(
@@ -1004,52 +1424,13 @@ def write_detections(
     if rows is None:
         rows = spark.createDataFrame([], DETECT_SCHEMA)
     ordered = _relative_files(rows, root)
-    detection = F.col("detection")
-    four = "format_string('%.4f', {})"
-    table = ordered.select(
-        "file", F.explode_outer("detections").alias("detection"), "failure"
-    ).select(
-        F.col("file").alias("path"),
-        F.coalesce(detection["category"], F.lit("")).alias("category"),
-        F.coalesce(detection["label"], F.lit("")).alias("label"),
-        *[
-            F.when(detection.isNull(), "").otherwise(F.expr(four.format(value))).alias(name)
-            for name, value in (
-                ("conf", "detection.conf"),
-                ("x_min", "detection.bbox[0]"),
-                ("y_min", "detection.bbox[1]"),
-                ("width", "detection.bbox[2]"),
-                ("height", "detection.bbox[3]"),
-            )
-        ],
-        F.coalesce("failure", F.lit("")).alias("failure"),
-    )
-    _write_csv(folder, table, "detections.csv")
-    failed = F.to_json(
-        F.struct("file", "failure", F.lit(None).cast("string").alias("detections")),
-        {"ignoreNullFields": "false"},
-    )
-    found = F.to_json(
-        F.struct(
-            "file",
-            F.round("max_detection_conf", 3).alias("max_detection_conf"),
-            megadetector_detections().alias("detections"),
-        )
-    )
-    entries = ordered.select(
-        F.when(F.col("failure").isNotNull(), failed).otherwise(found).alias("entry")
-    )
+    _write_csv(folder, _detections_table(ordered, species=False), "detections.csv")
     _write_json(
         folder,
-        entries,
+        ordered.select(_detection_entries(None)),
         {
             "detection_categories": {str(i + 1): name for i, name in enumerate(names)},
-            "info": {
-                "format_version": FORMAT_VERSION,
-                "detector": detector_name,
-                "detection_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                "detector_metadata": {"detector": f"mmlspark {mmlspark.__version__}"},
-            },
+            "info": _detection_info(detector_name),
         },
     )
     folder.clean_staging()
@@ -1107,20 +1488,32 @@ def evaluate(
     out: str,
     *,
     labels: str | None = None,
-    threshold: float = 0.2,
+    threshold: float | None = None,
     log: Log = print,
 ) -> dict[str, Any]:
     """Metrics of classify results against the truth; of detect results, see
-    :func:`evaluate_detections` (`threshold` is theirs)."""
+    :func:`evaluate_detections` (`threshold` is theirs: by default 0.2). Two-stage classify
+    results get both: the classes of the photos (empty among them) and the detections' (by
+    default at the run's crop threshold)."""
     folder = RunFolder(Path(predictions))
     table = committed(spark, folder)
     if folder.manifest is None or table is None:
         raise JobError(f"{predictions} holds no classify results (no run.json or no predictions)")
     run = folder.manifest
+    detected: dict[str, Any] = {}
     if "detector" in run:
-        return evaluate_detections(
-            spark, table, run, out, labels=labels, threshold=threshold, log=log
+        default = run["threshold"] if "model" in run else 0.2
+        detected = evaluate_detections(
+            spark,
+            table,
+            run,
+            out,
+            labels=labels,
+            threshold=default if threshold is None else threshold,
+            log=log,
         )
+        if "model" not in run:
+            return detected
     scored = current(table)
     if labels is None:
         truth = scored.withColumn("label", F.regexp_extract("path", r"/([^/]+)/[^/]+$", 1))
@@ -1152,8 +1545,9 @@ def evaluate(
         assert own is not None
         metrics["accuracy_per_photo"] = own.accuracy
     Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    draw_plots(spark, judged, metrics, Path(out))
+    (Path(out) / "metrics.json").write_text(json.dumps({**detected, **metrics}, indent=1))
+    # The detections' samples.png (boxes and species) stays where there are detections.
+    draw_plots(spark, judged, metrics, Path(out), samples=not detected)
     log(f"[evaluate] {metrics['photos']} photos: accuracy {metrics['accuracy']:.3f}")
     if "accuracy_per_photo" in metrics:
         log(
@@ -1239,7 +1633,7 @@ def evaluate_detections(
                         "path": row.path,
                         "caption": caption,
                         "boxes": [
-                            {"bbox": list(d.bbox), "label": f"{d.label} {d.conf:.2f}"}
+                            {"bbox": list(d.bbox), "label": f"{_box_label(d)} {d.conf:.2f}"}
                             for d in found
                         ],
                     },
@@ -1288,31 +1682,47 @@ def evaluate_detections(
     return metrics
 
 
+def _box_label(detection: Any) -> str:
+    """What a box is: its species when it was classified, else the detector's label."""
+    species = detection.asDict().get("classifications")
+    return species[0].label if species else detection.label
+
+
 def _show(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
-def draw_plots(spark: SparkSession, judged: DataFrame, metrics: dict[str, Any], out: Path) -> None:
-    """`confusion_matrix.png`, and `samples.png`: up to 16 photos, mistakes first, captioned
-    "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is needed."""
+def draw_plots(
+    spark: SparkSession,
+    judged: DataFrame,
+    metrics: dict[str, Any],
+    out: Path,
+    *,
+    samples: bool = True,
+) -> None:
+    """`confusion_matrix.png`, and with `samples` `samples.png`: up to 16 photos, mistakes first,
+    captioned "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is
+    needed."""
     draw_confusion_matrix(
         spark,
         labels=metrics["labels"],
         matrix=metrics["confusion_matrix"],
         path=str(out / "confusion_matrix.png"),
     )
+    if not samples:
+        return
     wrong = judged.filter("prediction != label").orderBy("path").limit(16).collect()
     right = judged.filter("prediction = label").orderBy("path").limit(16 - len(wrong)).collect()
-    samples = [
+    chosen = [
         {
             "path": r.path,
             "caption": r.prediction + ("" if r.prediction == r.label else f" (true {r.label})"),
         }
         for r in wrong + right
     ]
-    if samples:
+    if chosen:
         draw_image_grid(
-            spark, samples=samples, columns=4, cell_size=128, path=str(out / "samples.png")
+            spark, samples=chosen, columns=4, cell_size=128, path=str(out / "samples.png")
         )
 
 
@@ -1428,7 +1838,8 @@ def demo_detection(
     spark: SparkSession, out_dir: Path, written: DemoFiles, log: Log = print
 ) -> dict[str, Any]:
     """The demo's detection part: `detect` and `evaluate` on photos with animals drawn at known
-    boxes, then a species classifier trained and scored on the crops of its detections."""
+    boxes, then both stages: `train --detector` on three quarters of them and `classify
+    --detector` on the rest."""
     data = DEMO_DATA / "detection"
     images = out_dir / "data" / "detection"
     for photo in sorted((data / "images").glob("*/*.jpg")):
@@ -1456,39 +1867,49 @@ def demo_detection(
     )
     written.add_tree(out_dir / "detection-evaluation")
 
-    # Species on crops: the animals of three quarters of the photos train, the rest are scored.
-    photos = read_files(list_files(spark, str(images)), ImageDecoder()).withColumn(
-        "label", F.regexp_extract("path", r"/([^/]+)/[^/]+$", 1)
+    # Two stages: a species classifier trained on the crops of three quarters of the photos,
+    # then detect-and-classify on the rest, empty photos among them.
+    for photo in sorted((data / "images").glob("*/*.jpg")):
+        split = "test" if int(photo.stem.rsplit("_", 1)[1]) % 4 == 0 else "train"
+        target = out_dir / "data" / "two-stage" / split / photo.parent.name / photo.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        written.add(target)
+        shutil.copyfile(photo, target)
+    two_stage = out_dir / "data" / "two-stage"
+    train(
+        spark,
+        str(two_stage / "train"),
+        str(DEMO_DATA / "featurizer.onnx"),
+        str(out_dir / "crop-model"),
+        detector=detector,
+        log=log,
     )
-    stage = ObjectDetector(confidenceThreshold=0.2).setModelPayload(Path(detector).read_bytes())
-    crops = CropDetections(categories=["1"], square=True).transform(
-        stage.transform(photos.filter("label != 'empty'"))
+    written.add_tree(out_dir / "crop-model")
+    classified = classify(
+        spark,
+        str(two_stage / "test"),
+        str(out_dir / "crop-model"),
+        str(out_dir / "two-stage"),
+        detector=detector,
+        log=log,
     )
-    crops = crops.filter("crop IS NOT NULL").withColumn(
-        "test", F.regexp_extract("path", r"_(\d+)\.jpg$", 1).cast("int") % 4 == 0
+    written.add_tree(out_dir / "two-stage")
+    judged = evaluate(
+        spark, str(out_dir / "two-stage"), str(out_dir / "two-stage-evaluation"), log=log
     )
-    featurize = ImageFeaturizer(
-        inputCol="crop", imageHeight=96, imageWidth=96, featureTensorName="pool", dropNa=False
-    ).setModelPayload((DEMO_DATA / "featurizer.onnx").read_bytes())
-    classifier = TrainClassifier(
-        model=LogisticRegression(maxIter=200, regParam=0.01),
-        labelCol="label",
-        inputCols=["features"],
-    )
-    model = Pipeline(stages=[featurize, classifier]).fit(crops.filter("NOT test"))
-    scored = model.transform(crops.filter("test")).select("label", "prediction").collect()
-    accuracy = sum(r.label == r.prediction for r in scored) / max(len(scored), 1)
+    written.add_tree(out_dir / "two-stage-evaluation")
     seconds = time.perf_counter() - start
     boxes = metrics.get("detection_iou50", {})
     log(
         f"[demo] detection: {found['photos']} photos in {found['seconds']:.1f} s; boxes at IoU "
         f"0.5 recall {_show(boxes.get('recall'))}, precision {_show(boxes.get('precision'))}; "
-        f"species accuracy {accuracy:.3f} on {len(scored)} held-out crops; {seconds:.1f} s in all"
+        f"two stages (detector, then species on crops): accuracy {judged['accuracy']:.3f} on "
+        f"{judged['photos']} held-out photos, empty ones among them; {seconds:.1f} s in all"
     )
     return {
         "detection_recall": boxes.get("recall"),
         "detection_precision": boxes.get("precision"),
         "empty_filter": metrics["empty_filter"],
-        "crop_accuracy": accuracy,
-        "crops_scored": len(scored),
+        "two_stage_accuracy": judged["accuracy"],
+        "two_stage_photos": classified["photos"],
     }
