@@ -393,9 +393,15 @@ def test_two_stage_bursts_people_failures_and_models_that_do_not_match(
     assert "train --detector" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
-    # New photos arrive: the same command scores only them and keeps the others' rows.
-    shutil.copyfile(DEMO / "detection" / "images" / "fox" / "fox_008.jpg", images / "fox_008.jpg")
+    # A new photo arrives, at a camera's 12 MP: the same command scores only it, from a reduced
+    # decode, and keeps the others' rows.
+    import cv2
+
+    fox = cv2.imread(str(DEMO / "detection" / "images" / "fox" / "fox_008.jpg"))
+    big = cv2.resize(fox, (4000, 3000), interpolation=cv2.INTER_CUBIC)
+    cv2.imwrite(str(images / "fox" / "fox_008.jpg"), big, [cv2.IMWRITE_JPEG_QUALITY, 90])
     again = run("alone")
     assert "this run 1 photos" in capsys.readouterr().out
-    assert again.keys() == alone.keys() | {"fox_008.jpg"}
+    assert again.keys() == alone.keys() | {"fox/fox_008.jpg"}
     assert all(again[name].commit == alone[name].commit for name in alone)
+    assert again["fox/fox_008.jpg"].predicted_label == "fox"
