@@ -219,8 +219,9 @@ def save_with_external_data(model: bytes, folder: Path, location: str = "weights
 
 def zipmap_classifier(labels: list[int] | list[str] | None = None, seed: int = 5) -> bytes:
     """x: float [N, 4] -> Gemm -> Softmax ('probabilities' [N, k]) -> ZipMap ->
-    'output_probability', a sequence of maps (label -> probability), one per row: the default
-    output of classifiers converted from scikit-learn. Integer or string labels."""
+    'output_probability', a sequence of maps (label -> probability), one per row, and the most
+    probable label, 'output_label' [N]: the default outputs of classifiers converted from
+    scikit-learn. Integer or string labels."""
     labels = labels if labels is not None else [10, 20, 30]
     rng = np.random.default_rng(seed)
     f = TensorProto.FLOAT
@@ -232,11 +233,15 @@ def zipmap_classifier(labels: list[int] | list[str] | None = None, seed: int = 5
     if isinstance(labels[0], str):
         zip_attrs = {"classlabels_strings": labels}
         key = TensorProto.STRING
+        weights.append(numpy_helper.from_array(np.array(labels, dtype=object), "labels"))
     else:
         zip_attrs = {"classlabels_int64s": labels}
         key = TensorProto.INT64
+        weights.append(numpy_helper.from_array(np.array(labels, np.int64), "labels"))
     nodes = [
         helper.make_node("Gemm", ["x", "w", "b"], ["logits"], transB=1),
+        helper.make_node("ArgMax", ["logits"], ["index"], axis=1, keepdims=0),
+        helper.make_node("Gather", ["labels", "index"], ["output_label"], axis=0),
         helper.make_node("Softmax", ["logits"], ["probabilities"], axis=1),
         helper.make_node(
             "ZipMap", ["probabilities"], ["output_probability"], domain="ai.onnx.ml", **zip_attrs
@@ -251,7 +256,7 @@ def zipmap_classifier(labels: list[int] | list[str] | None = None, seed: int = 5
     return _model(
         nodes,
         [_io("x", f, ["N", 4])],
-        [_io("probabilities", f, ["N", k]), zipped],
+        [_io("output_label", key, ["N"]), _io("probabilities", f, ["N", k]), zipped],
         weights,
         name="zipmap_classifier",
         opsets=OPSET + [helper.make_opsetid("ai.onnx.ml", 1)],

@@ -454,6 +454,27 @@ def test_a_channels_first_tensor_is_refused_by_a_channels_last_model(spark, tmp_
     np.testing.assert_allclose(model.transform(hwc).first()["y"], expected[0], rtol=RTOL)
 
 
+def test_a_channels_last_tensor_is_refused_by_a_model_with_free_height_and_width(spark):
+    # [N, 3, H, W] with H and W free: an HWC tensor does not fit, its transpose does.
+    from pyspark.sql import functions as F
+
+    hwc = np.arange(8 * 10 * 3, dtype=np.float32).reshape(8, 10, 3)
+    df = spark.createDataFrame([(0, hwc.tolist())], "id int, image array<array<array<float>>>")
+    model = ONNXModel(inputCol="image", outputCol="logits").setModelPayload(onnx_models.small_cnn())
+    described = df.select(F.col("image").alias("image", metadata={"tensorShape": [8, 10, 3]}))
+    with pytest.raises(IllegalArgumentException) as refused:
+        model.transform(described)  # before any job: from the column's tensorShape metadata
+    message = str(refused.value)
+    assert "[8, 10, 3]" in message and "[3, ?, ?]" in message and "layout" in message
+    row = model.transform(df).first()  # no metadata: the row fails and says why
+    assert row["logits"] is None and "another order" in row["onnxError"]
+    chw = spark.createDataFrame([(0, hwc.transpose(2, 0, 1).tolist())], df.schema)
+    expected = reference(onnx_models.small_cnn(), {"image": hwc.transpose(2, 0, 1)[None]})
+    np.testing.assert_allclose(
+        model.transform(chw).first()["logits"], expected["logits"][0], rtol=RTOL, atol=1e-6
+    )
+
+
 def test_nested_array_column_feeds_an_image_model(spark):
     rng = np.random.default_rng(5)
     images = rng.normal(size=(6, 3, 8, 10)).astype(np.float32)

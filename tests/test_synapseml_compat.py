@@ -331,3 +331,256 @@ def test_drop_columns_with_an_empty_list_drops_nothing(numbers):
     out = DropColumns(cols=[]).transform(numbers)
     assert out.columns == numbers.columns
     assert sorted(tuple(r) for r in out.collect()) == sorted(tuple(r) for r in numbers.collect())
+
+
+# --- Readers: spark.read.image() after importing the io package ---------------------------------
+
+
+def test_read_image_and_read_stream_image_after_the_io_import(spark, photos, tmp_path):
+    import mmlspark.io  # noqa: F401 - as SynapseML's docs import synapse.ml.io (with *)
+
+    df, arrays = photos
+    folder = df.first()["path"].rsplit("/", 1)[0]
+    images = spark.read.image().option("dropInvalid", True).load(folder)
+    got = {r["image"]["origin"].rsplit("/", 1)[-1]: r["image"] for r in images.collect()}
+    assert set(got) == set(arrays)
+    for name, bgr in arrays.items():
+        np.testing.assert_array_equal(pixels(got[name]), bgr)
+    stream = spark.readStream.image().options(maxFilesPerTrigger=2).load(folder)
+    query = (
+        stream.select("image.origin").writeStream.format("memory").queryName("compat_images")
+        .trigger(availableNow=True).start()
+    )  # fmt: skip
+    query.awaitTermination()
+    assert spark.table("compat_images").count() == len(arrays)
+    with pytest.raises(ValueError, match="unknown option 'inspectZip'.*dropInvalid"):
+        spark.read.image().option("inspectZip", True)
+
+
+# --- Stages: EnsembleByKey, the column stages, ClassBalancer ------------------------------------
+
+
+def test_ensemble_by_key_names_its_output_columns(spark):
+    from mmlspark.stages import EnsembleByKey
+
+    rows = [("a", 0.2), ("a", 0.6), ("b", 0.5), ("b", 0.9), ("b", 0.1)]
+    df = spark.createDataFrame(rows, "key string, score double")
+    ensemble = EnsembleByKey(keys=["key"], cols=["score"], strategy="mean")
+    assert ensemble.getColNames() == ["mean(score)"]
+    out = {r["key"]: r["mean(score)"] for r in ensemble.transform(df).collect()}
+    for key in ("a", "b"):
+        assert out[key] == pytest.approx(np.mean([s for k, s in rows if k == key]))
+    assert EnsembleByKey(cols=["score"], colNames=["avg"]).getColNames() == ["avg"]
+
+
+def test_column_stages_in_a_pipeline(spark):
+    from pyspark.ml import Pipeline
+
+    from mmlspark.stages import Cacher, DropColumns, RenameColumn, Repartition, SelectColumns
+
+    df = spark.createDataFrame([(i, i * i, f"r{i}") for i in range(20)], "a int, b int, c string")
+    pipeline = Pipeline(
+        stages=[
+            SelectColumns(cols=["a", "b"]),
+            RenameColumn(inputCol="b", outputCol="squared"),
+            Repartition(n=3),
+            Cacher(),
+            DropColumns(cols=["a"]),
+        ]
+    )
+    out = pipeline.fit(df).transform(df)
+    assert out.columns == ["squared"] and out.rdd.getNumPartitions() == 3
+    assert sorted(r["squared"] for r in out.collect()) == [i * i for i in range(20)]
+
+
+def test_class_balancer_weights_rare_classes_up(spark):
+    from mmlspark.stages import ClassBalancer
+
+    labels = ["deer"] * 6 + ["fox"] * 3 + ["boar"] * 1
+    df = spark.createDataFrame([(x,) for x in labels], "label string")
+    weighted = ClassBalancer().setInputCol("label").fit(df).transform(df).collect()
+    counts = {x: labels.count(x) for x in set(labels)}
+    for r in weighted:  # rarer classes weigh more, in inverse proportion to their counts
+        assert r["weight"] * counts[r["label"]] == pytest.approx(len(labels) / len(counts))
+
+
+# --- Training and evaluation: the columns found from the trained model ----------------------------
+
+
+@pytest.fixture(scope="module")
+def census(spark):
+    """An adult-census-shaped table: numbers, a category and a string label."""
+    rng = np.random.default_rng(21)
+    n = 300
+    age = rng.integers(18, 70, n)
+    hours = rng.integers(10, 60, n)
+    work = rng.choice(["Private", "Self-emp", "Gov"], n)
+    score = 0.05 * (age - 40) + 0.08 * (hours - 35) + (work == "Self-emp") + rng.normal(0, 1, n)
+    income = np.where(score > 0.3, ">50K", "<=50K")
+    columns = zip(age, hours, work, income, strict=True)
+    rows = [(int(a), int(h), str(w), str(y)) for a, h, w, y in columns]
+    df = spark.createDataFrame(rows, "age int, hours_per_week int, workclass string, income string")
+    return df.randomSplit([0.75, 0.25], seed=123)
+
+
+def test_train_classifier_then_statistics_without_column_names(census):
+    from pyspark.ml.classification import LogisticRegression
+    from sklearn import metrics
+
+    from mmlspark.train import ComputeModelStatistics, ComputePerInstanceStatistics, TrainClassifier
+
+    train, test = census
+    model = TrainClassifier(model=LogisticRegression(), labelCol="income", numFeatures=256).fit(
+        train
+    )
+    prediction = model.transform(test)
+    stats = ComputeModelStatistics().transform(prediction)
+    rows = prediction.select("income", "prediction", "probability").collect()
+    truth, guessed = [r.income for r in rows], [r.prediction for r in rows]
+    assert stats.select("accuracy").first()[0] == pytest.approx(
+        metrics.accuracy_score(truth, guessed)
+    )
+    per_row = ComputePerInstanceStatistics().transform(prediction).collect()
+    labels = stats.first().labels
+    losses = [metrics.log_loss([r.income], [list(r.probability)], labels=labels) for r in per_row]
+    np.testing.assert_allclose([r.log_loss for r in per_row], losses, rtol=1e-9)
+
+
+def test_train_regressor_then_regression_statistics(spark):
+    from pyspark.ml.regression import LinearRegression
+    from sklearn import metrics
+
+    from mmlspark.train import ComputeModelStatistics, TrainRegressor
+
+    rng = np.random.default_rng(4)
+    n = 200
+    distance = rng.uniform(100, 3000, n)
+    carrier = rng.choice(["AA", "DL", "UA"], n)
+    delay = 0.01 * distance + 5 * (carrier == "UA") + rng.normal(0, 2, n)
+    df = spark.createDataFrame(
+        [(float(d), str(c), float(y)) for d, c, y in zip(distance, carrier, delay, strict=True)],
+        "Distance double, Carrier string, ArrDelay double",
+    )
+    train, test = df.randomSplit([0.75, 0.25], seed=1)
+    model = TrainRegressor(model=LinearRegression(), labelCol="ArrDelay", numFeatures=1 << 18).fit(
+        train
+    )
+    scored = model.transform(test)
+    stats = ComputeModelStatistics(evaluationMetric="regression").transform(scored).first()
+    rows = scored.select("ArrDelay", "prediction").collect()
+    truth, guessed = [r.ArrDelay for r in rows], [r.prediction for r in rows]
+    assert stats.mean_squared_error == pytest.approx(metrics.mean_squared_error(truth, guessed))
+    assert stats.root_mean_squared_error == pytest.approx(
+        metrics.mean_squared_error(truth, guessed) ** 0.5
+    )
+    assert stats.mean_absolute_error == pytest.approx(metrics.mean_absolute_error(truth, guessed))
+
+
+def test_find_best_model_over_regularisation_strengths(census):
+    from pyspark.ml.classification import LogisticRegression
+    from sklearn import metrics
+
+    from mmlspark.automl import FindBestModel
+    from mmlspark.train import TrainClassifier
+
+    train, test = census
+    lrmodels = [
+        TrainClassifier(model=LogisticRegression(regParam=hyperParam), labelCol="income",
+                        numFeatures=10000).fit(train)
+        for hyperParam in [0.05, 0.1, 0.2, 0.4, 50.0]
+    ]  # fmt: skip
+    bestModel = FindBestModel(evaluationMetric="AUC", models=lrmodels).fit(test)
+    predictions = bestModel.transform(test)
+
+    def auc(model) -> float:
+        rows = model.transform(test).select("income", "probability").collect()
+        positive = model.getLevels().index(">50K")
+        return metrics.roc_auc_score(
+            [r.income == ">50K" for r in rows], [r.probability[positive] for r in rows]
+        )
+
+    aucs = {m.uid: auc(m) for m in lrmodels}
+    assert aucs[bestModel.getBestModel().uid] == pytest.approx(max(aucs.values()))
+    assert min(aucs.values()) < max(aucs.values())  # a real choice
+    assert bestModel.getBestModelMetrics().first().AUC == pytest.approx(max(aucs.values()))
+    assert predictions.count() == test.count()
+    assert bestModel.getAllModelMetrics().count() == len(lrmodels)
+
+
+# --- ONNXModel: ZipMap outputs, softmax and argmax ----------------------------------------------
+
+
+def test_onnx_model_with_a_zipmap_output_and_setters(spark):
+    model_payload_ml = onnx_models.zipmap_classifier(["cat", "deer"])
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(12, 4)).astype(np.float32)
+    testdf = spark.createDataFrame(
+        [(i, x[i].tolist()) for i in range(12)], "id int, features array<float>"
+    )
+    onnx_ml = (
+        ONNXModel()
+        .setModelPayload(model_payload_ml)
+        .setDeviceType("CPU")
+        .setFeedDict({"x": "features"})
+        .setFetchDict({"probability": "output_probability", "prediction": "output_label"})
+        .setMiniBatchSize(5000)
+    )
+    rows = {r["id"]: r for r in onnx_ml.transform(testdf).collect()}
+    session = ort.InferenceSession(model_payload_ml, providers=["CPUExecutionProvider"])
+    labels, maps = session.run(["output_label", "output_probability"], {"x": x})
+    for i in range(12):
+        assert rows[i]["prediction"] == labels[i]
+        assert rows[i]["probability"] == pytest.approx(maps[i], rel=1e-6)
+
+
+def test_onnx_model_softmax_and_argmax_dicts_give_vectors(spark, photos):
+    from pyspark.ml.linalg import DenseVector
+
+    df, arrays = photos
+    features = (
+        ImageTransformer(inputCol="image", outputCol="features")
+        .resize(size=(16, 16))
+        .normalize(mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], color_scale_factor=1.0)
+        .transform(df)
+    )
+    onnx_model = (
+        ONNXModel()
+        .setModelPayload(onnx_models.small_cnn())
+        .setFeedDict({"image": "features"})
+        .setFetchDict({"rawPrediction": "logits"})
+        .setSoftMaxDict({"rawPrediction": "probability"})
+        .setArgMaxDict({"rawPrediction": "prediction"})
+        .setMiniBatchSize(64)
+        .setVectorOutputs(True)  # the one line SynapseML code lacks (see the README's table)
+    )
+    rows = by_name(onnx_model.transform(features), "probability")
+    predictions = by_name(onnx_model.transform(features), "prediction")
+    session = ort.InferenceSession(onnx_models.small_cnn(), providers=["CPUExecutionProvider"])
+    for name, bgr in arrays.items():
+        tensor = chw_rgb(cv2.resize(bgr, (16, 16)))[None]
+        logits = session.run(["logits"], {"image": tensor})[0][0]
+        expected = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()
+        assert isinstance(rows[name], DenseVector)
+        np.testing.assert_allclose(rows[name].toArray(), expected, rtol=1e-5)
+        assert predictions[name] == int(np.argmax(logits))
+
+
+# --- ImageTransformer then UnrollImage -----------------------------------------------------------
+
+
+def test_image_transformer_then_unroll_image(photos):
+    from mmlspark.image import UnrollImage
+
+    df, arrays = photos
+    tr = (
+        ImageTransformer()
+        .setOutputCol("transformed")
+        .resize(height=30, width=40)
+        .crop(0, 0, height=20, width=24)
+    )
+    small = tr.transform(df).select("path", "transformed")
+    unroll = UnrollImage().setInputCol("transformed").setOutputCol("features")
+    vectors = by_name(unroll.transform(small), "features")
+    for name, bgr in arrays.items():
+        expected = cv2.resize(bgr, (40, 30))[:20, :24].transpose(2, 0, 1).ravel()
+        np.testing.assert_array_equal(vectors[name].toArray(), expected.astype(float))

@@ -7,7 +7,6 @@ from mmlspark.stages._ClassBalancer import _ClassBalancer
 from mmlspark.stages._ClassBalancerModel import _ClassBalancerModel
 from mmlspark.stages._DropColumns import _DropColumns
 from mmlspark.stages._DynamicMiniBatchTransformer import _DynamicMiniBatchTransformer
-from mmlspark.stages._EnsembleByKey import _EnsembleByKey
 from mmlspark.stages._FixedMiniBatchTransformer import _FixedMiniBatchTransformer
 from mmlspark.stages._FlattenBatch import _FlattenBatch
 from mmlspark.stages._MiniBatchTransformer import _MiniBatchTransformer
@@ -15,6 +14,7 @@ from mmlspark.stages._RenameColumn import _RenameColumn
 from mmlspark.stages._Repartition import _Repartition
 from mmlspark.stages._SelectColumns import _SelectColumns
 from mmlspark.stages._Timer import _Timer
+from mmlspark.stages.ensemble_by_key import EnsembleByKey
 from mmlspark.stages.timer_model import TimerModel
 
 __all__ = ["BufferedMiniBatchTransformer", "Cacher", "ClassBalancer", "ClassBalancerModel", "DropColumns", "DynamicMiniBatchTransformer", "EnsembleByKey", "FixedMiniBatchTransformer", "FlattenBatch", "MiniBatchTransformer", "RenameColumn", "Repartition", "SelectColumns", "Timer", "TimerModel"]
@@ -42,10 +42,6 @@ class DropColumns(_DropColumns):
 
 class DynamicMiniBatchTransformer(_DynamicMiniBatchTransformer):
     __doc__ = _DynamicMiniBatchTransformer.__doc__
-
-
-class EnsembleByKey(_EnsembleByKey):
-    __doc__ = _EnsembleByKey.__doc__
 
 
 class FixedMiniBatchTransformer(_FixedMiniBatchTransformer):

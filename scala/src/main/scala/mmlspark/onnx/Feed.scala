@@ -55,12 +55,16 @@ final case class Feed(
 
 object Feed {
 
-  /** Whether `shape` and the model's `template` (-1: any) list the same fixed dimensions in another
-    * order: a layout mix-up (CHW against HWC) that a reshape would hide, giving wrong outputs.
+  /** Whether `shape` does not fit the model's `template` (-1: any size) but another order of its
+    * dimensions does: a layout mix-up (CHW against HWC, [3, ?, ?] against [224, 224, 3]) that a
+    * reshape would hide, giving wrong outputs.
     */
   def isTransposed(shape: Seq[Long], template: Seq[Long]): Boolean =
     shape.nonEmpty && shape.length == template.length && shape.forall(_ >= 0) &&
-      template.forall(_ >= 0) && shape != template && shape.sorted == template.sorted
+      !fits(shape, template) && shape.permutations.exists(fits(_, template))
+
+  private def fits(shape: Seq[Long], template: Seq[Long]): Boolean =
+    shape.zip(template).forall { case (s, t) => t < 0 || s == t }
 
   def show(shape: Seq[Long]): String = shape
     .map(d => if (d < 0) "?" else d.toString)

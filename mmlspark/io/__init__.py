@@ -1,0 +1,131 @@
+"""SynapseML's reader spellings. After ``import mmlspark.io`` (or ``from mmlspark.io import *``,
+as SynapseML's documentation imports ``synapse.ml.io``), ``spark.read.image()`` and
+``spark.readStream.image()`` take Spark reader options and read image files with
+:func:`mmlspark.image.read_images` and :func:`mmlspark.image.read_image_stream`, on classic and
+Spark Connect sessions alike::
+
+    from mmlspark.io import *
+    images = spark.read.image().option("dropInvalid", True).load("/data/photos")
+
+The DataFrame has ``path``, ``image`` (Spark's image struct, as SynapseML's has) and ``error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+
+from mmlspark.image.functions import read_image_stream, read_images
+
+__all__ = ["ImageReader"]
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text not in ("true", "false"):
+        raise ValueError(f"expected true or false, not {value!r}")
+    return text == "true"
+
+
+def _ratio(value: Any) -> float:
+    return float(value)
+
+
+def _count(value: Any) -> int:
+    return int(value)
+
+
+def _text(value: Any) -> str:
+    return str(value)
+
+
+#: Reader options, in any case -> (the read_images / read_image_stream keyword, its parser).
+_OPTIONS: dict[str, tuple[str, Any]] = {
+    "dropinvalid": ("dropInvalid", _flag),
+    "recursivefilelookup": ("recursive", _flag),
+    "recursive": ("recursive", _flag),
+    "pathglobfilter": ("pathGlobFilter", _text),
+    "colormode": ("colorMode", _text),
+    "applyorientation": ("applyOrientation", _flag),
+    "reducefactor": ("reduceFactor", _count),
+    "sampleratio": ("sampleRatio", _ratio),
+    "seed": ("seed", _count),
+    "maxfilespertrigger": ("maxFilesPerTrigger", _count),
+}
+_BATCH_ONLY = {"sampleRatio", "seed"}
+_STREAM_ONLY = {"maxFilesPerTrigger"}
+
+
+class ImageReader:
+    """What ``spark.read.image()`` and ``spark.readStream.image()`` return: ``option`` and
+    ``options`` as on Spark's readers (names in any case; unknown ones are refused, naming the
+    known), then ``load(path)``."""
+
+    def __init__(self, spark: SparkSession, *, streaming: bool = False) -> None:
+        self._spark = spark
+        self._streaming = streaming
+        self._given: dict[str, Any] = {}
+
+    def _known(self) -> set[str]:
+        other = _BATCH_ONLY if self._streaming else _STREAM_ONLY
+        return {name for name, _ in _OPTIONS.values()} - other
+
+    def option(self, key: str, value: Any) -> ImageReader:
+        name, parse = _OPTIONS.get(key.lower(), ("", _text))
+        if name not in self._known():
+            kind = "readStream.image()" if self._streaming else "read.image()"
+            raise ValueError(
+                f"{kind}: unknown option {key!r}; the options are "
+                f"{', '.join(sorted(self._known()))} (see mmlspark.image.read_images)"
+            )
+        try:
+            self._given[name] = parse(value)
+        except ValueError as e:
+            raise ValueError(f"option {key!r}: {e}") from None
+        return self
+
+    def options(self, **options: Any) -> ImageReader:
+        for key, value in options.items():
+            self.option(key, value)
+        return self
+
+    def load(self, path: str) -> DataFrame:
+        read = read_image_stream if self._streaming else read_images
+        return read(self._spark, path, **self._given)
+
+
+def _session(reader: Any) -> SparkSession:
+    """The session of a classic or Connect reader."""
+    return reader._spark if hasattr(reader, "_spark") else reader._client
+
+
+def _read_image(self: Any) -> ImageReader:
+    return ImageReader(_session(self))
+
+
+def _read_image_stream(self: Any) -> ImageReader:
+    return ImageReader(_session(self), streaming=True)
+
+
+def _attach() -> None:
+    """Adds `image()` to Spark's batch and stream readers, classic and Connect."""
+    from pyspark.sql.readwriter import DataFrameReader
+    from pyspark.sql.streaming.readwriter import DataStreamReader
+
+    readers: list[tuple[type, Any]] = [(DataFrameReader, _read_image)]
+    readers.append((DataStreamReader, _read_image_stream))
+    try:
+        from pyspark.sql.connect.readwriter import DataFrameReader as ConnectReader
+        from pyspark.sql.connect.streaming.readwriter import DataStreamReader as ConnectStream
+    except ImportError:  # pyspark without the Connect client's dependencies
+        pass
+    else:
+        readers += [(ConnectReader, _read_image), (ConnectStream, _read_image_stream)]
+    for cls, method in readers:
+        cls.image = method  # type: ignore[attr-defined]
+
+
+_attach()
