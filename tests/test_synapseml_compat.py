@@ -211,6 +211,19 @@ def test_an_unknown_color_code_names_the_accepted_ones(spark, photos):
         ImageTransformer(outputCol="x").colorFormat(cv2.COLOR_BGR2HSV).transform(df).collect()
 
 
+def test_model_zoo_params_are_refused_naming_what_to_use(spark):
+    from mmlspark.image import ImageFeaturizer
+
+    with pytest.raises(TypeError, match="'headless' has no counterpart.*featureTensorName"):
+        ImageFeaturizer(inputCol="image", outputCol="features", headless=True)
+    with pytest.raises(TypeError, match="'model'.*no model zoo.*modelLocation.*setModelPayload"):
+        ImageFeaturizer().setModel("ResNet50")
+    with pytest.raises(TypeError, match="'cutOutputLayers'.*featureTensorName"):
+        ImageFeaturizer().setCutOutputLayers(1)
+    with pytest.raises(TypeError, match="'headless'"):
+        ImageFeaturizer().setParams(headless=False)
+
+
 # --- ImageFeaturizer: SynapseML's param names and its handling of bad images --------------------
 
 

@@ -6,12 +6,22 @@ from mmlspark.core.aliases import synapseml_names
 from mmlspark.image._ImageFeaturizer import _ImageFeaturizer
 from mmlspark.onnx.model_payload import HasModelPayload
 
+_CUT = (
+    "featureTensorName names the node or tensor to cut the ONNX model at (unset: the whole model)"
+)
+
 
 @synapseml_names(
     {
         "channelNormalizationMeans": "channelMeans",
         "channelNormalizationStds": "channelStds",
-    }
+    },
+    refused={
+        "model": "there is no model zoo (no downloads); export the network to ONNX and pass "
+        "modelLocation (a path) or setModelPayload(bytes), with " + _CUT,
+        "headless": _CUT,
+        "cutOutputLayers": _CUT,
+    },
 )
 class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
     """Turns an image column into feature vectors with an ONNX image model cut at an
