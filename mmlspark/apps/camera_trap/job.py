@@ -1780,19 +1780,25 @@ class DemoFiles:
     def add_tree(self, folder: Path) -> None:
         self.add(*[p for p in folder.rglob("*") if p.is_file()])
 
+    def copy_photos(self, source: Path, target: Path, *, split: bool = False) -> None:
+        """Copies the embedded photos `source`/<label>/<name>_<index>.jpg to `target`/<label>/,
+        or with `split` to `target`/test/<label>/ (every fourth photo) and `target`/train/."""
+        for photo in sorted(source.glob("*/*.jpg")):
+            folder = target
+            if split:
+                test = int(photo.stem.rsplit("_", 1)[1]) % 4 == 0
+                folder = target / ("test" if test else "train")
+            copy = folder / photo.parent.name / photo.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            self.add(copy)
+            shutil.copyfile(photo, copy)
+
 
 def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
     """Train on three quarters of the embedded photos, classify and evaluate the rest."""
     out_dir = Path(out)
     written = DemoFiles(out_dir)
-    for split in ("train", "test"):
-        for photo in sorted((DEMO_DATA / "images").glob("*/*.jpg")):
-            index = int(photo.stem.rsplit("_", 1)[1])
-            if (index % 4 == 0) == (split == "test"):
-                target = out_dir / "data" / split / photo.parent.name / photo.name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                written.add(target)
-                shutil.copyfile(photo, target)
+    written.copy_photos(DEMO_DATA / "images", out_dir / "data", split=True)
     log(
         "[demo] embedded data: synthetic photos drawn in code (deer, fox, empty) and a "
         "random-weight CNN featurizer, both made by mmlspark/apps/camera_trap/make_demo.py; "
@@ -1842,11 +1848,7 @@ def demo_detection(
     --detector` on the rest."""
     data = DEMO_DATA / "detection"
     images = out_dir / "data" / "detection"
-    for photo in sorted((data / "images").glob("*/*.jpg")):
-        target = images / photo.parent.name / photo.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        written.add(target)
-        shutil.copyfile(photo, target)
+    written.copy_photos(data / "images", images)
     log(
         "[demo] detection part: 48 synthetic photos (one drawn deer or fox, or none; boxes in "
         "boxes.json) and a synthetic detector, an ONNX graph without learned weights that boxes "
@@ -1869,13 +1871,8 @@ def demo_detection(
 
     # Two stages: a species classifier trained on the crops of three quarters of the photos,
     # then detect-and-classify on the rest, empty photos among them.
-    for photo in sorted((data / "images").glob("*/*.jpg")):
-        split = "test" if int(photo.stem.rsplit("_", 1)[1]) % 4 == 0 else "train"
-        target = out_dir / "data" / "two-stage" / split / photo.parent.name / photo.name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        written.add(target)
-        shutil.copyfile(photo, target)
     two_stage = out_dir / "data" / "two-stage"
+    written.copy_photos(data / "images", two_stage, split=True)
     train(
         spark,
         str(two_stage / "train"),
