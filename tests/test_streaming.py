@@ -108,4 +108,4 @@ def test_stream_scores_each_new_file_once_across_restarts(session, saved_pipelin
         if expected.probability is None:
             assert row.probability is None
         else:
-            assert row.probability == pytest.approx(expected.probability, rel=1e-9)
+            assert list(row.probability) == pytest.approx(list(expected.probability), rel=1e-9)

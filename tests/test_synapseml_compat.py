@@ -564,7 +564,6 @@ def test_onnx_model_softmax_and_argmax_dicts_give_vectors(spark, photos):
         .setSoftMaxDict({"rawPrediction": "probability"})
         .setArgMaxDict({"rawPrediction": "prediction"})
         .setMiniBatchSize(64)
-        .setVectorOutputs(True)  # the one line SynapseML code lacks (see the README's table)
     )
     rows = by_name(onnx_model.transform(features), "probability")
     predictions = by_name(onnx_model.transform(features), "prediction")

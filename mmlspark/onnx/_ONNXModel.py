@@ -47,6 +47,8 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         name of the output column.
     softMaxDict : str, optional
         JSON object mapping a fetched column to a new column that receives its softmax. Default: ``"{}"``.
+    softMaxVectors : bool, optional
+        the softmax of a one-dimensional output is an ML vector, a probability column as Spark ML's classifiers write one (false: the type of the fetched column). Default: ``True``.
     useTensorRT : bool, optional
         on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT and TensorRT installed). Default: ``False``.
     vectorOutputs : bool, optional
@@ -125,6 +127,13 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         typeConverter=TypeConverters.toString,
     )
 
+    softMaxVectors: "Param[bool]" = Param(
+        Params._dummy(),
+        "softMaxVectors",
+        "the softmax of a one-dimensional output is an ML vector, a probability column as Spark ML's classifiers write one (false: the type of the fetched column)",
+        typeConverter=TypeConverters.toBoolean,
+    )
+
     useTensorRT: "Param[bool]" = Param(
         Params._dummy(),
         "useTensorRT",
@@ -157,11 +166,12 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         optimizationLevel: str | None = None,
         outputCol: str | None = None,
         softMaxDict: str | None = None,
+        softMaxVectors: bool | None = None,
         useTensorRT: bool | None = None,
         vectorOutputs: bool | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(argMaxDict="{}", cudaMemoryLimit=0, cudnnConvAlgoSearch="EXHAUSTIVE", deviceType="auto", errorCol="onnxError", feedDict="{}", fetchDict="{}", intraOpThreads=0, miniBatchSize=64, optimizationLevel="all", softMaxDict="{}", useTensorRT=False, vectorOutputs=False)
+        self._setDefault(argMaxDict="{}", cudaMemoryLimit=0, cudnnConvAlgoSearch="EXHAUSTIVE", deviceType="auto", errorCol="onnxError", feedDict="{}", fetchDict="{}", intraOpThreads=0, miniBatchSize=64, optimizationLevel="all", softMaxDict="{}", softMaxVectors=True, useTensorRT=False, vectorOutputs=False)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
@@ -182,6 +192,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         optimizationLevel: str | None = None,
         outputCol: str | None = None,
         softMaxDict: str | None = None,
+        softMaxVectors: bool | None = None,
         useTensorRT: bool | None = None,
         vectorOutputs: bool | None = None,
     ) -> _ONNXModel:
@@ -267,6 +278,14 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     def setSoftMaxDict(self: _P, value: str) -> _P:
         """Sets ``softMaxDict``: JSON object mapping a fetched column to a new column that receives its softmax."""
         return self._set(softMaxDict=value)
+
+    def getSoftMaxVectors(self) -> bool:
+        """Gets the value of ``softMaxVectors`` or its default."""
+        return self.getOrDefault(self.softMaxVectors)
+
+    def setSoftMaxVectors(self: _P, value: bool) -> _P:
+        """Sets ``softMaxVectors``: the softmax of a one-dimensional output is an ML vector, a probability column as Spark ML's classifiers write one (false: the type of the fetched column)."""
+        return self._set(softMaxVectors=value)
 
     def getUseTensorRT(self) -> bool:
         """Gets the value of ``useTensorRT`` or its default."""

@@ -5,6 +5,7 @@ import scala.util.Try
 import mmlspark.contracts._
 import org.apache.spark.ml.mmlspark.ArrayRowEncoder
 import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row, SparkSession}
@@ -128,6 +129,13 @@ final class ONNXModel(override val uid: String)
     "float and double outputs become ML vectors instead of arrays"
   )
 
+  final val softMaxVectors: BooleanParam = new BooleanParam(
+    this,
+    "softMaxVectors",
+    "the softmax of a one-dimensional output is an ML vector, a probability column as Spark " +
+      "ML's classifiers write one (false: the type of the fetched column)"
+  )
+
   setDefault(
     feedDict -> "{}",
     fetchDict -> "{}",
@@ -139,6 +147,7 @@ final class ONNXModel(override val uid: String)
     cudnnConvAlgoSearch -> "EXHAUSTIVE",
     useTensorRT -> false,
     vectorOutputs -> false,
+    softMaxVectors -> true,
     miniBatchSize -> 64,
     errorCol -> "onnxError"
   )
@@ -169,6 +178,8 @@ final class ONNXModel(override val uid: String)
   def setUseTensorRT(value: Boolean): this.type = set(useTensorRT, value)
   def getVectorOutputs: Boolean = $(vectorOutputs)
   def setVectorOutputs(value: Boolean): this.type = set(vectorOutputs, value)
+  def getSoftMaxVectors: Boolean = $(softMaxVectors)
+  def setSoftMaxVectors(value: Boolean): this.type = set(softMaxVectors, value)
 
   private def fail(message: String): Nothing =
     throw new IllegalArgumentException(s"${SchemaUtils.stageName(this)}: $message")
@@ -309,11 +320,14 @@ final class ONNXModel(override val uid: String)
         index -> target
       }
     val batchable = inputs.forall(_.spec.batchDim.contains(-1L))
+    val softMax = postProcessed(softMaxDict).map { case (index, column) =>
+      SoftMax(index, column, $(softMaxVectors) && outputs(index)._2.rowShape.length == 1)
+    }
     RunPlan(
       info.source,
       inputs,
       outputs,
-      postProcessed(softMaxDict),
+      softMax,
       postProcessed(argMaxDict),
       if (batchable) $(miniBatchSize) else 1,
       HasDeviceType.DeviceTypes($(deviceType)),
@@ -341,7 +355,9 @@ final class ONNXModel(override val uid: String)
         new MetadataBuilder().putLongArray("tensorShape", spec.rowShape.toArray).build()
       )
     }
-    val derived = p.softMax.map { case (i, c) => StructField(c, fetched(i).dataType) } ++
+    val derived = p.softMax.map { s =>
+      StructField(s.column, if (s.asVector) VectorType else fetched(s.index).dataType)
+    } ++
       p.argMax.map { case (_, c) => StructField(c, DoubleType) }
     val added = (fetched ++ derived).map(_.name) :+ $(errorCol)
     added.foreach(SchemaUtils.requireAbsent(this, schema, _))
@@ -402,6 +418,10 @@ object ONNXModel extends StageReadable[ONNXModel] {
 
   override protected def create(uid: String, path: String, spark: SparkSession): ONNXModel =
     HasOnnxModel.loadModel(new ONNXModel(uid), path, spark)
+
+  // A stage saved before softMaxVectors gives its softmax columns the type it gave then.
+  override protected def loaded(stage: ONNXModel, savedParams: Set[String]): Unit =
+    if (!savedParams("softMaxVectors")) stage.setSoftMaxVectors(false)
 
   def parseMap(json: String): Map[String, String] = parse(json) match {
     case JObject(fields) =>

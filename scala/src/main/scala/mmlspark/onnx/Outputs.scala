@@ -177,8 +177,12 @@ object Outputs {
     case other => throw new IllegalStateException(s"unexpected string tensor value $other")
   }
 
-  /** Softmax of a row's floats, computed stably in double precision. */
-  def softMax(value: Any): Any = value match {
+  /** Softmax of a row's floats, computed stably in double precision; an ML vector with `asVector`,
+    * else of the row's type.
+    */
+  def softMax(value: Any, asVector: Boolean): Any = value match {
+    case a: Array[Float] if asVector => Vectors.dense(softMaxOf(a.map(_.toDouble)))
+    case a: Array[Double] if asVector => Vectors.dense(softMaxOf(a))
     case a: Array[Float] => softMaxOf(a.map(_.toDouble)).map(_.toFloat)
     case a: Array[Double] => softMaxOf(a)
     case v: Vector => Vectors.dense(softMaxOf(v.toArray))

@@ -58,11 +58,14 @@ object RunLimits {
   }
 }
 
+/** A softmax column: of fetched output `index`, into `column`, as an ML vector or as fetched. */
+final case class SoftMax(index: Int, column: String, asVector: Boolean)
+
 /** Everything an executor needs to run an [[ONNXModel]] over a partition: resolved on the driver by
   * `transformSchema`'s checks, shipped with the task.
   *
   * @param softMax
-  *   (index into `fetches`, new column) pairs
+  *   the softmax columns of fetched outputs
   * @param argMax
   *   (index into `fetches`, new column) pairs
   */
@@ -70,7 +73,7 @@ final case class RunPlan(
     source: ModelSource,
     feeds: Seq[Feed],
     fetches: Seq[(String, TensorSpec, ElementType)],
-    softMax: Seq[(Int, String)],
+    softMax: Seq[SoftMax],
     argMax: Seq[(Int, String)],
     batchSize: Int,
     deviceType: String,
@@ -255,7 +258,10 @@ final case class RunPlan(
       case Right(values) =>
         System.arraycopy(values, 0, out, width, values.length)
         var at = width + values.length
-        softMax.foreach { case (k, _) => out(at) = Outputs.softMax(values(k)); at += 1 }
+        softMax.foreach { s =>
+          out(at) = Outputs.softMax(values(s.index), s.asVector)
+          at += 1
+        }
         argMax.foreach { case (k, _) => out(at) = Outputs.argMax(values(k)); at += 1 }
       case Left(error) => out(out.length - 1) = error
     }

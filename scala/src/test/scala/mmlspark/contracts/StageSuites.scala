@@ -149,6 +149,29 @@ abstract class EstimatorSuite[E <: Estimator[M]: ClassTag, M <: Model[M]: ClassT
 
 object StageChecks extends org.scalatest.Assertions {
 
+  /** Saves `stage` and removes `names` from the saved params, as a stage saved before those params
+    * existed has them; returns the folder.
+    */
+  def savedWithout(stage: MLWritable, names: Set[String], prefix: String): String = {
+    import org.json4s._
+    import org.json4s.jackson.JsonMethods.{compact, parse}
+    val dir = SparkTestSession.tempDir(prefix) + "/saved"
+    stage.write.save(dir)
+    val metadata = new java.io.File(dir, "metadata")
+      .listFiles()
+      .find(f => f.getName.startsWith("part-"))
+      .get
+    val saved = new String(java.nio.file.Files.readAllBytes(metadata.toPath), "UTF-8")
+    val old = parse(saved).transformField {
+      case (name @ ("paramMap" | "defaultParamMap"), JObject(fields)) =>
+        (name, JObject(fields.filterNot(f => names(f._1))))
+    }
+    assert(compact(old) != compact(parse(saved)), s"none of $names was saved")
+    java.nio.file.Files.write(metadata.toPath, compact(old).getBytes("UTF-8"))
+    new java.io.File(dir, s"metadata/.${metadata.getName}.crc").delete()
+    dir
+  }
+
   def checkParams(stage: Params): Unit = {
     stage.params.foreach { p =>
       assert(p.doc.trim.nonEmpty, s"${stage.uid}: param ${p.name} has no doc")

@@ -88,21 +88,11 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
   }
 
   test("a stage saved before dropNa, ignoreDecodingErrors and autoConvertToColor works as it did") {
-    import org.json4s._
-    import org.json4s.jackson.JsonMethods.{compact, parse}
-    val dir = mmlspark.contracts.SparkTestSession.tempDir("featurizer-old") + "/saved"
-    featurizer.setFeatureTensorName("features").write.save(dir)
-    val metadata = new java.io.File(dir, "metadata")
-      .listFiles()
-      .find(f => f.getName.startsWith("part-"))
-      .get
-    val newParams = Set("dropNa", "ignoreDecodingErrors", "autoConvertToColor")
-    val old = parse(new String(java.nio.file.Files.readAllBytes(metadata.toPath), "UTF-8"))
-      .transformField { case (name @ ("paramMap" | "defaultParamMap"), JObject(fields)) =>
-        (name, JObject(fields.filterNot(f => newParams(f._1))))
-      }
-    java.nio.file.Files.write(metadata.toPath, compact(old).getBytes("UTF-8"))
-    new java.io.File(dir, s"metadata/.${metadata.getName}.crc").delete()
+    val dir = mmlspark.contracts.StageChecks.savedWithout(
+      featurizer.setFeatureTensorName("features"),
+      Set("dropNa", "ignoreDecodingErrors", "autoConvertToColor"),
+      "featurizer-old"
+    )
     val loaded = ImageFeaturizer.load(dir)
     assert(!loaded.getDropNa && loaded.getIgnoreDecodingErrors && !loaded.getAutoConvertToColor)
     assert(loaded.transform(ImageFixtures.images).count() == 3)

@@ -2,11 +2,12 @@ package mmlspark.onnx
 
 import java.nio.file.{Files, Paths}
 
-import mmlspark.contracts.{SparkTestSession, TestObject, TransformerSuite}
-import org.apache.spark.ml.linalg.{Vector, Vectors}
+import mmlspark.contracts.{SparkTestSession, StageChecks, TestObject, TransformerSuite}
+import org.apache.spark.ml.linalg.{SQLDataTypes, Vector, Vectors}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.scheduler.{SparkListener, SparkListenerJobStart}
 import org.apache.spark.sql.{DataFrame, Row}
-import org.apache.spark.sql.types.BinaryType
+import org.apache.spark.sql.types.{ArrayType, BinaryType, FloatType}
 
 object OnnxFixtures {
 
@@ -103,6 +104,37 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
       }
       assert(r.getAs[Double]("prediction") == sum.indexOf(sum.max).toDouble)
     }
+  }
+
+  test(
+    "the softmax of a one-dimensional output is a vector by default; stages saved before keep arrays"
+  ) {
+    val spark = SparkTestSession.spark
+    import spark.implicits._
+    val df = Seq((1L, Array(1f, 2f, 3f), Array(0.5f, -4f, 1f))).toDF("id", "a", "b")
+    val model = pairModel
+      .setFetchDict(Map("sum" -> "sum"))
+      .setSoftMaxDict(Map("sum" -> "probability"))
+    val out = model.transform(df)
+    assert(out.schema("sum").dataType == ArrayType(FloatType, containsNull = false))
+    assert(out.schema("probability").dataType == SQLDataTypes.VectorType)
+    val sum = Seq(1.5, -2.0, 4.0)
+    val e = sum.map(v => math.exp(v - sum.max))
+    out.first().getAs[Vector]("probability").toArray.zip(e.map(_ / e.sum)).foreach { case (p, q) =>
+      assert(math.abs(p - q) < 1e-7)
+    }
+    val asFetched = model.copy(ParamMap.empty).setSoftMaxVectors(false).transform(df)
+    assert(asFetched.schema("probability").dataType == ArrayType(FloatType, containsNull = false))
+    // Saved without the param (as before it existed): loads giving arrays, as it did.
+    val dir = StageChecks.savedWithout(model, Set("softMaxVectors"), "softmax-old")
+    val loaded = ONNXModel.load(dir)
+    assert(!loaded.getSoftMaxVectors)
+    assert(
+      loaded.transform(df).schema("probability").dataType == ArrayType(
+        FloatType,
+        containsNull = false
+      )
+    )
   }
 
   test("one session per model content, device and settings in a JVM; idle sessions close") {
