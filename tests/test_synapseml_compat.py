@@ -224,6 +224,15 @@ def test_model_zoo_params_are_refused_naming_what_to_use(spark):
         ImageFeaturizer().setParams(headless=False)
 
 
+def test_time_interval_batching_names_the_stage_to_use():
+    from mmlspark.stages import TimeIntervalMiniBatchTransformer
+
+    with pytest.raises(
+        TypeError, match=r"BufferedMiniBatchTransformer\(miniBatchSize=<maxBatchSize>, "
+    ):
+        TimeIntervalMiniBatchTransformer(millisToWait=1000, maxBatchSize=10)
+
+
 # --- ImageFeaturizer: SynapseML's param names and its handling of bad images --------------------
 
 

@@ -16,8 +16,10 @@ from mmlspark.stages._SelectColumns import _SelectColumns
 from mmlspark.stages._Timer import _Timer
 from mmlspark.stages.ensemble_by_key import EnsembleByKey
 from mmlspark.stages.timer_model import TimerModel
+from mmlspark.stages import functions as _functions
+from mmlspark.stages.functions import *  # noqa: F403
 
-__all__ = ["BufferedMiniBatchTransformer", "Cacher", "ClassBalancer", "ClassBalancerModel", "DropColumns", "DynamicMiniBatchTransformer", "EnsembleByKey", "FixedMiniBatchTransformer", "FlattenBatch", "MiniBatchTransformer", "RenameColumn", "Repartition", "SelectColumns", "Timer", "TimerModel"]
+__all__ = ["BufferedMiniBatchTransformer", "Cacher", "ClassBalancer", "ClassBalancerModel", "DropColumns", "DynamicMiniBatchTransformer", "EnsembleByKey", "FixedMiniBatchTransformer", "FlattenBatch", "MiniBatchTransformer", "RenameColumn", "Repartition", "SelectColumns", "Timer", "TimerModel"] + _functions.__all__
 
 
 class BufferedMiniBatchTransformer(_BufferedMiniBatchTransformer):
