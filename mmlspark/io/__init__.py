@@ -30,30 +30,18 @@ def _flag(value: Any) -> bool:
     return text == "true"
 
 
-def _ratio(value: Any) -> float:
-    return float(value)
-
-
-def _count(value: Any) -> int:
-    return int(value)
-
-
-def _text(value: Any) -> str:
-    return str(value)
-
-
 #: Reader options, in any case -> (the read_images / read_image_stream keyword, its parser).
 _OPTIONS: dict[str, tuple[str, Any]] = {
     "dropinvalid": ("dropInvalid", _flag),
     "recursivefilelookup": ("recursive", _flag),
     "recursive": ("recursive", _flag),
-    "pathglobfilter": ("pathGlobFilter", _text),
-    "colormode": ("colorMode", _text),
+    "pathglobfilter": ("pathGlobFilter", str),
+    "colormode": ("colorMode", str),
     "applyorientation": ("applyOrientation", _flag),
-    "reducefactor": ("reduceFactor", _count),
-    "sampleratio": ("sampleRatio", _ratio),
-    "seed": ("seed", _count),
-    "maxfilespertrigger": ("maxFilesPerTrigger", _count),
+    "reducefactor": ("reduceFactor", int),
+    "sampleratio": ("sampleRatio", float),
+    "seed": ("seed", int),
+    "maxfilespertrigger": ("maxFilesPerTrigger", int),
 }
 _BATCH_ONLY = {"sampleRatio", "seed"}
 _STREAM_ONLY = {"maxFilesPerTrigger"}
@@ -74,7 +62,7 @@ class ImageReader:
         return {name for name, _ in _OPTIONS.values()} - other
 
     def option(self, key: str, value: Any) -> ImageReader:
-        name, parse = _OPTIONS.get(key.lower(), ("", _text))
+        name, parse = _OPTIONS.get(key.lower(), ("", str))
         if name not in self._known():
             kind = "readStream.image()" if self._streaming else "read.image()"
             raise ValueError(

@@ -262,7 +262,7 @@ def _fit_on_crops(
 ) -> tuple[PipelineModel, dict[str, int]]:
     """The classifier of detection crops: photos are read and detected once, their crops
     featurized in the same pass and only the features kept for fitting."""
-    photos = _labelled(spark, images, labels, found.crop_decoder())
+    photos = _labelled(spark, images, labels, found.decoder(CROP_DECODE_SCALE))
     # Only labelled, non-empty photos are worth detecting: the others keep a row for counting.
     wanted = F.expr(f"image IS NOT NULL AND label IS NOT NULL AND label NOT IN ('', '{EMPTY}')")
     photos = photos.withColumn("wanted", wanted).withColumn(
@@ -342,14 +342,14 @@ class _Work:
     command: str
     schema: str
     score: Callable[[DataFrame], DataFrame]
-    outputs: Callable[[SparkSession, DataFrame | None, RunFolder], None]
+    outputs: Callable[[SparkSession, DataFrame, RunFolder], None]
 
 
 def _classify_work(model: PipelineModel, levels: list[str], ensemble: bool) -> _Work:
     height, width = featurizer_size(model)
     decoder = ImageDecoder(minHeight=height, minWidth=width)
 
-    def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
+    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
         write_outputs(spark, rows, folder, levels, folder.manifest["images"])
 
@@ -445,20 +445,15 @@ def open_folder(out: Path, run: dict[str, Any], overwrite: bool, log: Log) -> Ru
     return folder
 
 
-def _featurizer_input(model: PipelineModel) -> str | None:
-    """The column the model's featurizer reads: 'crop' for a model trained on detections."""
-    for stage in model.stages:
-        if isinstance(stage, ImageFeaturizer):
-            return stage.getInputCol()
-    return None
+def _featurizer(model: PipelineModel) -> ImageFeaturizer | None:
+    """The model's featurizer stage, if it has one."""
+    return next((s for s in model.stages if isinstance(s, ImageFeaturizer)), None)
 
 
 def featurizer_size(model: PipelineModel) -> tuple[int, int]:
     """The image size the model's featurizer resizes to (0, 0 when it has none)."""
-    for stage in model.stages:
-        if isinstance(stage, ImageFeaturizer):
-            return stage.getImageHeight(), stage.getImageWidth()
-    return 0, 0
+    stage = _featurizer(model)
+    return (0, 0) if stage is None else (stage.getImageHeight(), stage.getImageWidth())
 
 
 def committed(spark: SparkSession, folder: RunFolder) -> DataFrame | None:
@@ -514,7 +509,9 @@ def classify(
         levels = _levels(model)
     except Exception as e:  # noqa: BLE001 - any failure to load is reported the same way
         raise JobError(f"cannot load a camera-trap model from {model_dir}: {e}") from None
-    on_crops = _featurizer_input(model) == "crop"
+    featurizer = _featurizer(model)
+    # A model trained on detections (train --detector) featurizes the 'crop' column.
+    on_crops = featurizer is not None and featurizer.getInputCol() == "crop"
     if on_crops and detector is None:
         raise JobError(
             f"the model in {model_dir} was trained on detection crops (train --detector); "
@@ -641,7 +638,7 @@ def _run(
         listing.unpersist()
         raise
     folder.clear_inflight()
-    summary = finish(spark, folder, listing, work.outputs, log)
+    summary = finish(spark, folder, listing, work.outputs, log, work.schema)
     listing.unpersist()
     seconds = time.perf_counter() - start
     summary["seconds"] = round(seconds, 2)
@@ -782,6 +779,13 @@ def _first_line(e: BaseException) -> str:
 
 TOP_K_TYPE = "array<struct<label:string,probability:double>>"
 
+#: The committed table of a whole-photo classify run.
+SCHEMA = (
+    "path string, length long, modificationTime timestamp, predicted_label string, "
+    f"confidence double, top_k {TOP_K_TYPE}, image_label string, burst string, "
+    "failure string, commit int"
+)
+
 
 def score(
     photos: DataFrame, model: PipelineModel, levels: list[str], decoder: Any, ensemble: bool
@@ -836,12 +840,13 @@ def finish(
     spark: SparkSession,
     folder: RunFolder,
     listing: DataFrame,
-    outputs: Callable[[SparkSession, DataFrame | None, RunFolder], None],
+    outputs: Callable[[SparkSession, DataFrame, RunFolder], None],
     log: Log,
+    schema: str = SCHEMA,
 ) -> dict[str, Any]:
     """Rewrites the committed table as one current row per photo still present (few large
-    files), then rebuilds the CSV and results.json from it (`outputs`), each written
-    atomically."""
+    files), then rebuilds the CSV and results.json from it (`outputs`; an empty table of
+    `schema` when nothing was committed), each written atomically."""
     table = committed(spark, folder)
     if table is None:
         photos = 0
@@ -863,20 +868,18 @@ def finish(
             # between the renames and the deletes sees a photo's current row twice, never zero.
             folder.commit(staged, number)
             folder.drop_parts(old)
-    rows = committed(spark, folder)
-    failures = 0 if rows is None else rows.filter("failure IS NOT NULL").count()
+    rows = committed(spark, folder) or spark.createDataFrame([], schema)
+    failures = rows.filter("failure IS NOT NULL").count()
     outputs(spark, rows, folder)
     return {"photos": photos, "failures": failures, "removed": removed}
 
 
 def write_outputs(
-    spark: SparkSession, rows: DataFrame | None, folder: RunFolder, levels: list[str], root: str
+    spark: SparkSession, rows: DataFrame, folder: RunFolder, levels: list[str], root: str
 ) -> None:
     """predictions.csv and the MegaDetector-format results.json, rendered by Spark from the
     table (sorted by path) and moved into place with a rename: the driver only streams text
     through, so its memory does not grow with the survey."""
-    if rows is None:
-        rows = spark.createDataFrame([], SCHEMA)
     ordered = _relative_files(rows, root)
     _write_predictions(folder, ordered)
     _write_json(
@@ -884,7 +887,7 @@ def write_outputs(
         ordered.select(megadetector_entry(levels)),
         {
             "detection_categories": {"1": "animal"},
-            "classification_categories": {str(i): name for i, name in enumerate(levels)},
+            "classification_categories": _categories(levels, 0),
             "info": {
                 "format_version": FORMAT_VERSION,
                 "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
@@ -943,13 +946,6 @@ def _classifications_sql(top_k: str, levels: list[str]) -> str:
     )
 
 
-SCHEMA = (
-    "path string, length long, modificationTime timestamp, predicted_label string, "
-    f"confidence double, top_k {TOP_K_TYPE}, image_label string, burst string, "
-    "failure string, commit int"
-)
-
-
 def megadetector_entry(levels: list[str]) -> Any:
     """One image of a MegaDetector batch-output file as a JSON text column: a failure, or one
     whole-image detection carrying the classification (none when the photo is classified
@@ -1006,15 +1002,11 @@ class LoadedDetector:
     name: str
     path: str
 
-    def decoder(self) -> ImageDecoder:
-        """Decodes at the smallest JPEG scale that still covers the letterbox."""
-        return ImageDecoder(minHeight=self.size, minWidth=self.size)
-
-    def crop_decoder(self) -> ImageDecoder:
-        """Decodes at the smallest JPEG scale covering `CROP_DECODE_SCALE` times the letterbox:
-        crops keep twice the detail the detector saw, and a 12-24 MP photo is never held whole
-        (a 4000x3000 photo is held at 2000x1500 for a 640 detector)."""
-        side = CROP_DECODE_SCALE * self.size
+    def decoder(self, scale: int = 1) -> ImageDecoder:
+        """Decodes at the smallest JPEG scale that covers `scale` times the letterbox; for crops
+        `CROP_DECODE_SCALE`, so that they keep twice the detail the detector saw while a 12-24 MP
+        photo is never held whole (a 4000x3000 photo is held at 2000x1500 for a 640 detector)."""
+        side = scale * self.size
         return ImageDecoder(minHeight=side, minWidth=side)
 
     def cropper(self, threshold: float) -> CropDetections:
@@ -1131,7 +1123,7 @@ def _detect_work(found: LoadedDetector) -> _Work:
             failure.alias("failure"),
         )
 
-    def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
+    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
         write_detections(spark, rows, folder, names, folder.manifest["images"], found.name)
 
@@ -1158,7 +1150,7 @@ def _two_stage_work(
     ensemble: bool,
     model_name: str,
 ) -> _Work:
-    decoder = found.crop_decoder()
+    decoder = found.decoder(CROP_DECODE_SCALE)
     cropper = found.cropper(threshold)
     names = found.stage.getClassNames()
 
@@ -1166,9 +1158,7 @@ def _two_stage_work(
         crops = cropper.transform(found.stage.transform(read_files(photos, decoder)))
         return score_two_stage(model.transform(crops), levels, threshold, ensemble)
 
-    def outputs(spark: SparkSession, rows: DataFrame | None, folder: RunFolder) -> None:
-        if rows is None:
-            rows = spark.createDataFrame([], TWO_STAGE_SCHEMA)
+    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
         ordered = _relative_files(rows, folder.manifest["images"])
         _write_predictions(folder, ordered)
@@ -1177,8 +1167,8 @@ def _two_stage_work(
             folder,
             ordered.select(_detection_entries(levels)),
             {
-                "detection_categories": {str(i + 1): name for i, name in enumerate(names)},
-                "classification_categories": {str(i): name for i, name in enumerate(levels)},
+                "detection_categories": _categories(names, 1),
+                "classification_categories": _categories(levels, 0),
                 "info": {
                     **_detection_info(found.name),
                     "classifier": f"mmlspark {mmlspark.__version__} camera-trap, {model_name}, "
@@ -1402,6 +1392,12 @@ def _detections_table(ordered: DataFrame, species: bool) -> DataFrame:
     )
 
 
+def _categories(names: list[str], first: int) -> dict[str, str]:
+    """A results.json categories map: the names by their ids as strings, counted from `first`
+    (1 for MegaDetector's detection categories, 0 for classification categories)."""
+    return {str(first + i): name for i, name in enumerate(names)}
+
+
 def _detection_info(detector_name: str) -> dict[str, Any]:
     """The `info` of a results.json written from a detector's output."""
     return {
@@ -1414,22 +1410,20 @@ def _detection_info(detector_name: str) -> dict[str, Any]:
 
 def write_detections(
     spark: SparkSession,
-    rows: DataFrame | None,
+    rows: DataFrame,
     folder: RunFolder,
     names: list[str],
     root: str,
     detector_name: str,
 ) -> None:
     """detections.csv and the MegaDetector-format results.json of a detect run."""
-    if rows is None:
-        rows = spark.createDataFrame([], DETECT_SCHEMA)
     ordered = _relative_files(rows, root)
     _write_csv(folder, _detections_table(ordered, species=False), "detections.csv")
     _write_json(
         folder,
         ordered.select(_detection_entries(None)),
         {
-            "detection_categories": {str(i + 1): name for i, name in enumerate(names)},
+            "detection_categories": _categories(names, 1),
             "info": _detection_info(detector_name),
         },
     )
