@@ -9,7 +9,7 @@
 
 import java.nio.file.Files
 
-import mmlspark.codegen.{SharedParams, SparkJar, SparkLines}
+import mmlspark.codegen.{SharedParams, SparkJar, SparkLines, StageParams}
 
 ThisBuild / organization := "mmlspark"
 ThisBuild / version := IO.read(file("VERSION")).trim
@@ -112,13 +112,20 @@ lazy val core = (project in file("scala"))
       "org.openpnp" % "opencv" % "4.9.0-0",
       "com.microsoft.onnxruntime" % onnxRuntimeArtifact % onnxRuntimeVersion
     ),
-    // The shared param traits, written from the table in project/SharedParamsSpec.scala before
-    // the library compiles (the codegen project writes their Python twins from the same table).
+    // The param traits, written before the library compiles: the shared ones from the table in
+    // project/SharedParamsSpec.scala (the codegen project writes their Python twins from the same
+    // table), and each stage's own from project/StageParamsSpec.scala.
     Compile / sourceGenerators += Def.task {
-      val out = (Compile / sourceManaged).value / "mmlspark" / "contracts" / "SharedParams.scala"
-      val source = SharedParams.scalaSource()
-      if (!out.isFile || IO.read(out) != source) IO.write(out, source)
-      Seq(out)
+      val managed = (Compile / sourceManaged).value / "mmlspark"
+      val sources = (managed / "contracts" / "SharedParams.scala" -> SharedParams.scalaSource()) +:
+        StageParams.groups.map { g =>
+          managed / g.pkg.stripPrefix("mmlspark.").replace('.', '/') / s"${g.traitName}.scala" ->
+            g.scalaSource
+        }
+      sources.foreach { case (out, source) =>
+        if (!out.isFile || IO.read(out) != source) IO.write(out, source)
+      }
+      sources.map(_._1)
     }.taskValue,
     // Read by the Python package and the code generator to check that both sides match.
     Compile / resourceGenerators += Def.task {

@@ -31,14 +31,9 @@ object ParamType {
   val intArray = ParamType("Array[Int]", "IntArrayParam", "list[int]", "TypeConverters.toListInt")
   val doubleArray =
     ParamType("Array[Double]", "DoubleArrayParam", "list[float]", "TypeConverters.toListFloat")
-  val stage = ParamType("PipelineStage", "Param[PipelineStage]", "JavaParams", "to_stage")
+  val stage = ParamType("PipelineStage", "StageParam", "JavaParams", "to_stage")
   val stageArray =
-    ParamType(
-      "Array[PipelineStage]",
-      "Param[Array[PipelineStage]]",
-      "list[JavaParams]",
-      "to_stages"
-    )
+    ParamType("Array[PipelineStage]", "StageArrayParam", "list[JavaParams]", "to_stages")
 
   val all: Seq[ParamType] = Seq(
     string,
@@ -66,13 +61,33 @@ final case class SharedParam(
     validator: Option[String] = None
 ) {
   def traitName: String = "Has" + name.capitalize
+
+  /** The Scala members of this param: the `final val`, its getter and its setter. */
+  def scalaMembers: String = {
+    val t = paramType
+    val validator = this.validator.map(v => s", $v").getOrElse("")
+    val escaped = doc.replace("\\", "\\\\").replace("\"", "\\\"")
+    s"""  /** Param for $doc. */
+       |  final val $name: ${t.scalaParamClass} =
+       |    new ${t.scalaParamClass}(this, "$name", "$escaped"$validator)
+       |
+       |  final def get${name.capitalize}: ${t.scalaType} = $$($name)
+       |
+       |  def set${name.capitalize}(value: ${t.scalaType}): this.type = set($name, value)
+       |""".stripMargin
+  }
+}
+
+/** Validators that many rows share, as the Scala code the generated traits hold. */
+object Validators {
+  val nonEmptyName = Some("(name: String) => name != null && name.nonEmpty")
+  val nonEmptyNames = Some("(names: Array[String]) => names.forall(n => n != null && n.nonEmpty)")
+  def gtEq(bound: Int): Option[String] = Some(s"ParamValidators.gtEq($bound)")
+  val unitInterval = Some("ParamValidators.inRange(0, 1)")
 }
 
 object SharedParams {
-  private val nonEmptyName = Some("(name: String) => name != null && name.nonEmpty")
-  private val nonEmptyNames = Some(
-    "(names: Array[String]) => names.forall(n => n != null && n.nonEmpty)"
-  )
+  import Validators._
 
   /** The table: one row per shared param, in the order of the generated files. */
   val table: Seq[SharedParam] = Seq(
@@ -122,22 +137,10 @@ object SharedParams {
   /** The Scala traits of `rows`, the source of `mmlspark/contracts/SharedParams.scala`. */
   def scalaSource(rows: Seq[SharedParam] = table): String = {
     val traits = rows.map { p =>
-      val t = p.paramType
-      val validator = p.validator.map(v => s", $v").getOrElse("")
       s"""/** Trait for shared param `${p.name}`: ${p.doc}. */
          |trait ${p.traitName} extends Params {
          |
-         |  /** Param for ${p.doc}. */
-         |  final val ${p.name}: ${t.scalaParamClass} =
-         |    new ${t.scalaParamClass}(this, "${p.name}", "${p.doc.replace(
-          "\"",
-          "\\\""
-        )}"$validator)
-         |
-         |  final def get${p.name.capitalize}: ${t.scalaType} = $$(${p.name})
-         |
-         |  def set${p.name.capitalize}(value: ${t.scalaType}): this.type = set(${p.name}, value)
-         |}
+         |${p.scalaMembers}}
          |""".stripMargin
     }
     s"""// $header

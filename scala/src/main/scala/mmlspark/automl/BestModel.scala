@@ -17,15 +17,10 @@ import org.apache.spark.sql.types.{DoubleType, StructField, StructType}
   */
 final class BestModel(override val uid: String)
     extends Model[BestModel]
-    with FindBestModelParams
+    with BestModelDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("BestModel"))
-
-  final val bestModel: StageParam = new StageParam(this, "bestModel", "the chosen fitted model")
-
-  def getBestModel: PipelineStage = $(bestModel)
-  def setBestModel(value: PipelineStage): this.type = set(bestModel, value)
 
   private var metricRows: Seq[Row] = Nil
   private var metricSchema: StructType = new StructType()

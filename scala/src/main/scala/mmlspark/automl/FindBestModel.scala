@@ -18,21 +18,13 @@ import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.types._
 
 /** Params of [[FindBestModel]] and [[BestModel]]. */
-private[automl] trait FindBestModelParams extends Params with HasLabelCol with HasPredictionCol {
-
-  final val evaluationMetric: Param[String] = new Param[String](
-    this,
-    "evaluationMetric",
-    "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', " +
-      "'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', " +
-      "'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors",
-    ParamValidators.inArray(FindBestModel.metrics.keys.toArray)
-  )
+private[automl] trait FindBestModelParams
+    extends Params
+    with FindBestModelParamsDecls
+    with HasLabelCol
+    with HasPredictionCol {
 
   setDefault(labelCol -> "label", evaluationMetric -> "accuracy", predictionCol -> "prediction")
-
-  def getEvaluationMetric: String = $(evaluationMetric)
-  def setEvaluationMetric(value: String): this.type = set(evaluationMetric, value)
 
   /** The statistics stage models are scored with: the label and prediction columns as set here,
     * else found from each model's score metadata (the defaults when it has none).
@@ -52,21 +44,11 @@ private[automl] trait FindBestModelParams extends Params with HasLabelCol with H
   */
 final class FindBestModel(override val uid: String)
     extends Estimator[BestModel]
-    with FindBestModelParams
+    with FindBestModelDecls
     with StageWritable
     with Logging {
 
   def this() = this(Identifiable.randomUID("FindBestModel"))
-
-  final val models: StageArrayParam = new StageArrayParam(
-    this,
-    "models",
-    "the fitted models to compare (Transformers, e.g. the models of TrainClassifier); holds " +
-      "stages: not settable over Spark Connect"
-  )
-
-  def getModels: Array[PipelineStage] = $(models)
-  def setModels(value: Array[PipelineStage]): this.type = set(models, value)
 
   private def candidates: Seq[Transformer] = {
     SchemaUtils.require(

@@ -29,59 +29,10 @@ import org.opencv.core.{Core, Mat, Rect, Scalar}
   */
 final class CropDetections(override val uid: String)
     extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
+    with CropDetectionsDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("CropDetections"))
-
-  final val detectionsCol: Param[String] = new Param[String](
-    this,
-    "detectionsCol",
-    "name of the column of detections (category, label, conf, bbox) to crop",
-    (name: String) => name != null && name.nonEmpty
-  )
-
-  final val detectionCol: Param[String] = new Param[String](
-    this,
-    "detectionCol",
-    "name of the new column holding each crop's detection",
-    (name: String) => name != null && name.nonEmpty
-  )
-
-  final val detectionIndexCol: Param[String] = new Param[String](
-    this,
-    "detectionIndexCol",
-    "name of the new column holding each crop's index in its image's detections (from 0)",
-    (name: String) => name != null && name.nonEmpty
-  )
-
-  final val confidenceThreshold: DoubleParam = new DoubleParam(
-    this,
-    "confidenceThreshold",
-    "detections with a confidence under this give no crop (0 to 1)",
-    ParamValidators.inRange(0, 1)
-  )
-
-  final val categories: StringArrayParam = new StringArrayParam(
-    this,
-    "categories",
-    "the categories (e.g. '1', animals in MegaDetector's) whose detections are cropped; empty: all",
-    (values: Array[String]) => values.forall(v => v != null && v.nonEmpty)
-  )
-
-  final val square: BooleanParam = new BooleanParam(
-    this,
-    "square",
-    "widen each crop to a square around its box, padded with black where the image ends"
-  )
-
-  final val keepUncropped: BooleanParam = new BooleanParam(
-    this,
-    "keepUncropped",
-    "keep a row none of whose detections is cropped, once, with null index, detection and crop"
-  )
 
   setDefault(
     inputCol -> "image",
@@ -95,21 +46,6 @@ final class CropDetections(override val uid: String)
     square -> false,
     keepUncropped -> false
   )
-
-  def getDetectionsCol: String = $(detectionsCol)
-  def setDetectionsCol(value: String): this.type = set(detectionsCol, value)
-  def getDetectionCol: String = $(detectionCol)
-  def setDetectionCol(value: String): this.type = set(detectionCol, value)
-  def getDetectionIndexCol: String = $(detectionIndexCol)
-  def setDetectionIndexCol(value: String): this.type = set(detectionIndexCol, value)
-  def getConfidenceThreshold: Double = $(confidenceThreshold)
-  def setConfidenceThreshold(value: Double): this.type = set(confidenceThreshold, value)
-  def getCategories: Array[String] = $(categories)
-  def setCategories(value: Array[String]): this.type = set(categories, value)
-  def getSquare: Boolean = $(square)
-  def setSquare(value: Boolean): this.type = set(square, value)
-  def getKeepUncropped: Boolean = $(keepUncropped)
-  def setKeepUncropped(value: Boolean): this.type = set(keepUncropped, value)
 
   private def added: Seq[String] =
     Seq($(detectionIndexCol), $(detectionCol), $(outputCol), $(errorCol))

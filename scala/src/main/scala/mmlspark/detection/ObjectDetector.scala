@@ -26,25 +26,9 @@ import org.apache.spark.sql.types._
   * An image with no detection over the threshold gets an empty array; a null or undecodable image
   * gets null and the reason in `errorCol`.
   */
-final class ObjectDetector(override val uid: String)
-    extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
-    with HasMiniBatchSize
-    with HasReducedDecode
-    with HasDeviceType
-    with HasOnnxModel {
+final class ObjectDetector(override val uid: String) extends Transformer with ObjectDetectorDecls {
 
   def this() = this(Identifiable.randomUID("ObjectDetector"))
-
-  final val imageSize: IntParam = new IntParam(
-    this,
-    "imageSize",
-    "height and width of the square images are letterboxed to, e.g. 640 or 1280 (unset: the " +
-      "model input's fixed size, or 640 when it has none)",
-    ParamValidators.gtEq(1)
-  )
 
   final val modelFormat: Param[String] = new Param[String](
     this,
@@ -53,35 +37,6 @@ final class ObjectDetector(override val uid: String)
       "(cx, cy, w, h, objectness, C class scores), 'yolov8' is [N, 4+C, K] (cx, cy, w, h, C class " +
       "scores); 'auto' tells them apart by the output's shape",
     YoloLayout.Formats.isValid
-  )
-
-  final val confidenceThreshold: DoubleParam = new DoubleParam(
-    this,
-    "confidenceThreshold",
-    "detections with a confidence at or under this are dropped (0 to 1)",
-    ParamValidators.inRange(0, 1)
-  )
-
-  final val iouThreshold: DoubleParam = new DoubleParam(
-    this,
-    "iouThreshold",
-    "a box overlapping a more confident box of the same class by more than this intersection " +
-      "over union is suppressed (0 to 1)",
-    ParamValidators.inRange(0, 1)
-  )
-
-  final val maxDetections: IntParam = new IntParam(
-    this,
-    "maxDetections",
-    "most detections kept per image, the most confident (at least 1)",
-    ParamValidators.gtEq(1)
-  )
-
-  final val classNames: StringArrayParam = new StringArrayParam(
-    this,
-    "classNames",
-    "the name of each class the detector gives, in class order (class i has category i+1)",
-    (names: Array[String]) => names.nonEmpty && names.forall(n => n != null && n.nonEmpty)
   )
 
   setDefault(
@@ -97,18 +52,8 @@ final class ObjectDetector(override val uid: String)
     reducedDecode -> true
   )
 
-  def getImageSize: Int = $(imageSize)
-  def setImageSize(value: Int): this.type = set(imageSize, value)
   def getModelFormat: String = $(modelFormat)
   def setModelFormat(value: String): this.type = set(modelFormat, value)
-  def getConfidenceThreshold: Double = $(confidenceThreshold)
-  def setConfidenceThreshold(value: Double): this.type = set(confidenceThreshold, value)
-  def getIouThreshold: Double = $(iouThreshold)
-  def setIouThreshold(value: Double): this.type = set(iouThreshold, value)
-  def getMaxDetections: Int = $(maxDetections)
-  def setMaxDetections(value: Int): this.type = set(maxDetections, value)
-  def getClassNames: Array[String] = $(classNames)
-  def setClassNames(value: Array[String]): this.type = set(classNames, value)
 
   private def tensorCol = s"__tensor_$uid"
   private def sizeCol = s"__size_$uid"

@@ -26,45 +26,7 @@ import org.opencv.core.Mat
 /** The row-wise stages that decode a binary column of encoded images (and, through
   * [[ImageDecoder]], the reader): their decoding params, input and decoding functions.
   */
-trait HasDecodeParams extends RowwiseTransformer {
-
-  final val colorMode: Param[String] = new Param[String](
-    this,
-    "colorMode",
-    "how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' " +
-      "(as stored: gray, BGR or BGRA, 8 or 16 bits)",
-    ParamValidators.inArray(ImageCodec.ColorModes)
-  )
-
-  final val applyOrientation: BooleanParam = new BooleanParam(
-    this,
-    "applyOrientation",
-    "rotate or flip JPEGs as their EXIF orientation tag says"
-  )
-
-  final val reduceFactor: IntParam = new IntParam(
-    this,
-    "reduceFactor",
-    "decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8",
-    ParamValidators.inArray(Array(1, 2, 4, 8))
-  )
-
-  final val minHeight: IntParam = new IntParam(
-    this,
-    "minHeight",
-    "with minWidth, when either is positive: decode JPEGs at the smallest of 1/8, 1/4, 1/2 and " +
-      "full scale that still covers minHeight x minWidth, in place of reduceFactor (for stages " +
-      "that resize to a smaller size anyway: much faster and smaller for large photos); other " +
-      "formats are decoded at full size. 0 means no minimum",
-    ParamValidators.gtEq(0)
-  )
-
-  final val minWidth: IntParam = new IntParam(
-    this,
-    "minWidth",
-    "the width that a reduced JPEG decode must still cover; see minHeight. 0 means no minimum",
-    ParamValidators.gtEq(0)
-  )
+trait HasDecodeParams extends RowwiseTransformer with HasDecodeParamsDecls {
 
   setDefault(
     inputCol -> "content",
@@ -77,26 +39,6 @@ trait HasDecodeParams extends RowwiseTransformer {
   )
 
   override protected def inputKind: ColumnKind = ColumnKind.Binary
-
-  def getColorMode: String = $(colorMode)
-
-  def setColorMode(value: String): this.type = set(colorMode, value)
-
-  def getApplyOrientation: Boolean = $(applyOrientation)
-
-  def setApplyOrientation(value: Boolean): this.type = set(applyOrientation, value)
-
-  def getReduceFactor: Int = $(reduceFactor)
-
-  def setReduceFactor(value: Int): this.type = set(reduceFactor, value)
-
-  def getMinHeight: Int = $(minHeight)
-
-  def setMinHeight(value: Int): this.type = set(minHeight, value)
-
-  def getMinWidth: Int = $(minWidth)
-
-  def setMinWidth(value: Int): this.type = set(minWidth, value)
 
   /** A column expression reading the file at `path` (unless `listingError` says it cannot be used)
     * and decoding it into a [[RowResult]] of an image, on the executors: the encoded bytes live
@@ -151,35 +93,18 @@ object HasDecodeParams {
   * struct with OpenCV, on the executors. A row that cannot be decoded gets a null image and an
   * error message saying why; it is kept unless `dropInvalid` is true.
   */
-final class ImageDecoder(override val uid: String) extends HasDecodeParams with StageWritable {
+final class ImageDecoder(override val uid: String)
+    extends HasDecodeParams
+    with ImageDecoderDecls
+    with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageDecoder"))
-
-  final val originCol: Param[String] = new Param[String](
-    this,
-    "originCol",
-    "string column copied into each image's origin field, such as the file path ('': none)"
-  )
-
-  final val dropInvalid: BooleanParam = new BooleanParam(
-    this,
-    "dropInvalid",
-    "drop the rows that cannot be decoded instead of keeping them with a null image"
-  )
 
   setDefault(
     outputCol -> "image",
     originCol -> "",
     dropInvalid -> false
   )
-
-  def getOriginCol: String = $(originCol)
-
-  def setOriginCol(value: String): this.type = set(originCol, value)
-
-  def getDropInvalid: Boolean = $(dropInvalid)
-
-  def setDropInvalid(value: Boolean): this.type = set(dropInvalid, value)
 
   override protected def outputDataType: DataType = ImageSchemaUtils.imageType
 

@@ -27,85 +27,9 @@ import org.apache.spark.sql.types.{BinaryType, StringType, StructType}
   */
 final class ImageFeaturizer(override val uid: String)
     extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
-    with HasMiniBatchSize
-    with HasTensorChannelOrder
-    with HasReducedDecode
-    with HasDeviceType
-    with HasOnnxModel {
+    with ImageFeaturizerDecls {
 
   def this() = this(Identifiable.randomUID("ImageFeaturizer"))
-
-  final val featureTensorName: Param[String] = new Param[String](
-    this,
-    "featureTensorName",
-    "node or tensor of the model whose value is the feature vector; the model is cut there " +
-      "(unset: the model's own output)",
-    (name: String) => name != null && name.nonEmpty
-  )
-
-  final val imageHeight: IntParam =
-    new IntParam(
-      this,
-      "imageHeight",
-      "height images are resized to (at least 1)",
-      ParamValidators.gtEq(1)
-    )
-
-  final val imageWidth: IntParam =
-    new IntParam(
-      this,
-      "imageWidth",
-      "width images are resized to (at least 1)",
-      ParamValidators.gtEq(1)
-    )
-
-  final val channelMeans: DoubleArrayParam = new DoubleArrayParam(
-    this,
-    "channelMeans",
-    "per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values)",
-    (a: Array[Double]) => a.length == 1 || a.length == 3
-  )
-
-  final val channelStds: DoubleArrayParam = new DoubleArrayParam(
-    this,
-    "channelStds",
-    "per-channel standard deviations divided by, in tensorChannelOrder (1 or 3 values, " +
-      "above 0)",
-    (a: Array[Double]) => (a.length == 1 || a.length == 3) && a.forall(_ > 0)
-  )
-
-  final val colorScaleFactor: DoubleParam = new DoubleParam(
-    this,
-    "colorScaleFactor",
-    "factor pixel values are multiplied by before normalizing (above 0)",
-    ParamValidators.gt(0)
-  )
-
-  final val dropNa: BooleanParam = new BooleanParam(
-    this,
-    "dropNa",
-    "drop the rows whose image is null or whose feature vector comes out null (an image that " +
-      "cannot be decoded, with ignoreDecodingErrors, or that cannot be processed), so that a " +
-      "following fit sees only vectors; false keeps them, with a null vector and the reason in " +
-      "errorCol"
-  )
-
-  final val ignoreDecodingErrors: BooleanParam = new BooleanParam(
-    this,
-    "ignoreDecodingErrors",
-    "for encoded image bytes: give an image that cannot be decoded a null vector (and the reason " +
-      "in errorCol) instead of failing the transform"
-  )
-
-  final val autoConvertToColor: BooleanParam = new BooleanParam(
-    this,
-    "autoConvertToColor",
-    "convert gray and 4-channel images to 3-channel color before the model; false: a gray " +
-      "image gives a one-channel tensor"
-  )
 
   setDefault(
     dropNa -> true,
@@ -123,25 +47,6 @@ final class ImageFeaturizer(override val uid: String)
     reducedDecode -> true,
     miniBatchSize -> 64
   )
-
-  def getFeatureTensorName: String = $(featureTensorName)
-  def setFeatureTensorName(value: String): this.type = set(featureTensorName, value)
-  def getImageHeight: Int = $(imageHeight)
-  def setImageHeight(value: Int): this.type = set(imageHeight, value)
-  def getImageWidth: Int = $(imageWidth)
-  def setImageWidth(value: Int): this.type = set(imageWidth, value)
-  def getChannelMeans: Array[Double] = $(channelMeans)
-  def setChannelMeans(value: Array[Double]): this.type = set(channelMeans, value)
-  def getChannelStds: Array[Double] = $(channelStds)
-  def setChannelStds(value: Array[Double]): this.type = set(channelStds, value)
-  def getColorScaleFactor: Double = $(colorScaleFactor)
-  def setColorScaleFactor(value: Double): this.type = set(colorScaleFactor, value)
-  def getDropNa: Boolean = $(dropNa)
-  def setDropNa(value: Boolean): this.type = set(dropNa, value)
-  def getIgnoreDecodingErrors: Boolean = $(ignoreDecodingErrors)
-  def setIgnoreDecodingErrors(value: Boolean): this.type = set(ignoreDecodingErrors, value)
-  def getAutoConvertToColor: Boolean = $(autoConvertToColor)
-  def setAutoConvertToColor(value: Boolean): this.type = set(autoConvertToColor, value)
 
   private def tensorCol = s"__tensor_$uid"
   private def imageErrorCol = s"__imageError_$uid"

@@ -18,17 +18,10 @@ import org.opencv.core.{Core, Mat}
   */
 final class ImageSetAugmenter(override val uid: String)
     extends Transformer
-    with HasInputCol
-    with HasOutputCol
+    with ImageSetAugmenterDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageSetAugmenter"))
-
-  final val flipLeftRight: BooleanParam =
-    new BooleanParam(this, "flipLeftRight", "add a copy mirrored left to right")
-
-  final val flipUpDown: BooleanParam =
-    new BooleanParam(this, "flipUpDown", "add a copy mirrored top to bottom")
 
   setDefault(
     inputCol -> "image",
@@ -36,14 +29,6 @@ final class ImageSetAugmenter(override val uid: String)
     flipLeftRight -> true,
     flipUpDown -> false
   )
-
-  def getFlipLeftRight: Boolean = $(flipLeftRight)
-
-  def setFlipLeftRight(value: Boolean): this.type = set(flipLeftRight, value)
-
-  def getFlipUpDown: Boolean = $(flipUpDown)
-
-  def setFlipUpDown(value: Boolean): this.type = set(flipUpDown, value)
 
   override def transformSchema(schema: StructType): StructType = {
     SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageSchemaUtils.ImageColumn)

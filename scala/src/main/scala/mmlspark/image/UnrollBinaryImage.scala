@@ -13,39 +13,18 @@ import org.opencv.imgproc.Imgproc
   * into a vector like [[UnrollImage]], in one step with no image column in between. A row that
   * cannot be decoded gets a null vector and an error message.
   */
-final class UnrollBinaryImage(override val uid: String) extends HasDecodeParams with StageWritable {
+final class UnrollBinaryImage(override val uid: String)
+    extends HasDecodeParams
+    with UnrollBinaryImageDecls
+    with StageWritable {
 
   def this() = this(Identifiable.randomUID("UnrollBinaryImage"))
-
-  final val height: IntParam =
-    new IntParam(
-      this,
-      "height",
-      "height to resize to before unrolling (0: keep the size)",
-      ParamValidators.gtEq(0)
-    )
-
-  final val width: IntParam =
-    new IntParam(
-      this,
-      "width",
-      "width to resize to before unrolling (0: keep the size)",
-      ParamValidators.gtEq(0)
-    )
 
   setDefault(
     outputCol -> "unrolled",
     height -> 0,
     width -> 0
   )
-
-  def getHeight: Int = $(height)
-
-  def setHeight(value: Int): this.type = set(height, value)
-
-  def getWidth: Int = $(width)
-
-  def setWidth(value: Int): this.type = set(width, value)
 
   override protected def outputDataType: DataType = SQLDataTypes.VectorType
 

@@ -14,18 +14,7 @@ import org.json4s.jackson.JsonMethods.{compact, render}
   * or from bytes (`setModelPayload`, which take precedence), and is saved with the stage as a plain
   * `model.onnx` file next to its metadata. A loaded stage runs the model saved with it.
   */
-trait HasOnnxModel extends Params with StageWritable {
-
-  final val modelLocation: Param[String] = new Param[String](
-    this,
-    "modelLocation",
-    "path of the ONNX model file on any Hadoop filesystem (local, hdfs:, s3a:, abfss:, dbfs: ...), " +
-      "read once per executor; a payload set with setModelPayload takes precedence",
-    (p: String) => p != null && p.nonEmpty
-  )
-
-  def getModelLocation: String = $(modelLocation)
-  def setModelLocation(value: String): this.type = set(modelLocation, value)
+trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
 
   // The model bytes, when given as bytes.
   private var payload: Array[Byte] = _
@@ -187,21 +176,10 @@ object HasOnnxModel {
 }
 
 /** Where a model runs. */
-trait HasDeviceType extends Params {
-
-  final val deviceType: Param[String] = new Param[String](
-    this,
-    "deviceType",
-    "where the model runs: 'auto' (CUDA when the executor's ONNX Runtime has it, else CPU), " +
-      "'cpu', or 'cuda' (an error without CUDA), in any case; the GPU is the task's Spark 'gpu' " +
-      "resource",
-    HasDeviceType.DeviceTypes.isValid
-  )
+trait HasDeviceType extends Params with HasDeviceTypeDecls {
 
   setDefault(deviceType -> "auto")
 
-  def getDeviceType: String = $(deviceType)
-  def setDeviceType(value: String): this.type = set(deviceType, value)
 }
 
 object HasDeviceType {

@@ -43,97 +43,15 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * rows are dropped; a running ONNX Runtime call is terminated once no task waits for it, and at
   * JVM exit running calls are terminated before ONNX Runtime shuts down.
   */
-final class ONNXModel(override val uid: String)
-    extends Transformer
-    with HasInputCol
-    with HasOutputCol
-    with HasErrorCol
-    with HasMiniBatchSize
-    with HasDeviceType
-    with HasOnnxModel {
+final class ONNXModel(override val uid: String) extends Transformer with ONNXModelDecls {
 
   def this() = this(Identifiable.randomUID("ONNXModel"))
-
-  final val feedDict: Param[String] = new Param[String](
-    this,
-    "feedDict",
-    "JSON object mapping each model input to the column it is read from, e.g. " +
-      "{\"input\": \"features\"} ({}: the model's only input reads inputCol)",
-    ONNXModel.isStringMap _
-  )
-
-  final val fetchDict: Param[String] = new Param[String](
-    this,
-    "fetchDict",
-    "JSON object mapping each new column to the model output it receives, e.g. " +
-      "{\"scores\": \"output\"} ({}: outputCol receives the model's only output)",
-    ONNXModel.isStringMap _
-  )
-
-  final val softMaxDict: Param[String] = new Param[String](
-    this,
-    "softMaxDict",
-    "JSON object mapping a fetched column to a new column that receives its softmax",
-    ONNXModel.isStringMap _
-  )
-
-  final val argMaxDict: Param[String] = new Param[String](
-    this,
-    "argMaxDict",
-    "JSON object mapping a fetched column to a new column that receives the index of its " +
-      "largest value, as a double",
-    ONNXModel.isStringMap _
-  )
-
-  final val intraOpThreads: IntParam = new IntParam(
-    this,
-    "intraOpThreads",
-    "threads ONNX Runtime uses within one run; 0 means one on a CPU (the inference service runs " +
-      "as many batches at once as the executor has cores), the executor's cores on a GPU, and " +
-      "the task's CPU share (spark.task.cpus) with the service off (at least 0)",
-    ParamValidators.gtEq(0)
-  )
 
   final val optimizationLevel: Param[String] = new Param[String](
     this,
     "optimizationLevel",
     s"ONNX Runtime graph optimizations: ${ONNXModel.OptimizationLevels.describe}",
     ONNXModel.OptimizationLevels.isValid
-  )
-
-  final val cudaMemoryLimit: LongParam = new LongParam(
-    this,
-    "cudaMemoryLimit",
-    "bytes of GPU memory the CUDA provider's arena may use; 0 means no limit (at least 0)",
-    ParamValidators.gtEq(0)
-  )
-
-  final val cudnnConvAlgoSearch: Param[String] = new Param[String](
-    this,
-    "cudnnConvAlgoSearch",
-    "how cuDNN picks convolution algorithms: 'EXHAUSTIVE' (slow first batch, fastest after), " +
-      "'HEURISTIC' or 'DEFAULT' (any case)",
-    ONNXModel.ConvAlgoSearches.isValid
-  )
-
-  final val useTensorRT: BooleanParam = new BooleanParam(
-    this,
-    "useTensorRT",
-    "on CUDA, try the TensorRT provider first (needs an ONNX Runtime GPU build with TensorRT " +
-      "and TensorRT installed)"
-  )
-
-  final val vectorOutputs: BooleanParam = new BooleanParam(
-    this,
-    "vectorOutputs",
-    "float and double outputs become ML vectors instead of arrays"
-  )
-
-  final val softMaxVectors: BooleanParam = new BooleanParam(
-    this,
-    "softMaxVectors",
-    "the softmax of a one-dimensional output is an ML vector, a probability column as Spark " +
-      "ML's classifiers write one (false: the type of the fetched column)"
   )
 
   setDefault(
@@ -152,34 +70,14 @@ final class ONNXModel(override val uid: String)
     errorCol -> "onnxError"
   )
 
-  def getFeedDict: String = $(feedDict)
-  def setFeedDict(value: String): this.type = set(feedDict, value)
   def setFeedDict(value: Map[String, String]): this.type = set(feedDict, ONNXModel.toJson(value))
-  def getFetchDict: String = $(fetchDict)
-  def setFetchDict(value: String): this.type = set(fetchDict, value)
   def setFetchDict(value: Map[String, String]): this.type = set(fetchDict, ONNXModel.toJson(value))
-  def getSoftMaxDict: String = $(softMaxDict)
-  def setSoftMaxDict(value: String): this.type = set(softMaxDict, value)
   def setSoftMaxDict(value: Map[String, String]): this.type =
     set(softMaxDict, ONNXModel.toJson(value))
-  def getArgMaxDict: String = $(argMaxDict)
-  def setArgMaxDict(value: String): this.type = set(argMaxDict, value)
   def setArgMaxDict(value: Map[String, String]): this.type =
     set(argMaxDict, ONNXModel.toJson(value))
-  def getIntraOpThreads: Int = $(intraOpThreads)
-  def setIntraOpThreads(value: Int): this.type = set(intraOpThreads, value)
   def getOptimizationLevel: String = $(optimizationLevel)
   def setOptimizationLevel(value: String): this.type = set(optimizationLevel, value)
-  def getCudaMemoryLimit: Long = $(cudaMemoryLimit)
-  def setCudaMemoryLimit(value: Long): this.type = set(cudaMemoryLimit, value)
-  def getCudnnConvAlgoSearch: String = $(cudnnConvAlgoSearch)
-  def setCudnnConvAlgoSearch(value: String): this.type = set(cudnnConvAlgoSearch, value)
-  def getUseTensorRT: Boolean = $(useTensorRT)
-  def setUseTensorRT(value: Boolean): this.type = set(useTensorRT, value)
-  def getVectorOutputs: Boolean = $(vectorOutputs)
-  def setVectorOutputs(value: Boolean): this.type = set(vectorOutputs, value)
-  def getSoftMaxVectors: Boolean = $(softMaxVectors)
-  def setSoftMaxVectors(value: Boolean): this.type = set(softMaxVectors, value)
 
   private def fail(message: String): Nothing =
     throw new IllegalArgumentException(s"${SchemaUtils.stageName(this)}: $message")

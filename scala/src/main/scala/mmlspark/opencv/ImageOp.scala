@@ -63,9 +63,23 @@ sealed trait ImageOp {
   }
 }
 
+/** An operation whose output has a size of its own, (height, width), whatever its input's. */
+sealed trait FixedSizeOp extends ImageOp {
+  protected def outputSize: (Int, Int)
+  override def fixedSize: Option[(Int, Int)] = Some(outputSize)
+  override def changesSize: Boolean = true
+}
+
+/** A [[FixedSizeOp]] that scales any input to its size, which is then the least input size of a
+  * smaller decode.
+  */
+sealed trait ScalesToSize extends FixedSizeOp {
+  override def minInputSize: Option[(Int, Int)] = Some(outputSize)
+}
+
 /** Resizes to `height` x `width`. */
 final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.INTER_LINEAR)
-    extends ImageOp {
+    extends ScalesToSize {
   def validate(): Unit = {
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
     requireOneOf(Constants.interpolation, "interpolation", interpolation)
@@ -74,9 +88,7 @@ final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.IN
     newMat(image)((in, out) =>
       Imgproc.resize(in, out, new Size(width, height), 0, 0, interpolation)
     )
-  override def fixedSize: Option[(Int, Int)] = Some((height, width))
-  override def changesSize: Boolean = true
-  override def minInputSize: Option[(Int, Int)] = Some((height, width))
+  protected def outputSize: (Int, Int) = (height, width)
 }
 
 object Resize
@@ -168,7 +180,7 @@ object LetterboxGeometry {
 /** Scales the image to fit a `size` x `size` square, keeping its aspect ratio (bilinear), and pads
   * the rest evenly with `padValue` in every channel: the letterbox YOLO detectors take.
   */
-final case class Letterbox(size: Int, padValue: Double = 114.0) extends ImageOp {
+final case class Letterbox(size: Int, padValue: Double = 114.0) extends ScalesToSize {
   def validate(): Unit = require(size > 0, s"size must be positive but was $size")
   def apply(image: Image): Image = {
     val g = LetterboxGeometry(image.mat.rows(), image.mat.cols(), size)
@@ -201,9 +213,7 @@ final case class Letterbox(size: Int, padValue: Double = 114.0) extends ImageOp 
       )
     finally if (scaled ne image.mat) scaled.release()
   }
-  override def fixedSize: Option[(Int, Int)] = Some((size, size))
-  override def changesSize: Boolean = true
-  override def minInputSize: Option[(Int, Int)] = Some((size, size))
+  protected def outputSize: (Int, Int) = (size, size)
 }
 
 object Letterbox
@@ -220,7 +230,7 @@ object Letterbox
 }
 
 /** Keeps the `height` x `width` region whose top-left corner is (`x`, `y`). */
-final case class Crop(x: Int, y: Int, height: Int, width: Int) extends ImageOp {
+final case class Crop(x: Int, y: Int, height: Int, width: Int) extends FixedSizeOp {
   def validate(): Unit = {
     require(x >= 0 && y >= 0, s"x and y must be at least 0 but were ($x, $y)")
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
@@ -235,8 +245,7 @@ final case class Crop(x: Int, y: Int, height: Int, width: Int) extends ImageOp {
     try Image(region.clone(), image.order)
     finally region.release()
   }
-  override def fixedSize: Option[(Int, Int)] = Some((height, width))
-  override def changesSize: Boolean = true
+  protected def outputSize: (Int, Int) = (height, width)
 }
 
 object Crop
@@ -254,7 +263,7 @@ object Crop
 }
 
 /** Keeps the central `height` x `width` region (offsets rounded down, as `(H - h) // 2`). */
-final case class CenterCrop(height: Int, width: Int) extends ImageOp {
+final case class CenterCrop(height: Int, width: Int) extends FixedSizeOp {
   def validate(): Unit =
     require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
   def apply(image: Image): Image = {
@@ -262,8 +271,7 @@ final case class CenterCrop(height: Int, width: Int) extends ImageOp {
     require(height <= h && width <= w, s"${height}x$width is larger than the ${h}x$w image")
     Crop((w - width) / 2, (h - height) / 2, height, width).apply(image)
   }
-  override def fixedSize: Option[(Int, Int)] = Some((height, width))
-  override def changesSize: Boolean = true
+  protected def outputSize: (Int, Int) = (height, width)
 }
 
 object CenterCrop

@@ -36,12 +36,12 @@ import org.opencv.core.{Core, CvType, Mat}
   */
 final class ImageTransformer(override val uid: String)
     extends RowwiseTransformer
-    with HasTensorChannelOrder
-    with HasReducedDecode
+    with ImageTransformerDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("ImageTransformer"))
 
+  /** Param for the operations, as JSON; its doc lists every op of the registry. */
   final val operations: Param[String] = new Param[String](
     this,
     "operations",
@@ -49,11 +49,9 @@ final class ImageTransformer(override val uid: String)
     (json: String) => { ImageOp.fromJson(json); true }
   )
 
-  final val toTensor: BooleanParam = new BooleanParam(
-    this,
-    "toTensor",
-    "output a flat float array in CHW layout instead of an image struct"
-  )
+  def getOperations: String = $(operations)
+
+  def setOperations(value: String): this.type = set(operations, value)
 
   setDefault(
     inputCol -> "image",
@@ -64,14 +62,6 @@ final class ImageTransformer(override val uid: String)
     tensorChannelOrder -> "RGB",
     reducedDecode -> true
   )
-
-  def getOperations: String = $(operations)
-
-  def setOperations(value: String): this.type = set(operations, value)
-
-  def getToTensor: Boolean = $(toTensor)
-
-  def setToTensor(value: Boolean): this.type = set(toTensor, value)
 
   /** The operations, parsed. */
   def getOps: Seq[ImageOp] = ImageOp.fromJson($(operations))

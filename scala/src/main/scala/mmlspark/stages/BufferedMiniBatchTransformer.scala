@@ -17,23 +17,12 @@ import org.apache.spark.sql.types.StructType
   */
 final class BufferedMiniBatchTransformer(override val uid: String)
     extends Transformer
-    with HasMiniBatchSize
+    with BufferedMiniBatchTransformerDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("BufferedMiniBatchTransformer"))
 
-  final val maxBufferMillis: LongParam = new LongParam(
-    this,
-    "maxBufferMillis",
-    "longest time in milliseconds a batch stays open after its first row (at least 1)",
-    ParamValidators.gtEq(1)
-  )
-
   setDefault(miniBatchSize -> 64, maxBufferMillis -> 1000L)
-
-  def getMaxBufferMillis: Long = $(maxBufferMillis)
-
-  def setMaxBufferMillis(value: Long): this.type = set(maxBufferMillis, value)
 
   override def transformSchema(schema: StructType): StructType = MiniBatching.batchSchema(schema)
 

@@ -11,18 +11,14 @@ import org.apache.spark.sql.types.StructType
   * compute it once. A stream cannot be cached and passes through unchanged, as does everything when
   * `disable` is true.
   */
-final class Cacher(override val uid: String) extends Transformer with StageWritable {
+final class Cacher(override val uid: String)
+    extends Transformer
+    with CacherDecls
+    with StageWritable {
 
   def this() = this(Identifiable.randomUID("Cacher"))
 
-  final val disable: BooleanParam =
-    new BooleanParam(this, "disable", "pass the data through without caching it")
-
   setDefault(disable -> false)
-
-  def getDisable: Boolean = $(disable)
-
-  def setDisable(value: Boolean): this.type = set(disable, value)
 
   override def transformSchema(schema: StructType): StructType = schema
 

@@ -9,19 +9,12 @@ import org.apache.spark.sql.functions.{count, lit, sum}
 import org.apache.spark.sql.types.StructType
 
 /** Shared by [[ClassBalancer]] and [[ClassBalancerModel]]. */
-private[stages] trait ClassBalancerParams extends HasInputCol with HasOutputCol {
-
-  final val broadcastJoin: BooleanParam = new BooleanParam(
-    this,
-    "broadcastJoin",
-    "send the weight table to every executor instead of shuffling (the table has one row per class)"
-  )
+private[stages] trait ClassBalancerParams
+    extends HasInputCol
+    with ClassBalancerParamsDecls
+    with HasOutputCol {
 
   setDefault(inputCol -> "label", outputCol -> "weight", broadcastJoin -> true)
-
-  def getBroadcastJoin: Boolean = $(broadcastJoin)
-
-  def setBroadcastJoin(value: Boolean): this.type = set(broadcastJoin, value)
 
   protected def checkLabel(schema: StructType): Unit =
     SchemaUtils.requireColumnType(this, schema, $(inputCol), "an atomic (non-nested) type") { t =>

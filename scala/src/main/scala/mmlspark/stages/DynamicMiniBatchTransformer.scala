@@ -18,21 +18,12 @@ import org.apache.spark.sql.types.StructType
   */
 final class DynamicMiniBatchTransformer(override val uid: String)
     extends Transformer
+    with DynamicMiniBatchTransformerDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("DynamicMiniBatchTransformer"))
 
-  final val maxBatchSize: IntParam = new IntParam(
-    this,
-    "maxBatchSize",
-    "the most rows in one batch (at least 1)",
-    ParamValidators.gtEq(1)
-  )
-
   setDefault(maxBatchSize -> Int.MaxValue)
-
-  def getMaxBatchSize: Int = $(maxBatchSize)
-  def setMaxBatchSize(value: Int): this.type = set(maxBatchSize, value)
 
   override def transformSchema(schema: StructType): StructType = MiniBatching.batchSchema(schema)
 

@@ -17,69 +17,14 @@ import org.apache.spark.sql.types.{DoubleType, StructField, StructType}
   * otherwise every input row is kept and gets its group's averages appended. Nulls are skipped by
   * the average; null keys form their own group.
   */
-final class EnsembleByKey(override val uid: String) extends Transformer with StageWritable {
+final class EnsembleByKey(override val uid: String)
+    extends Transformer
+    with EnsembleByKeyDecls
+    with StageWritable {
 
   def this() = this(Identifiable.randomUID("EnsembleByKey"))
 
-  private val distinctNonEmpty = (names: Array[String]) =>
-    names.nonEmpty && names.distinct.length == names.length
-
-  final val keys: StringArrayParam =
-    new StringArrayParam(
-      this,
-      "keys",
-      "names of the columns to group by (at least one)",
-      distinctNonEmpty
-    )
-
-  final val cols: StringArrayParam = new StringArrayParam(
-    this,
-    "cols",
-    "names of the numeric or vector columns to average within each group (at least one)",
-    distinctNonEmpty
-  )
-
-  final val colNames: StringArrayParam = new StringArrayParam(
-    this,
-    "colNames",
-    "names of the output columns, one per entry of cols (empty: 'mean(<col>)')",
-    (names: Array[String]) => names.distinct.length == names.length
-  )
-
-  final val strategy: Param[String] = new Param[String](
-    this,
-    "strategy",
-    "how a group's values are combined: 'mean' (the only strategy so far)",
-    ParamValidators.inArray(Array("mean"))
-  )
-
-  final val collapseGroup: BooleanParam = new BooleanParam(
-    this,
-    "collapseGroup",
-    "output one row per group (true) or keep every row with its group's averages (false)"
-  )
-
   setDefault(colNames -> Array.empty[String], strategy -> "mean", collapseGroup -> true)
-
-  def getKeys: Array[String] = $(keys)
-
-  def setKeys(value: Array[String]): this.type = set(keys, value)
-
-  def getCols: Array[String] = $(cols)
-
-  def setCols(value: Array[String]): this.type = set(cols, value)
-
-  def getColNames: Array[String] = $(colNames)
-
-  def setColNames(value: Array[String]): this.type = set(colNames, value)
-
-  def getStrategy: String = $(strategy)
-
-  def setStrategy(value: String): this.type = set(strategy, value)
-
-  def getCollapseGroup: Boolean = $(collapseGroup)
-
-  def setCollapseGroup(value: Boolean): this.type = set(collapseGroup, value)
 
   private def outputNames: Array[String] =
     if ($(colNames).isEmpty) $(cols).map(c => s"mean($c)") else $(colNames)

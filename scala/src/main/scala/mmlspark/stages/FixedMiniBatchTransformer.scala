@@ -16,34 +16,12 @@ import org.apache.spark.sql.types.StructType
   */
 final class FixedMiniBatchTransformer(override val uid: String)
     extends Transformer
+    with FixedMiniBatchTransformerDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("FixedMiniBatchTransformer"))
 
-  final val batchSize: IntParam =
-    new IntParam(this, "batchSize", "rows per batch (at least 1)", ParamValidators.gtEq(1))
-
-  final val buffered: BooleanParam = new BooleanParam(
-    this,
-    "buffered",
-    "read rows ahead on a thread of the task, up to maxBufferSize batches"
-  )
-
-  final val maxBufferSize: IntParam = new IntParam(
-    this,
-    "maxBufferSize",
-    "the most batches read ahead when buffered (at least 1)",
-    ParamValidators.gtEq(1)
-  )
-
   setDefault(buffered -> false, maxBufferSize -> Int.MaxValue)
-
-  def getBatchSize: Int = $(batchSize)
-  def setBatchSize(value: Int): this.type = set(batchSize, value)
-  def getBuffered: Boolean = $(buffered)
-  def setBuffered(value: Boolean): this.type = set(buffered, value)
-  def getMaxBufferSize: Int = $(maxBufferSize)
-  def setMaxBufferSize(value: Int): this.type = set(maxBufferSize, value)
 
   override def transformSchema(schema: StructType): StructType = {
     require(isDefined(batchSize), s"$uid: param 'batchSize' must be set")

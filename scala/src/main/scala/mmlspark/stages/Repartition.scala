@@ -10,33 +10,14 @@ import org.apache.spark.sql.types.StructType
 /** Redistributes rows evenly over `n` partitions (a shuffle); passes data through unchanged when
   * `disable` is true, so a pipeline can keep the stage and switch it off.
   */
-final class Repartition(override val uid: String) extends Transformer with StageWritable {
+final class Repartition(override val uid: String)
+    extends Transformer
+    with RepartitionDecls
+    with StageWritable {
 
   def this() = this(Identifiable.randomUID("Repartition"))
 
-  final val n: IntParam =
-    new IntParam(
-      this,
-      "n",
-      "number of partitions to redistribute the rows over (at least 1)",
-      ParamValidators.gtEq(1)
-    )
-
-  final val disable: BooleanParam = new BooleanParam(
-    this,
-    "disable",
-    "pass the data through unchanged instead of repartitioning"
-  )
-
   setDefault(disable -> false)
-
-  def getN: Int = $(n)
-
-  def setN(value: Int): this.type = set(n, value)
-
-  def getDisable: Boolean = $(disable)
-
-  def setDisable(value: Boolean): this.type = set(disable, value)
 
   override def transformSchema(schema: StructType): StructType = schema
 

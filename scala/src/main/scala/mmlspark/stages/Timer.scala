@@ -9,30 +9,9 @@ import org.apache.spark.sql.Dataset
 import org.apache.spark.sql.types.StructType
 
 /** Params shared by [[Timer]] and [[TimerModel]]. */
-private[stages] trait TimerParams extends org.apache.spark.ml.param.Params {
-
-  final val stage: StageParam = new StageParam(
-    this,
-    "stage",
-    "the stage to time: for a Timer, a Transformer or an Estimator; for a TimerModel, the Transformer it runs"
-  )
-
-  final val materialize: BooleanParam = new BooleanParam(
-    this,
-    "materialize",
-    "run the wrapped transform to completion (caching its output) so the time measured is the real work, " +
-      "not just planning (streams are never materialized)"
-  )
+private[stages] trait TimerParams extends org.apache.spark.ml.param.Params with TimerParamsDecls {
 
   setDefault(materialize -> true)
-
-  def getStage: PipelineStage = $(stage)
-
-  def setStage(value: PipelineStage): this.type = set(stage, value)
-
-  def getMaterialize: Boolean = $(materialize)
-
-  def setMaterialize(value: Boolean): this.type = set(materialize, value)
 
   protected def requireStage(): PipelineStage = {
     SchemaUtils.require(this, isDefined(stage), "param 'stage' must be set")

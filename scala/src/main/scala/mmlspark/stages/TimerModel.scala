@@ -15,24 +15,13 @@ import org.apache.spark.sql.types.StructType
   */
 final class TimerModel(override val uid: String)
     extends Model[TimerModel]
-    with TimerParams
+    with TimerModelDecls
     with StageWritable
     with Logging {
 
   def this() = this(Identifiable.randomUID("TimerModel"))
 
-  final val fitMillis: LongParam = new LongParam(
-    this,
-    "fitMillis",
-    "how long fitting the wrapped stage took, in milliseconds (-1 when unknown)",
-    (v: Long) => v >= -1L
-  )
-
   setDefault(fitMillis -> -1L)
-
-  def getFitMillis: Long = $(fitMillis)
-
-  def setFitMillis(value: Long): this.type = set(fitMillis, value)
 
   @volatile private var lastMillis: Long = -1L
 

@@ -15,24 +15,11 @@ import org.apache.spark.sql.types._
   * prediction column that carries it, the label column it names and the probability column of the
   * same model. Without such metadata the params' defaults are used.
   */
-private[train] trait MetricParams extends Params with HasLabelCol with HasPredictionCol {
-
-  final val probabilityCol: Param[String] = new Param[String](
-    this,
-    "probabilityCol",
-    "name of the vector column of class probabilities, used for AUC and log-loss when present " +
-      "(rawPrediction is used for AUC when it is not)",
-    (name: String) => name != null && name.nonEmpty
-  )
-
-  final val evaluationMetric: Param[String] = new Param[String](
-    this,
-    "evaluationMetric",
-    "the task: 'classification', 'regression', or 'auto': classification when the input " +
-      "has a probability or rawPrediction column or the prediction is not floating-point or names " +
-      "its classes in its metadata, regression otherwise",
-    ParamValidators.inArray(Array("auto", "classification", "regression"))
-  )
+private[train] trait MetricParams
+    extends Params
+    with MetricParamsDecls
+    with HasLabelCol
+    with HasPredictionCol {
 
   setDefault(
     labelCol -> "label",
@@ -40,11 +27,6 @@ private[train] trait MetricParams extends Params with HasLabelCol with HasPredic
     probabilityCol -> "probability",
     evaluationMetric -> "auto"
   )
-
-  def getProbabilityCol: String = $(probabilityCol)
-  def setProbabilityCol(value: String): this.type = set(probabilityCol, value)
-  def getEvaluationMetric: String = $(evaluationMetric)
-  def setEvaluationMetric(value: String): this.type = set(evaluationMetric, value)
 
   /** The prediction field carrying score metadata that this stage reads, if any. */
   private def scoredPrediction(schema: StructType): Option[StructField] =

@@ -21,33 +21,13 @@ import org.apache.spark.sql.types._
   */
 final class TrainClassifier(override val uid: String)
     extends Estimator[TrainedClassifierModel]
+    with TrainClassifierDecls
     with TrainParams
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("TrainClassifier"))
 
-  final val labels: StringArrayParam = new StringArrayParam(
-    this,
-    "labels",
-    "the classes in the order of the learner's class indices, as the label values written as " +
-      "strings (e.g. 'no', 'yes' or '0', '1'); a training label not listed is an error. Unset: " +
-      "the distinct training labels, sorted",
-    (names: Array[String]) => names.nonEmpty && names.distinct.length == names.length
-  )
-
-  final val reindexLabel: BooleanParam = new BooleanParam(
-    this,
-    "reindexLabel",
-    "whether to map the label values to class indices (by `labels` or sorted); false uses a " +
-      "numeric label as the class index itself, which must then be a whole number from 0"
-  )
-
   setDefault(reindexLabel -> true)
-
-  def getLabels: Array[String] = $(labels)
-  def setLabels(value: Array[String]): this.type = set(labels, value)
-  def getReindexLabel: Boolean = $(reindexLabel)
-  def setReindexLabel(value: Boolean): this.type = set(reindexLabel, value)
 
   override def transformSchema(schema: StructType): StructType = {
     SchemaUtils.require(

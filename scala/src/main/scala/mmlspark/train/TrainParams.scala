@@ -18,57 +18,12 @@ import org.apache.spark.sql.types.{DataType, DoubleType, StructType}
 /** Params of the train estimators and the models they fit. */
 private[train] trait TrainParams
     extends Params
+    with TrainParamsDecls
     with HasLabelCol
     with HasInputCols
     with HasFeaturesCol {
 
-  final val model: StageParam = new StageParam(
-    this,
-    "model",
-    "the Spark ML learner to train (for TrainClassifier a classifier such as " +
-      "LogisticRegression, for TrainRegressor a regressor); its features, label and prediction " +
-      "columns are set by this stage. Holds a stage: not settable over Spark Connect"
-  )
-
-  final val numFeatures: IntParam = new IntParam(
-    this,
-    "numFeatures",
-    "number of hash buckets the words of each free-text string column are counted into " +
-      "(HashingTF; at least 1, a power of two spreads words evenly)",
-    ParamValidators.gtEq(1)
-  )
-
-  private val nonEmptyNames = (names: Array[String]) => names.forall(n => n != null && n.nonEmpty)
-
-  final val textCols: StringArrayParam = new StringArrayParam(
-    this,
-    "textCols",
-    "string input columns to featurize as free text (tokenized, word counts hashed into " +
-      "numFeatures buckets). Unset: a string column is text when a sample of its training values " +
-      "averages at least 2 words and at least half of them are distinct. On a fitted model: the " +
-      "columns that were featurized as text",
-    nonEmptyNames
-  )
-
-  final val categoricalCols: StringArrayParam = new StringArrayParam(
-    this,
-    "categoricalCols",
-    "string input columns to featurize as categories (indexed and one-hot encoded) whatever " +
-      "they hold; string columns in neither textCols nor categoricalCols are classified by their " +
-      "values. On a fitted model: the columns that were featurized as categories",
-    nonEmptyNames
-  )
-
   setDefault(labelCol -> "label", numFeatures -> (1 << 18))
-
-  def getModel: PipelineStage = $(model)
-  def setModel(value: PipelineStage): this.type = set(model, value)
-  def getNumFeatures: Int = $(numFeatures)
-  def setNumFeatures(value: Int): this.type = set(numFeatures, value)
-  def getTextCols: Array[String] = $(textCols)
-  def setTextCols(value: Array[String]): this.type = set(textCols, value)
-  def getCategoricalCols: Array[String] = $(categoricalCols)
-  def setCategoricalCols(value: Array[String]): this.type = set(categoricalCols, value)
 
   /** The assembled features column: `featuresCol` when set (then kept in the output), else a helper
     * column.
@@ -113,25 +68,7 @@ private[train] trait TrainParams
 }
 
 /** What the fitted train models share: the featurization and the fitted learner. */
-private[train] trait TrainedParams extends TrainParams {
-
-  final val featurization: StageParam = new StageParam(
-    this,
-    "featurization",
-    "the fitted featurization (a PipelineModel turning the input columns into the learner's features)"
-  )
-
-  final val labelType: Param[String] = new Param[String](
-    this,
-    "labelType",
-    "the Spark SQL type of the label column at training, as in a DDL string (e.g. 'string', 'double')",
-    (t: String) => scala.util.Try(DataType.fromDDL(t)).isSuccess
-  )
-
-  def getFeaturization: PipelineStage = $(featurization)
-  def setFeaturization(value: PipelineStage): this.type = set(featurization, value)
-  def getLabelType: String = $(labelType)
-  def setLabelType(value: String): this.type = set(labelType, value)
+private[train] trait TrainedParams extends TrainParams with TrainedParamsDecls {
 
   protected def inner: Transformer = SchemaUtils.requireTransformer(this, "model", $(model))
 

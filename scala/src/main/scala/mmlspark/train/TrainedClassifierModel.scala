@@ -21,19 +21,10 @@ import org.apache.spark.sql.types._
   */
 final class TrainedClassifierModel(override val uid: String)
     extends Model[TrainedClassifierModel]
-    with TrainedParams
+    with TrainedClassifierModelDecls
     with StageWritable {
 
   def this() = this(Identifiable.randomUID("TrainedClassifierModel"))
-
-  final val levels = new StringArrayParam(
-    this,
-    "levels",
-    "the classes, in the order of the learner's class indices (the distinct training labels, sorted), as strings"
-  )
-
-  def getLevels: Array[String] = $(levels)
-  def setLevels(value: Array[String]): this.type = set(levels, value)
 
   override def transformSchema(schema: StructType): StructType = {
     Featurization.check(this, schema, $(inputCols).toSeq)
