@@ -83,26 +83,15 @@ def read_images(
 
     if not 0.0 < sampleRatio <= 1.0:
         raise ValueError(f"read_images: sampleRatio must be in (0, 1] but was {sampleRatio}")
+    decoder = _decoder(colorMode, applyOrientation, reduceFactor, dropInvalid, minHeight, minWidth)
     if is_remote():
         files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
         if sampleRatio < 1.0:
             files = files.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
-        return _decoded(
-            files, colorMode, applyOrientation, reduceFactor, dropInvalid, minHeight, minWidth
-        )
-    from mmlspark.image import ImageDecoder
-
+        return _decoded(files, decoder)
     listing = list_files(spark, path, recursive, pathGlobFilter)
     if sampleRatio < 1.0:
         listing = listing.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
-    decoder = ImageDecoder(
-        colorMode=colorMode,
-        applyOrientation=applyOrientation,
-        reduceFactor=reduceFactor,
-        minHeight=minHeight,
-        minWidth=minWidth,
-        dropInvalid=dropInvalid,
-    )
     return read_files(listing, decoder).select("path", "image", "error")
 
 
@@ -160,7 +149,8 @@ def read_image_stream(
     reader = _binary_files(spark.readStream.schema(schema), recursive, pathGlobFilter)
     if maxFilesPerTrigger is not None:
         reader = reader.option("maxFilesPerTrigger", int(maxFilesPerTrigger))
-    return _decoded(reader.load(path), colorMode, applyOrientation, reduceFactor, dropInvalid, 0, 0)
+    decoder = _decoder(colorMode, applyOrientation, reduceFactor, dropInvalid, 0, 0)
+    return _decoded(reader.load(path), decoder)
 
 
 def _binary_files(reader: Any, recursive: bool, pathGlobFilter: str | None) -> Any:
@@ -168,19 +158,19 @@ def _binary_files(reader: Any, recursive: bool, pathGlobFilter: str | None) -> A
     return reader if pathGlobFilter is None else reader.option("pathGlobFilter", pathGlobFilter)
 
 
-def _decoded(
-    files: DataFrame,
+def _decoder(
     colorMode: str,
     applyOrientation: bool,
     reduceFactor: int,
     dropInvalid: bool,
     minHeight: int,
     minWidth: int,
-) -> DataFrame:
-    """`read_images`' columns from the rows of Spark's binaryFile source, with ImageDecoder."""
+) -> Any:
+    """The ImageDecoder of the readers: it reads Spark's binaryFile columns (:func:`read_files`
+    ignores its columns)."""
     from mmlspark.image import ImageDecoder
 
-    decoder = ImageDecoder(
+    return ImageDecoder(
         inputCol="content",
         originCol="path",
         colorMode=colorMode,
@@ -190,6 +180,10 @@ def _decoded(
         minWidth=minWidth,
         dropInvalid=dropInvalid,
     )
+
+
+def _decoded(files: DataFrame, decoder: Any) -> DataFrame:
+    """`read_images`' columns from the rows of Spark's binaryFile source."""
     decoded = decoder.transform(files.select("path", "content"))
     return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
 

@@ -15,7 +15,9 @@
 from __future__ import annotations
 
 import argparse
+import inspect
 import sys
+from typing import Any
 
 from mmlspark.apps.camera_trap import job
 
@@ -77,7 +79,13 @@ def parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("classify", help="score photos with a trained model")
     c.add_argument("--images", required=True)
-    c.add_argument("--model", required=True, help="directory written by train")
+    c.add_argument(
+        "--model",
+        dest="model_dir",
+        metavar="MODEL",
+        required=True,
+        help="directory written by train",
+    )
     c.add_argument("--out", required=True, help="results directory (an interrupted run resumes)")
     run_options(c)
     c.add_argument(
@@ -131,56 +139,24 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def run(spark: Any, args: argparse.Namespace) -> Any:
+    """Calls the job function named by the command with the options of the same names (each
+    option's dest is the function's parameter name), plus the two built from several options."""
+    values = dict(vars(args))
+    if "commit_every" in values:
+        values["settings"] = job.ClassifySettings(args.commit_every, args.commit_seconds)
+    if values.get("classes"):
+        values["class_names"] = args.classes.split(",")
+    function = getattr(job, args.command)
+    wanted = inspect.signature(function).parameters
+    return function(spark, **{name: values[name] for name in wanted if name in values})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         spark = job.spark_session(args.master)
-        if args.command == "train":
-            job.train(
-                spark,
-                args.images,
-                args.featurizer,
-                args.model_out,
-                labels=args.labels,
-                feature_node=args.feature_node,
-                image_size=args.image_size,
-                detector=args.detector,
-                threshold=args.threshold,
-            )
-        elif args.command == "classify":
-            job.classify(
-                spark,
-                args.images,
-                args.model,
-                args.out,
-                overwrite=args.overwrite,
-                bursts=args.bursts,
-                cct=args.cct,
-                burst_gap=args.burst_gap,
-                detector=args.detector,
-                threshold=args.threshold,
-                wait=args.wait,
-                settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
-            )
-        elif args.command == "detect":
-            job.detect(
-                spark,
-                args.images,
-                args.detector,
-                args.out,
-                threshold=args.threshold,
-                image_size=args.image_size,
-                class_names=args.classes.split(",") if args.classes else None,
-                overwrite=args.overwrite,
-                wait=args.wait,
-                settings=job.ClassifySettings(args.commit_every, args.commit_seconds),
-            )
-        elif args.command == "evaluate":
-            job.evaluate(
-                spark, args.predictions, args.out, labels=args.labels, threshold=args.threshold
-            )
-        else:
-            job.demo(spark, args.out)
+        run(spark, args)
     except job.JobError as e:
         print(f"mmlspark-camera-trap {args.command}: {e}", file=sys.stderr)
         return 2
