@@ -29,7 +29,11 @@ final case class ParamGroup(
 
   def scalaSource: String = {
     val shared = SharedParams.table.map(_.traitName).toSet
-    val (contracts, others) = parents.partition(shared)
+    // A stage-valued param is saved as a directory, which only StageWritable does (its JSON
+    // encoding fails), so the trait of a group holding one requires it.
+    val holdsStages = params.exists(p => Set(ParamType.stage, ParamType.stageArray)(p.paramType))
+    val bases = "Params" +: parents ++: (if (holdsStages) Seq("StageWritable") else Nil)
+    val (contracts, others) = bases.tail.partition(b => shared(b) || b == "StageWritable")
     val parentImports = (Seq("StageArrayParam", "StageParam") ++ contracts).sorted
       .mkString("import mmlspark.contracts.{", ", ", "}\n") +
       others.filter(_.contains('.')).map(t => s"import $t\n").mkString
@@ -41,7 +45,8 @@ final case class ParamGroup(
        |${imports.map(i => s"import $i\n").mkString}
        |// format: off
        |/** The params [[$owner]] declares, from the stage param table. */
-       |private[mmlspark] trait $traitName extends ${("Params" +: parents.map(_.split('.').last))
+       |private[mmlspark] trait $traitName extends ${bases
+        .map(_.split('.').last)
         .mkString(" with ")} {
        |
        |${params.map(_.scalaMembers).mkString("\n")}}

@@ -15,10 +15,7 @@ import org.apache.spark.sql.types.{DoubleType, StructField, StructType}
   * (`getAllModelMetrics`), the chosen one's (`getBestModelMetrics`) and, for two classes, the
   * chosen one's ROC curve (`getRocCurve`), all saved with the model.
   */
-final class BestModel(override val uid: String)
-    extends Model[BestModel]
-    with BestModelDecls
-    with StageWritable {
+final class BestModel(override val uid: String) extends Model[BestModel] with BestModelDecls {
 
   def this() = this(Identifiable.randomUID("BestModel"))
 

@@ -45,7 +45,6 @@ private[automl] trait FindBestModelParams
 final class FindBestModel(override val uid: String)
     extends Estimator[BestModel]
     with FindBestModelDecls
-    with StageWritable
     with Logging {
 
   def this() = this(Identifiable.randomUID("FindBestModel"))

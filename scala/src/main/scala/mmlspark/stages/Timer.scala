@@ -26,7 +26,6 @@ private[stages] trait TimerParams extends org.apache.spark.ml.param.Params with 
 final class Timer(override val uid: String)
     extends Estimator[TimerModel]
     with TimerParams
-    with StageWritable
     with Logging {
 
   def this() = this(Identifiable.randomUID("Timer"))

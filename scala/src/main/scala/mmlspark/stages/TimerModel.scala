@@ -16,7 +16,6 @@ import org.apache.spark.sql.types.StructType
 final class TimerModel(override val uid: String)
     extends Model[TimerModel]
     with TimerModelDecls
-    with StageWritable
     with Logging {
 
   def this() = this(Identifiable.randomUID("TimerModel"))

@@ -22,8 +22,7 @@ import org.apache.spark.sql.types._
 final class TrainClassifier(override val uid: String)
     extends Estimator[TrainedClassifierModel]
     with TrainClassifierDecls
-    with TrainParams
-    with StageWritable {
+    with TrainParams {
 
   def this() = this(Identifiable.randomUID("TrainClassifier"))
 

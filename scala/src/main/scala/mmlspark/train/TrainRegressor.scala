@@ -15,8 +15,7 @@ import org.apache.spark.sql.types.{DoubleType, NumericType, StructType}
   */
 final class TrainRegressor(override val uid: String)
     extends Estimator[TrainedRegressorModel]
-    with TrainParams
-    with StageWritable {
+    with TrainParams {
 
   def this() = this(Identifiable.randomUID("TrainRegressor"))
 

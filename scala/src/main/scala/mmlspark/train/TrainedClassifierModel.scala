@@ -21,8 +21,7 @@ import org.apache.spark.sql.types._
   */
 final class TrainedClassifierModel(override val uid: String)
     extends Model[TrainedClassifierModel]
-    with TrainedClassifierModelDecls
-    with StageWritable {
+    with TrainedClassifierModelDecls {
 
   def this() = this(Identifiable.randomUID("TrainedClassifierModel"))
 

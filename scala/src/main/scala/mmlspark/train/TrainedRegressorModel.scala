@@ -15,8 +15,7 @@ import org.apache.spark.sql.types.{DoubleType, StructField, StructType}
   */
 final class TrainedRegressorModel(override val uid: String)
     extends Model[TrainedRegressorModel]
-    with TrainedParams
-    with StageWritable {
+    with TrainedParams {
 
   def this() = this(Identifiable.randomUID("TrainedRegressorModel"))
 
