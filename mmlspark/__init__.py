@@ -13,6 +13,7 @@ from mmlspark._version import (
     spark_lines,
     spark_version,
 )
+from mmlspark.core.backend import BackendDecision, backend_decision, get_backend, set_backend
 from mmlspark.core.session import (
     UnsupportedSparkError,
     VersionMismatchError,
@@ -38,4 +39,8 @@ __all__ = [
     "jar_path",
     "VersionMismatchError",
     "UnsupportedSparkError",
+    "set_backend",
+    "get_backend",
+    "backend_decision",
+    "BackendDecision",
 ]

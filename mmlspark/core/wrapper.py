@@ -188,9 +188,63 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
 
     _java_class_name: ClassVar[str]
     _input_kwargs: dict[str, Any]
+    # Whether the stage also runs on the Python backend (mmlspark.core.backend).
+    _python_backend: ClassVar[bool] = False
 
     def __init__(self) -> None:
         super().__init__()
+        self._backend = self._chosen_backend(None)
+        if self._backend == "python":
+            self._java_obj = None
+        else:
+            self._java_obj = self._new_jvm_stage()
+
+    def _chosen_backend(self, setting: str | None) -> str:
+        from mmlspark.core.backend import backend_decision, get_backend
+
+        if (setting or get_backend()) == "jvm":
+            return "jvm"
+        decision = backend_decision(setting=setting)
+        if decision.backend == "python" and not self._python_backend:
+            if (setting or get_backend()) == "python":
+                raise NotImplementedError(
+                    f"{type(self).__name__} runs on the JVM backend only (it has no Python "
+                    "backend yet); use a session with the mmlspark jar (mmlspark.session() or "
+                    "mmlspark.spark_conf())"
+                )
+            return "jvm"  # the JVM path below says what the session lacks
+        return decision.backend
+
+    def setBackend(self, name: str) -> Any:
+        """Runs this stage on ``"jvm"`` (the mmlspark jar), ``"python"`` (onnxruntime and OpenCV
+        in Arrow UDFs, no jar) or ``"auto"`` (the JVM when the session has the jar), whatever
+        :func:`mmlspark.set_backend` says. Params set so far are kept."""
+        backend = self._chosen_backend(name)
+        if backend == self._backend:
+            return self
+        self._backend = backend
+        if backend == "python":
+            self._java_obj = None
+        else:
+            self._java_obj = self._new_jvm_stage()
+            if not is_remote():
+                self._transfer_params_to_java()
+        return self
+
+    def getBackend(self) -> str:
+        """The backend this stage runs on: ``"jvm"`` or ``"python"``."""
+        return self._backend
+
+    def write(self) -> Any:
+        if self._java_obj is None:
+            raise NotImplementedError(
+                f"saving a {type(self).__name__} of the Python backend is not supported yet; "
+                "save it from a session with the mmlspark jar (the saved stage then loads and "
+                "runs on either backend)"
+            )
+        return super().write()
+
+    def _new_jvm_stage(self) -> Any:
         from mmlspark.core.session import require_jvm_library
 
         if not is_remote():
@@ -201,7 +255,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
                 f"server of Spark {'.'.join(map(str, PYSPARK_LINE))} runs no ML stages; use a "
                 "classic session (mmlspark.session() or mmlspark.spark_conf())"
             )
-        self._java_obj = self._new_java_obj(self._java_class_name, self.uid)
+        return self._new_java_obj(self._java_class_name, self.uid)
 
     @classmethod
     def read(cls) -> Any:
@@ -275,7 +329,15 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
 
 
 class MMLTransformer(MMLParams, JavaTransformer):
-    """A JVM-backed Transformer."""
+    """A JVM-backed Transformer, which may also run on the Python backend."""
+
+    def _transform(self, dataset: Any) -> Any:
+        if self._java_obj is None:
+            return self._python_transform(dataset)
+        return super()._transform(dataset)
+
+    def _python_transform(self, dataset: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} has no Python backend")
 
 
 class MMLModel(MMLParams, JavaModel):

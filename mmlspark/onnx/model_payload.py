@@ -29,19 +29,65 @@ class HasModelPayload:
     def setModelPayload(self: _S, payload: bytes) -> _S:
         """Sets the model from its bytes (an ONNX file's content); takes precedence over
         ``modelLocation`` and is saved with the stage as ``model.onnx``."""
+        if self._java_obj is None:  # the Python backend holds the bytes itself
+            self._python_payload = bytes(payload)
+            return self
         self._jvm_stage("setModelPayload", _PAYLOAD_INSTEAD).setModelPayload(bytearray(payload))
         return self
 
     def getModelPayload(self) -> bytes | None:
         """The model bytes set with :meth:`setModelPayload` or loaded with the stage."""
+        if self._java_obj is None:
+            return getattr(self, "_python_payload", None)
         payload = self._jvm_stage("getModelPayload", _PAYLOAD_INSTEAD).getModelPayload()
         return None if payload is None else bytes(payload)
+
+    def _model_bytes(self) -> bytes:
+        """The model the Python backend runs: the payload, else the file at ``modelLocation``
+        (a path the driver reads)."""
+        payload = self.getModelPayload()
+        if payload is not None:
+            return payload
+        if not self.isDefined("modelLocation"):  # type: ignore[attr-defined]
+            raise ValueError(
+                f"{type(self).__name__}: no model; set modelLocation or a model payload"
+            )
+        location = str(self.getOrDefault("modelLocation"))  # type: ignore[attr-defined]
+        try:
+            with open(location.removeprefix("file:"), "rb") as f:
+                return f.read()
+        except OSError as error:
+            raise ValueError(
+                f"{type(self).__name__}: the Python backend reads modelLocation on the driver and "
+                f"cannot read '{location}' ({error.strerror}); give a local path or the bytes "
+                "(setModelPayload)"
+            ) from None
 
     def getModelInputs(self) -> dict[str, dict[str, Any]]:
         """The model's inputs, in order: name -> ``type``, ``shape`` (-1 where dynamic) and
         ``dimNames`` (the names of dynamic dimensions). Read once on the driver."""
+        if self._java_obj is None:
+            return _python_specs(self._model_bytes(), inputs=True)
         return _specs(self._jvm_stage("getModelInputs", _INSPECT_INSTEAD).getModelInputsJson())
 
     def getModelOutputs(self) -> dict[str, dict[str, Any]]:
         """The model's outputs, like :meth:`getModelInputs`."""
+        if self._java_obj is None:
+            return _python_specs(self._model_bytes(), inputs=False)
         return _specs(self._jvm_stage("getModelOutputs", _INSPECT_INSTEAD).getModelOutputsJson())
+
+
+def _python_specs(model: bytes, inputs: bool) -> dict[str, dict[str, Any]]:
+    """getModelInputs/getModelOutputs read with onnxruntime (the Python backend)."""
+    import onnxruntime as ort  # type: ignore[import-untyped]
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    specs = {}
+    for arg in session.get_inputs() if inputs else session.get_outputs():
+        dims = list(arg.shape or [])
+        specs[arg.name] = {
+            "type": arg.type.removeprefix("tensor(").rstrip(")"),
+            "shape": [d if isinstance(d, int) and d >= 0 else -1 for d in dims],
+            "dimNames": [d if isinstance(d, str) else "" for d in dims],
+        }
+    return specs

@@ -35,6 +35,12 @@ class ONNXModel(HasModelPayload, _ONNXModel):
     """
 
     __doc__ = __doc__ + "\n" + (_ONNXModel.__doc__ or "")
+    _python_backend = True
+
+    def _python_transform(self, dataset: Any) -> Any:
+        from mmlspark.onnx import _ort
+
+        return _ort.transform(self, self._model_bytes(), dataset)
 
     def _set(self, **kwargs: Any) -> Any:
         for name in _MAPPING_PARAMS:

@@ -1,0 +1,262 @@
+"""The Python backend (onnxruntime in Arrow UDFs, no jar) against the JVM stages.
+
+Parity is the contract: each case runs one ONNXModel on the JVM and on the Python backend over
+the same DataFrame, and every output column, its type, its ``tensorShape`` metadata and the error
+column must agree (ONNX values to rtol 1e-5). The last test runs on a Spark Connect server
+started without the mmlspark jar, where ``auto`` must choose the Python backend and give the JVM
+run's results. Stages other than ONNXModel have no Python backend yet.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+
+import numpy as np
+import onnx_models
+import pytest
+from onnx import TensorProto
+from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
+from pyspark.sql import types as T
+from pyspark.sql.functions import col
+
+from mmlspark.core.backend import backend_decision, set_backend
+from mmlspark.image import ImageDecoder
+from mmlspark.onnx import ONNXModel
+
+RNG = np.random.default_rng(11)
+
+
+def _values(value):
+    if value is None:
+        return None
+    if isinstance(value, (DenseVector, SparseVector)):
+        return ("vector", value.toArray().tolist())
+    return value
+
+
+def assert_same(jvm_df, py_df, keys="id"):
+    """Every column of the two outputs agrees: names, types, tensorShape metadata, values."""
+    assert jvm_df.columns == py_df.columns
+    for a, b in zip(jvm_df.schema.fields, py_df.schema.fields, strict=True):
+        assert a.dataType == b.dataType, (a.name, a.dataType, b.dataType)
+        assert a.metadata.get("tensorShape") == b.metadata.get("tensorShape"), a.name
+    jvm_rows = {r[keys]: r for r in jvm_df.collect()}
+    py_rows = {r[keys]: r for r in py_df.collect()}
+    assert jvm_rows.keys() == py_rows.keys()
+    for key, expected in jvm_rows.items():
+        got = py_rows[key]
+        for name in jvm_df.columns:
+            e, g = _values(expected[name]), _values(got[name])
+            if isinstance(e, tuple) or isinstance(e, (list, float)):
+                assert g is not None and type(g) is type(e), (key, name, e, g)
+                e_arr = np.asarray(e[1] if isinstance(e, tuple) else e, dtype=np.float64)
+                g_arr = np.asarray(g[1] if isinstance(g, tuple) else g, dtype=np.float64)
+                np.testing.assert_allclose(g_arr, e_arr, rtol=1e-5, atol=1e-6, err_msg=name)
+            else:
+                assert g == e, (key, name, e, g)
+
+
+def both(stage_kwargs, payload, df):
+    jvm = ONNXModel(**stage_kwargs).setModelPayload(payload)
+    python = ONNXModel(**stage_kwargs).setBackend("python").setModelPayload(payload)
+    assert jvm.getBackend() == "jvm" and python.getBackend() == "python"
+    return jvm.transform(df), python.transform(df)
+
+
+def test_a_cnn_with_softmax_argmax_and_bad_rows(spark):
+    model = onnx_models.small_cnn(classes=5, size=8)
+    rows = [(i, RNG.normal(size=3 * 8 * 8).astype(np.float32).tolist()) for i in range(40)]
+    rows += [(40, None), (41, [1.0] * 100), (42, [1.0, None] + [0.0] * 190)]
+    df = spark.createDataFrame(rows, "id int, tensor array<float>").repartition(3)
+    kwargs = dict(
+        feedDict={"image": "tensor"},
+        fetchDict={"logits": "logits"},
+        softMaxDict={"logits": "probability"},
+        argMaxDict={"logits": "prediction"},
+        miniBatchSize=7,
+    )
+    jvm_out, py_out = both(kwargs, model, df)
+    assert_same(jvm_out, py_out)
+    errors = {r["id"]: r["onnxError"] for r in py_out.collect()}
+    assert errors[0] is None
+    assert errors[40] == "input column 'tensor' is null"
+    assert "holds 100 values" in errors[41]
+    assert errors[42] == "array element 1 is null"
+    # and against onnxruntime directly, so that agreement is not agreement in one error
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    first = np.asarray(rows[0][1], dtype=np.float32).reshape(1, 3, 8, 8)
+    expected = session.run(["logits"], {"image": first})[0][0]
+    got = next(r for r in py_out.collect() if r["id"] == 0)
+    np.testing.assert_allclose(got["logits"], expected, rtol=1e-5)
+    assert got["prediction"] == float(np.argmax(expected))
+    assert isinstance(got["probability"], DenseVector)
+
+
+@pytest.mark.parametrize(
+    "elem, spark_type, values",
+    [
+        (TensorProto.INT32, "array<int>", lambda i: [i, -i, 7]),
+        (TensorProto.INT64, "array<bigint>", lambda i: [i * 10**12, -i, 3]),
+        (TensorProto.DOUBLE, "array<double>", lambda i: [i / 3, -i / 7, 1e-9]),
+        (TensorProto.UINT8, "array<int>", lambda i: [i % 256, 255, 0]),
+        (TensorProto.INT8, "array<tinyint>", lambda i: [i % 128, -5, 0]),
+        (TensorProto.FLOAT16, "array<double>", lambda i: [i * 0.25, 0.1, -3.5]),
+        (TensorProto.BOOL, "array<int>", lambda i: [i % 2, 0, 1]),
+        (TensorProto.INT16, "array<double>", lambda i: [i + 0.9, -2.7, float("nan")]),
+    ],
+)
+def test_element_types_and_casts(spark, elem, spark_type, values):
+    df = spark.createDataFrame([(i, values(i)) for i in range(12)], f"id int, x {spark_type}")
+    kwargs = dict(feedDict={"x": "x"}, fetchDict={"same": "same", "half": "as_float"})
+    jvm_out, py_out = both(kwargs, onnx_models.typed(elem), df)
+    assert_same(jvm_out, py_out)
+
+
+def test_two_inputs_two_outputs_a_scalar_output_and_fixed_batch(spark):
+    df = spark.createDataFrame(
+        [(i, [float(i), 1.0, 2.0], [0.5, float(-i), 3.0]) for i in range(9)],
+        "id int, a array<float>, b array<double>",
+    )
+    kwargs = dict(
+        feedDict={"a": "a", "b": "b"}, fetchDict={"s": "sum", "p": "product", "t": "total"}
+    )
+    assert_same(*both(kwargs, onnx_models.two_in_two_out(), df))
+    fixed = spark.createDataFrame([(i, [float(i)] * 4) for i in range(5)], "id int, x array<float>")
+    assert_same(*both(dict(inputCol="x", outputCol="y"), onnx_models.fixed_batch(), fixed))
+
+
+def test_vectors_in_and_out(spark):
+    schema = T.StructType([T.StructField("id", T.IntegerType()), T.StructField("a", VectorUDT())])
+    rows = [(0, DenseVector([1.0, 2.0, 3.0])), (1, SparseVector(3, {1: 5.0})), (2, None)]
+    df = spark.createDataFrame(rows, schema).withColumn("b", col("a"))
+    kwargs = dict(
+        feedDict={"a": "a", "b": "b"},
+        fetchDict={"s": "sum"},
+        softMaxDict={"s": "soft"},
+        vectorOutputs=True,
+    )
+    jvm_out, py_out = both(kwargs, onnx_models.two_in_two_out(), df)
+    assert_same(jvm_out, py_out)
+    got = {r["id"]: r for r in py_out.collect()}
+    assert got[1]["s"].toArray().tolist() == [0.0, 10.0, 0.0]
+    assert got[2]["onnxError"] == "input column 'a' is null"
+
+
+def test_each_python_worker_makes_one_session_per_model_across_tasks(spark):
+    model = onnx_models.small_cnn(classes=4, size=8, seed=99)
+    digest = hashlib.sha256(model).hexdigest()
+    df = spark.createDataFrame(
+        [(i, [0.5] * 192) for i in range(24)], "id int, tensor array<float>"
+    ).repartition(6)
+    stage = ONNXModel(inputCol="tensor", outputCol="logits").setBackend("python")
+    stage.setModelPayload(model)
+    for _ in range(3):  # 18 tasks
+        assert stage.transform(df).filter("onnxError is null").count() == 24
+
+    def made(batches):
+        import os
+
+        import pyarrow as pa
+
+        cache = sys.modules.get("_mmlspark_python_backend_sessions")
+        keys = [] if cache is None else [k for k in cache.created if k[0] == digest]
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict({"pid": [os.getpid()], "made": [len(keys)]})
+
+    probes = spark.range(0, 64, numPartitions=16).mapInArrow(made, "pid long, made long")
+    per_worker = {r["pid"]: r["made"] for r in probes.collect()}
+    # every worker that ran the stage made its session once, whatever the number of its tasks
+    assert set(per_worker.values()) <= {0, 1} and 1 in per_worker.values(), per_worker
+
+
+def test_preflight_errors_name_what_to_do(spark):
+    df = spark.createDataFrame([(0, [1.0, 2.0, 3.0])], "id int, x array<float>")
+    stage = ONNXModel(feedDict={"x": "x"}, fetchDict={"x": "same"}).setBackend("python")
+    stage.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
+    with pytest.raises(ValueError, match="output column 'x' already exists"):
+        stage.transform(df)
+    missing = ONNXModel(feedDict={"nope": "x"}, outputCol="y").setBackend("python")
+    missing.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
+    with pytest.raises(ValueError, match="feedDict names model input 'nope'"):
+        missing.transform(df)
+    with pytest.raises(NotImplementedError, match="not supported yet"):
+        stage.write()
+    assert stage.getModelInputs()["x"]["shape"] == [-1, 3]
+
+
+def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
+    with pytest.raises(ValueError, match="backend must be one of"):
+        set_backend("gpu")
+    decision = backend_decision(spark)
+    assert decision.backend == "jvm" and "jar" in decision.reason
+    set_backend("python")
+    try:
+        assert ONNXModel().getBackend() == "python"
+        with pytest.raises(NotImplementedError, match="JVM backend only"):
+            ImageDecoder()
+    finally:
+        set_backend(None)
+    assert ONNXModel().getBackend() == "jvm"
+
+
+@pytest.fixture(scope="module")
+def jarless_connect(tmp_path_factory):
+    """A Spark Connect server started without the mmlspark jar, and a session on it."""
+    from conftest import ConnectServer, connect_mode
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    conf = {"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "2"}
+    with ConnectServer(tmp_path_factory.mktemp("jarless"), conf) as server:
+        server.start()
+        with connect_mode():
+            session = ConnectSession.builder.remote(server.url).create()
+        # the active Connect session, as it is for a user with one (another test's may be)
+        previous = getattr(ConnectSession._active_session, "session", None)
+        ConnectSession._active_session.session = session
+        yield session
+        ConnectSession._active_session.session = previous
+        with connect_mode():
+            session.stop()
+
+
+def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(spark, jarless_connect):
+    from conftest import connect_mode
+
+    model = onnx_models.small_cnn(classes=3, size=8)
+    rows = [(i, RNG.normal(size=192).astype(np.float32).tolist()) for i in range(20)]
+    rows.append((20, [0.0] * 5))
+    kwargs = dict(
+        inputCol="tensor",
+        outputCol="logits",
+        softMaxDict={"logits": "probability"},
+        argMaxDict={"logits": "prediction"},
+    )
+    expected = (
+        ONNXModel(**kwargs)
+        .setModelPayload(model)
+        .transform(spark.createDataFrame(rows, "id int, tensor array<float>"))
+    )
+    expected_rows = expected.collect()
+    with connect_mode():
+        decision = backend_decision(jarless_connect)
+        assert decision.backend == "python", decision
+        assert "cannot load the mmlspark jar" in decision.reason
+        stage = ONNXModel(**kwargs).setModelPayload(model)
+        assert stage.getBackend() == "python"
+        df = jarless_connect.createDataFrame(rows, "id int, tensor array<float>")
+        got = {r["id"]: r for r in stage.transform(df).collect()}
+    for e in expected_rows:
+        g = got[e["id"]]
+        assert g["onnxError"] == e["onnxError"]
+        if e["logits"] is None:
+            assert g["logits"] is None
+            continue
+        np.testing.assert_allclose(g["logits"], e["logits"], rtol=1e-5)
+        np.testing.assert_allclose(
+            g["probability"].toArray(), e["probability"].toArray(), rtol=1e-5
+        )
+        assert g["prediction"] == e["prediction"]
