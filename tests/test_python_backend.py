@@ -183,6 +183,14 @@ def test_preflight_errors_name_what_to_do(spark):
     missing.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
     with pytest.raises(ValueError, match="feedDict names model input 'nope'"):
         missing.transform(df)
+    cut = ONNXModel(inputCol="x", fetchDict={"y": "xf"}).setBackend("python")
+    cut.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
+    with pytest.raises(ValueError, match="inner tensor runs on the JVM backend only"):
+        cut.transform(df)
+    zipmap = ONNXModel(inputCol="x", fetchDict={"p": "output_probability"}).setBackend("python")
+    zipmap.setModelPayload(onnx_models.zipmap_classifier())
+    with pytest.raises(ValueError, match="sequences of maps run on the JVM backend only"):
+        zipmap.transform(df)
     with pytest.raises(NotImplementedError, match="not supported yet"):
         stage.write()
     assert stage.getModelInputs()["x"]["shape"] == [-1, 3]

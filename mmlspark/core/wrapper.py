@@ -235,8 +235,13 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         """The backend this stage runs on: ``"jvm"`` or ``"python"``."""
         return self._backend
 
+    def _on_python(self) -> bool:
+        """Whether this stage runs on the Python backend (a stage given a JVM object, as
+        pyspark's loaders do, runs on the JVM)."""
+        return getattr(self, "_backend", "jvm") == "python" and self._java_obj is None
+
     def write(self) -> Any:
-        if self._java_obj is None:
+        if self._on_python():
             raise NotImplementedError(
                 f"saving a {type(self).__name__} of the Python backend is not supported yet; "
                 "save it from a session with the mmlspark jar (the saved stage then loads and "
@@ -332,7 +337,7 @@ class MMLTransformer(MMLParams, JavaTransformer):
     """A JVM-backed Transformer, which may also run on the Python backend."""
 
     def _transform(self, dataset: Any) -> Any:
-        if self._java_obj is None:
+        if self._on_python():
             return self._python_transform(dataset)
         return super()._transform(dataset)
 

@@ -287,6 +287,22 @@ def _mapping(stage: Any, name: str) -> dict[str, str]:
     return dict(json.loads(stage.getOrDefault(name)))
 
 
+def _only(stage: Any, param: str, mapping: str, specs: list[Spec], advice: str) -> Spec:
+    """The model's one input (or output) that `param` names when `mapping` is empty."""
+    kind = "input" if param == "inputCol" else "output"
+    if not stage.isDefined(param):
+        raise ValueError(
+            f"ONNXModel {stage.uid}: set {param} (a model with one {kind}) or {mapping}"
+        )
+    if len(specs) != 1:
+        raise ValueError(
+            f"ONNXModel {stage.uid}: the model has {len(specs)} {kind}s ("
+            + ", ".join(s.describe() for s in specs)
+            + f"); {advice}"
+        )
+    return specs[0]
+
+
 def plan(stage: Any, model: bytes, schema: Any) -> Plan:
     """Checks the stage against the model and the input schema (failing before any job, as the
     JVM stage does) and gives the plan the tasks run."""
@@ -310,15 +326,8 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         if missing:
             fail(f"model inputs {', '.join(missing)} are not fed; add them to feedDict")
     else:
-        if not stage.isDefined(stage.inputCol):
-            fail("set inputCol (a model with one input) or feedDict")
-        if len(inputs) != 1:
-            fail(
-                f"the model has {len(inputs)} inputs ("
-                + ", ".join(s.describe() for s in inputs)
-                + "); map each to a column with feedDict"
-            )
-        feed_dict = {inputs[0].name: stage.getOrDefault(stage.inputCol)}
+        only = _only(stage, "inputCol", "feedDict", inputs, "map each to a column with feedDict")
+        feed_dict = {only.name: stage.getOrDefault("inputCol")}
     feeds = []
     for spec in inputs:
         column = feed_dict[spec.name]
@@ -341,8 +350,7 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         if not ok:
             fail(
                 f"input column '{column}' has type {field.dataType.simpleString()}, which "
-                "model input "
-                f"{spec.describe()} cannot take"
+                f"model input {spec.describe()} cannot take"
             )
         template = spec.row_shape
         meta = field.metadata.get("tensorShape") if field.metadata else None
@@ -360,21 +368,14 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
                     + "); cutting a model at an inner tensor runs on the JVM backend only"
                 )
     else:
-        if not stage.isDefined(stage.outputCol):
-            fail("set outputCol (a model with one output) or fetchDict")
-        if len(outputs) != 1:
-            fail(
-                f"the model has {len(outputs)} outputs ("
-                + ", ".join(s.describe() for s in outputs)
-                + "); choose with fetchDict"
-            )
-        fetch_dict = {stage.getOrDefault(stage.outputCol): outputs[0].name}
+        only = _only(stage, "outputCol", "fetchDict", outputs, "choose with fetchDict")
+        fetch_dict = {stage.getOrDefault("outputCol"): only.name}
     fetches = tuple(Fetch(c, by_output[o]) for c, o in fetch_dict.items())
     for f in fetches:
-        if f.output.type not in {v[0] for v in _FEED_DTYPES.values()} - {"string"} | {"string"}:
+        if f.output.type not in _SPARK_TYPES:
             fail(
                 f"model output {f.output.describe()} is not a tensor ONNXModel fetches on the "
-                "Python backend"
+                "Python backend (sequences of maps run on the JVM backend only)"
             )
     fetched = {f.column: f for f in fetches}
     softmax, argmax = [], []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from mmlspark.core.wrapper import require_java_obj
@@ -22,6 +23,7 @@ class HasModelPayload:
     """Methods of a JVM stage that holds an ONNX model (``mmlspark.onnx.HasOnnxModel``)."""
 
     _java_obj: Any
+    _on_python: Callable[[], bool]
 
     def _jvm_stage(self, feature: str, instead: str) -> Any:
         return require_java_obj(self, f"{type(self).__name__}.{feature}", instead)
@@ -29,7 +31,7 @@ class HasModelPayload:
     def setModelPayload(self: _S, payload: bytes) -> _S:
         """Sets the model from its bytes (an ONNX file's content); takes precedence over
         ``modelLocation`` and is saved with the stage as ``model.onnx``."""
-        if self._java_obj is None:  # the Python backend holds the bytes itself
+        if self._on_python():  # the Python backend holds the bytes itself
             self._python_payload = bytes(payload)
             return self
         self._jvm_stage("setModelPayload", _PAYLOAD_INSTEAD).setModelPayload(bytearray(payload))
@@ -37,7 +39,7 @@ class HasModelPayload:
 
     def getModelPayload(self) -> bytes | None:
         """The model bytes set with :meth:`setModelPayload` or loaded with the stage."""
-        if self._java_obj is None:
+        if self._on_python():
             return getattr(self, "_python_payload", None)
         payload = self._jvm_stage("getModelPayload", _PAYLOAD_INSTEAD).getModelPayload()
         return None if payload is None else bytes(payload)
@@ -66,13 +68,13 @@ class HasModelPayload:
     def getModelInputs(self) -> dict[str, dict[str, Any]]:
         """The model's inputs, in order: name -> ``type``, ``shape`` (-1 where dynamic) and
         ``dimNames`` (the names of dynamic dimensions). Read once on the driver."""
-        if self._java_obj is None:
+        if self._on_python():
             return _python_specs(self._model_bytes(), inputs=True)
         return _specs(self._jvm_stage("getModelInputs", _INSPECT_INSTEAD).getModelInputsJson())
 
     def getModelOutputs(self) -> dict[str, dict[str, Any]]:
         """The model's outputs, like :meth:`getModelInputs`."""
-        if self._java_obj is None:
+        if self._on_python():
             return _python_specs(self._model_bytes(), inputs=False)
         return _specs(self._jvm_stage("getModelOutputs", _INSPECT_INSTEAD).getModelOutputsJson())
 
