@@ -4,8 +4,9 @@ The row semantics are the JVM stage's (``scala/.../onnx``): the same feeds and f
 resolution, value casts, batching of consecutive rows of one shape, flat outputs with their
 ``tensorShape`` metadata, softmax and argmax, and the same ``errorCol`` messages for bad rows.
 Each Python worker keeps one onnxruntime session per (model content, device, settings) across
-batches and tasks; the model bytes travel with the UDF, which Spark broadcasts once per executor
-when it is large. The module imports nothing from mmlspark, so that it can travel by value.
+batches and tasks; the model bytes travel with the UDF (a classic session broadcasts a UDF over
+1 MB once per executor; over Spark Connect they go with the plan). The module imports nothing
+from mmlspark, so that it can travel by value.
 """
 
 from __future__ import annotations
@@ -541,51 +542,60 @@ def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
     providers = _providers(plan.device)
     settings = (plan.settings[0], _threads(plan.settings[1]))
     session = _session(plan.model, plan.digest, providers, settings)
-    for batch in batches:
-        n = batch.num_rows
-        columns = {f.column: batch.column(f.column).to_pylist() for f in plan.feeds}
-        inputs: list[list[np.ndarray] | None] = [None] * n
-        shapes: list[tuple[Any, ...] | None] = [None] * n
-        errors: list[str | None] = [None] * n
-        for r in range(n):
-            try:
-                row = [_row_input(f, columns[f.column][r]) for f in plan.feeds]
-            except RowError as error:
-                errors[r] = str(error)
-                continue
-            except Exception as error:  # noqa: BLE001 (the JVM gives any row failure as its text)
-                errors[r] = f"{type(error).__name__}: {error}"
-                continue
-            shapes[r] = tuple(s for s, _ in row)
-            inputs[r] = [a for _, a in row]
-        outputs: list[list[np.ndarray] | None] = [None] * n
-        start = 0
-        while start < n:
-            if inputs[start] is None:
-                start += 1
-                continue
-            end = start + 1
-            while (
-                end < n
-                and end - start < plan.batch
-                and inputs[end] is not None
-                and shapes[end] == shapes[start]
-            ):
-                end += 1
-            group = list(range(start, end))
-            fed = [fed_row for fed_row in (inputs[r] for r in group) if fed_row is not None]
-            try:
-                ran = _run(plan, session, fed)
-                for r, out in zip(group, ran, strict=True):
-                    outputs[r] = out
-            except Exception:  # noqa: BLE001 (a failing run is retried row by row)
-                for r, alone in zip(group, fed, strict=True):
-                    try:
-                        outputs[r] = _run(plan, session, [alone])[0]
-                    except Exception as error:  # noqa: BLE001
-                        errors[r] = f"{type(error).__name__}: {error}"
-            start = end
-        yield _output_batch(plan, batch, outputs, errors)
+    # Arrow hands up to spark.sql.execution.arrow.maxRecordsPerBatch (10,000) rows at once; only
+    # one mini-batch of them is held as Python values, so large tensors do not fill the worker.
+    step = max(plan.batch, 16)
+    for arrow_batch in batches:
+        for offset in range(0, arrow_batch.num_rows, step):
+            yield _scored(plan, session, arrow_batch.slice(offset, step))
+
+
+def _scored(plan: Plan, session: Any, batch: Any) -> Any:
+    """The output rows of `batch`: its columns, then the stage's."""
+    n = batch.num_rows
+    columns = {f.column: batch.column(f.column).to_pylist() for f in plan.feeds}
+    inputs: list[list[np.ndarray] | None] = [None] * n
+    shapes: list[tuple[Any, ...] | None] = [None] * n
+    errors: list[str | None] = [None] * n
+    for r in range(n):
+        try:
+            row = [_row_input(f, columns[f.column][r]) for f in plan.feeds]
+        except RowError as error:
+            errors[r] = str(error)
+            continue
+        except Exception as error:  # noqa: BLE001 (the JVM gives any row failure as its text)
+            errors[r] = f"{type(error).__name__}: {error}"
+            continue
+        shapes[r] = tuple(s for s, _ in row)
+        inputs[r] = [a for _, a in row]
+    outputs: list[list[np.ndarray] | None] = [None] * n
+    start = 0
+    while start < n:
+        if inputs[start] is None:
+            start += 1
+            continue
+        end = start + 1
+        while (
+            end < n
+            and end - start < plan.batch
+            and inputs[end] is not None
+            and shapes[end] == shapes[start]
+        ):
+            end += 1
+        group = list(range(start, end))
+        fed = [fed_row for fed_row in (inputs[r] for r in group) if fed_row is not None]
+        try:
+            ran = _run(plan, session, fed)
+            for r, out in zip(group, ran, strict=True):
+                outputs[r] = out
+        except Exception:  # noqa: BLE001 (a failing run is retried row by row)
+            for r, alone in zip(group, fed, strict=True):
+                try:
+                    outputs[r] = _run(plan, session, [alone])[0]
+                except Exception as error:  # noqa: BLE001
+                    errors[r] = f"{type(error).__name__}: {error}"
+        start = end
+    return _output_batch(plan, batch, outputs, errors)
 
 
 def _output_batch(plan: Plan, batch: Any, outputs: list[Any], errors: list[str | None]) -> Any:
