@@ -2,9 +2,9 @@ package mmlspark.automl
 
 import scala.jdk.CollectionConverters._
 
-import mmlspark.contracts.{SchemaUtils, StageParam, StageParams, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.hadoop.fs.Path
-import org.apache.spark.ml.{Model, PipelineStage, Transformer}
+import org.apache.spark.ml.{Model, Transformer}
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row, SparkSession}

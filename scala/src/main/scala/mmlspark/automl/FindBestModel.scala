@@ -11,8 +11,8 @@ import mmlspark.contracts.{
 }
 import mmlspark.train.ComputeModelStatistics
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
-import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
-import org.apache.spark.ml.param.{Param, ParamMap, ParamValidators, Params}
+import org.apache.spark.ml.{Estimator, Transformer}
+import org.apache.spark.ml.param.{ParamMap, Params}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.types._

@@ -1,7 +1,7 @@
 package mmlspark.detection
 
 import mmlspark.contracts._
-import mmlspark.onnx.{HasDeviceType, HasOnnxModel, ONNXModel, TensorSpec}
+import mmlspark.onnx.{HasOnnxModel, ONNXModel, TensorSpec}
 import mmlspark.opencv.{ImageTransformer, Letterbox, LetterboxGeometry}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._

@@ -16,11 +16,11 @@ import mmlspark.pixels.{
   ImageStruct,
   UndecodableImageException
 }
-import org.apache.spark.ml.param.{BooleanParam, IntParam, Param, ParamMap, ParamValidators}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.{col, lit}
-import org.apache.spark.sql.types.{BinaryType, DataType, StringType, StructType}
+import org.apache.spark.sql.types.{DataType, StringType, StructType}
 import org.opencv.core.Mat
 
 /** The row-wise stages that decode a binary column of encoded images (and, through

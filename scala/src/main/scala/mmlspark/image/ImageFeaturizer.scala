@@ -1,7 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts._
-import mmlspark.onnx.{HasDeviceType, HasOnnxModel, ONNXModel, OnnxGraph}
+import mmlspark.onnx.{HasOnnxModel, ONNXModel, OnnxGraph}
 import mmlspark.opencv.ImageTransformer
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._

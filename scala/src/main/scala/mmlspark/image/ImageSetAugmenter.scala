@@ -1,11 +1,11 @@
 package mmlspark.image
 
-import mmlspark.contracts.{HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
 import mmlspark.pixels.{ImageSchemaUtils, ImageStruct}
 import scala.util.Try
 
 import org.apache.spark.ml.Transformer
-import org.apache.spark.ml.param.{BooleanParam, ParamMap}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row}
 import org.apache.spark.sql.functions.{col, explode_outer, udf}

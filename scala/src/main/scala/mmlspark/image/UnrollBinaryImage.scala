@@ -2,10 +2,10 @@ package mmlspark.image
 
 import mmlspark.contracts.{RowResults, SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
-import org.apache.spark.ml.param.{IntParam, ParamMap, ParamValidators}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, Dataset}
-import org.apache.spark.sql.types.{BinaryType, DataType, StructType}
+import org.apache.spark.sql.types.{DataType, StructType}
 import org.opencv.core.{Mat, Size}
 import org.opencv.imgproc.Imgproc
 

@@ -5,7 +5,7 @@ import scala.util.control.NonFatal
 import mmlspark.contracts.{Choices, SchemaUtils, StageWritable}
 import org.apache.hadoop.fs.{FileUtil, Path}
 import org.apache.spark.ml.mmlspark.ParamsIO
-import org.apache.spark.ml.param.{Param, ParamValidators, Params}
+import org.apache.spark.ml.param.Params
 import org.apache.spark.sql.SparkSession
 import org.json4s.JArray
 import org.json4s.jackson.JsonMethods.{compact, render}

@@ -12,7 +12,7 @@ import mmlspark.contracts.{
 }
 import mmlspark.pixels.{ImageCodec, ImageLimits, ImageSchemaUtils}
 import org.apache.spark.ml.mmlspark.SparkInternals
-import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators}
+import org.apache.spark.ml.param.{Param, ParamMap}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, Dataset, Row}
 import org.apache.spark.sql.types.{

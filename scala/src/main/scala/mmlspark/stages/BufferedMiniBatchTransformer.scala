@@ -2,9 +2,9 @@ package mmlspark.stages
 
 import java.util.concurrent.TimeUnit
 
-import mmlspark.contracts.{HasMiniBatchSize, StageReadable, StageWritable}
+import mmlspark.contracts.{StageReadable, StageWritable}
 import org.apache.spark.ml.Transformer
-import org.apache.spark.ml.param.{LongParam, ParamMap, ParamValidators}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType

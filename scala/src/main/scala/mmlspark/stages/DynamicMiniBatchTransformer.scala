@@ -4,7 +4,7 @@ import scala.collection.mutable.ArrayBuffer
 
 import mmlspark.contracts.{StageReadable, StageWritable}
 import org.apache.spark.ml.Transformer
-import org.apache.spark.ml.param.{IntParam, ParamMap, ParamValidators}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset, Row}
 import org.apache.spark.sql.types.StructType

@@ -3,7 +3,7 @@ package mmlspark.stages
 import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
-import org.apache.spark.ml.param.{BooleanParam, Param, ParamMap, ParamValidators, StringArrayParam}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.stat.Summarizer
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Column, DataFrame, Dataset}

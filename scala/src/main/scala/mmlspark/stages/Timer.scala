@@ -1,9 +1,9 @@
 package mmlspark.stages
 
-import mmlspark.contracts.{SchemaUtils, StageParam, StageParams, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Estimator, PipelineStage, Transformer}
-import org.apache.spark.ml.param.{BooleanParam, ParamMap}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.Dataset
 import org.apache.spark.sql.types.StructType

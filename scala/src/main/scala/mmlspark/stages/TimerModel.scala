@@ -1,9 +1,9 @@
 package mmlspark.stages
 
-import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Model, Transformer}
-import org.apache.spark.ml.param.{LongParam, ParamMap}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType

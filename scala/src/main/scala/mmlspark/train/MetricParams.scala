@@ -3,7 +3,7 @@ package mmlspark.train
 import mmlspark.contracts.{HasLabelCol, HasPredictionCol, SchemaUtils}
 import org.apache.spark.ml.attribute.{Attribute, NominalAttribute}
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
-import org.apache.spark.ml.param.{Param, ParamValidators, Params}
+import org.apache.spark.ml.param.Params
 import org.apache.spark.sql.{Column, DataFrame}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.types._

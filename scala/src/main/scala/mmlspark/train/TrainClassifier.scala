@@ -1,9 +1,9 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
-import org.apache.spark.ml.{Estimator, Model}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
+import org.apache.spark.ml.Estimator
 import org.apache.spark.ml.classification.Classifier
-import org.apache.spark.ml.param.{BooleanParam, ParamMap, StringArrayParam}
+import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{Dataset, Row}
 import org.apache.spark.sql.functions.{array_position, col, lit, typedLit}

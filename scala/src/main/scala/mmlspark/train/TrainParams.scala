@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{HasFeaturesCol, HasInputCols, HasLabelCol, SchemaUtils, StageParam}
+import mmlspark.contracts.{HasFeaturesCol, HasInputCols, HasLabelCol, SchemaUtils}
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Estimator, PipelineModel, PipelineStage, Transformer}
 import org.apache.spark.ml.param.{
@@ -13,7 +13,7 @@ import org.apache.spark.ml.param.{
 }
 import org.apache.spark.sql.{Column, DataFrame, Dataset}
 import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.{DataType, DoubleType, StructType}
+import org.apache.spark.sql.types.{DoubleType, StructType}
 
 /** Params of the train estimators and the models they fit. */
 private[train] trait TrainParams

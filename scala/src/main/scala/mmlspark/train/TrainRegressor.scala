@@ -1,13 +1,13 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
-import org.apache.spark.ml.{Estimator, Model}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
+import org.apache.spark.ml.Estimator
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.regression.Regressor
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.Dataset
 import org.apache.spark.sql.functions.col
-import org.apache.spark.sql.types.{DoubleType, NumericType, StructType}
+import org.apache.spark.sql.types.{NumericType, StructType}
 
 /** Trains any Spark ML regressor on a DataFrame of mixed columns, featurizing them like
   * [[TrainClassifier]]. The label must be numeric; rows whose label is null are dropped (their

@@ -1,10 +1,10 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.spark.ml.{Model, PipelineStage}
 import org.apache.spark.ml.attribute.NominalAttribute
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
-import org.apache.spark.ml.param.{ParamMap, Params, StringArrayParam}
+import org.apache.spark.ml.param.{ParamMap, Params}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.functions.{col, element_at, lit, typedLit}

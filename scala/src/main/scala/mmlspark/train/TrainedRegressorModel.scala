@@ -1,6 +1,6 @@
 package mmlspark.train
 
-import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable, StageWritable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.spark.ml.Model
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.ml.param.{ParamMap, Params}
