@@ -4,7 +4,8 @@ Parity is the contract: each case runs one ONNXModel on the JVM and on the Pytho
 the same DataFrame, and every output column, its type, its ``tensorShape`` metadata and the error
 column must agree (ONNX values to rtol 1e-5). The last test runs on a Spark Connect server
 started without the mmlspark jar, where ``auto`` must choose the Python backend and give the JVM
-run's results. Stages other than ONNXModel have no Python backend yet.
+run's results, for ONNXModel alone and for photos read, transformed and scored. The image
+stages' own parity cases are in ``test_python_images.py``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from pyspark.sql import types as T
 from pyspark.sql.functions import col
 
 from mmlspark.core.backend import backend_decision, set_backend
-from mmlspark.image import ImageDecoder
+from mmlspark.detection import ObjectDetector
+from mmlspark.image import read_images
 from mmlspark.onnx import ONNXModel
 
 RNG = np.random.default_rng(11)
@@ -205,7 +207,7 @@ def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
     try:
         assert ONNXModel().getBackend() == "python"
         with pytest.raises(NotImplementedError, match="JVM backend only"):
-            ImageDecoder()
+            ObjectDetector()
     finally:
         set_backend(None)
     assert ONNXModel().getBackend() == "jvm"
@@ -268,3 +270,57 @@ def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(spark, jarl
             g["probability"].toArray(), e["probability"].toArray(), rtol=1e-5
         )
         assert g["prediction"] == e["prediction"]
+
+
+def test_connect_without_the_jar_reads_transforms_and_scores_photos_like_the_jvm(
+    spark, jarless_connect, tmp_path
+):
+    """read_images, ImageTransformer to a tensor and ONNXModel: on a Connect server without the
+    jar (auto: Python) the rows equal the classic session's with the jar (JVM)."""
+    import cv2
+    from conftest import connect_mode
+    from image_fixtures import encode, pattern, with_exif_orientation
+
+    from mmlspark.opencv import ImageTransformer
+
+    for i in range(6):
+        jpeg = encode(pattern(60 + 7 * i, 90 - 5 * i, seed=i), ".jpg")
+        (tmp_path / f"photo{i}.jpg").write_bytes(with_exif_orientation(jpeg, 1 + i))
+    (tmp_path / "notes.jpg").write_bytes(b"not a photo")
+    ok, png = cv2.imencode(".png", pattern(40, 30, seed=9))
+    (tmp_path / "gray.png").write_bytes(png.tobytes())
+    model = onnx_models.small_cnn(classes=4, size=16)
+
+    def scored(session):
+        photos = read_images(session, str(tmp_path))
+        tensors = (
+            ImageTransformer(inputCol="image", outputCol="tensor", toTensor=True)
+            .resize(size=20, keepAspectRatio=True)
+            .centerCrop(16, 16)
+            .normalize(mean=[0.5, 0.4, 0.3], std=[0.2, 0.25, 0.3], colorScaleFactor=1 / 255)
+            .transform(photos)
+        )
+        onnx = ONNXModel(inputCol="tensor", outputCol="logits", argMaxDict={"logits": "label"})
+        return onnx.setModelPayload(model).transform(tensors).drop("image")
+
+    expected = {r["path"].rsplit("/", 1)[-1]: r for r in scored(spark).collect()}
+    with connect_mode():
+        got = {r["path"].rsplit("/", 1)[-1]: r for r in scored(jarless_connect).collect()}
+    assert sorted(got) == sorted(expected) and len(got) == 8
+    assert (
+        expected["notes.jpg"]["error"]
+        and got["notes.jpg"]["error"] == expected["notes.jpg"]["error"]
+    )
+    for name, e in expected.items():
+        g = got[name]
+        assert (g["error"], g["transformError"], g["onnxError"]) == (
+            e["error"],
+            e["transformError"],
+            e["onnxError"],
+        ), name
+        if e["tensor"] is None:
+            assert g["tensor"] is None and g["logits"] is None, name
+            continue
+        np.testing.assert_array_equal(np.asarray(g["tensor"]), np.asarray(e["tensor"]), name)
+        np.testing.assert_allclose(g["logits"], e["logits"], rtol=1e-5, err_msg=name)
+        assert g["label"] == e["label"], name

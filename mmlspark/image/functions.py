@@ -29,6 +29,7 @@ def read_images(
     dropInvalid: bool = False,
     minHeight: int = 0,
     minWidth: int = 0,
+    backend: str | None = None,
 ) -> DataFrame:
     """Reads the image files under ``path`` into a DataFrame of ``path``, ``image`` and ``error``.
 
@@ -69,22 +70,27 @@ def read_images(
         When either is positive, decode JPEGs at the smallest of 1/8, 1/4, 1/2 and full scale
         that still covers ``minHeight x minWidth`` (in place of ``reduceFactor``): for pipelines
         that resize to a smaller size anyway, much faster and smaller on large photos.
+    backend : str, optional
+        ``"jvm"``, ``"python"`` or ``"auto"`` for the decoding (default:
+        :func:`mmlspark.set_backend`'s setting).
 
     Examples
     --------
     >>> df = read_images(spark, "photos/", pathGlobFilter="*.jpg")  # doctest: +SKIP
     >>> df.filter("error is not null").select("path", "error").show()  # doctest: +SKIP
 
-    Over Spark Connect the same DataFrame is built from Spark's ``binaryFile`` source and
-    :class:`ImageDecoder`; there, zero-length files get no row (that source skips them) and
-    the files are not regrouped into larger partitions.
+    Over Spark Connect and on the Python backend the same DataFrame is built from Spark's
+    ``binaryFile`` source and :class:`ImageDecoder`; there, zero-length files get no row (that
+    source skips them) and the files are not regrouped into larger partitions.
     """
     from pyspark.sql.utils import is_remote
 
     if not 0.0 < sampleRatio <= 1.0:
         raise ValueError(f"read_images: sampleRatio must be in (0, 1] but was {sampleRatio}")
-    decoder = _decoder(colorMode, applyOrientation, reduceFactor, dropInvalid, minHeight, minWidth)
-    if is_remote():
+    decoder = _decoder(
+        colorMode, applyOrientation, reduceFactor, dropInvalid, minHeight, minWidth, backend
+    )
+    if is_remote() or decoder.getBackend() == "python":
         files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
         if sampleRatio < 1.0:
             files = files.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
@@ -129,12 +135,14 @@ def read_image_stream(
     applyOrientation: bool = True,
     reduceFactor: int = 1,
     dropInvalid: bool = False,
+    backend: str | None = None,
 ) -> DataFrame:
     """A streaming DataFrame of ``path``, ``image`` and ``error`` for the image files that
     appear under ``path``: each new file is read once, decoded like :func:`read_images` does.
 
     Score it with a saved pipeline and write it with a checkpoint; each file then gives exactly
-    one output row, across restarts. Works on classic and Spark Connect sessions.
+    one output row, across restarts. Works on classic and Spark Connect sessions, on either
+    backend (``backend``: as :func:`read_images` takes it).
 
     Examples
     --------
@@ -149,7 +157,7 @@ def read_image_stream(
     reader = _binary_files(spark.readStream.schema(schema), recursive, pathGlobFilter)
     if maxFilesPerTrigger is not None:
         reader = reader.option("maxFilesPerTrigger", int(maxFilesPerTrigger))
-    decoder = _decoder(colorMode, applyOrientation, reduceFactor, dropInvalid, 0, 0)
+    decoder = _decoder(colorMode, applyOrientation, reduceFactor, dropInvalid, 0, 0, backend)
     return _decoded(reader.load(path), decoder)
 
 
@@ -165,12 +173,13 @@ def _decoder(
     dropInvalid: bool,
     minHeight: int,
     minWidth: int,
+    backend: str | None = None,
 ) -> Any:
     """The ImageDecoder of the readers: it reads Spark's binaryFile columns (:func:`read_files`
     ignores its columns)."""
     from mmlspark.image import ImageDecoder
 
-    return ImageDecoder(
+    decoder = ImageDecoder(
         inputCol="content",
         originCol="path",
         colorMode=colorMode,
@@ -180,6 +189,7 @@ def _decoder(
         minWidth=minWidth,
         dropInvalid=dropInvalid,
     )
+    return decoder if backend is None else decoder.setBackend(backend)
 
 
 def _decoded(files: DataFrame, decoder: Any) -> DataFrame:

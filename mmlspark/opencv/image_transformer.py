@@ -59,6 +59,12 @@ class ImageTransformer(_ImageOps, _ImageTransformer):
     """
 
     __doc__ = __doc__ + "\n" + (_ImageTransformer.__doc__ or "")
+    _python_backend = True
+
+    def _python_transform(self, dataset: Any) -> Any:
+        from mmlspark.opencv import _cv
+
+        return _cv.transform_images(self, dataset)
 
     def __init__(self, **kwargs: Any) -> None:
         if "stages" in kwargs:

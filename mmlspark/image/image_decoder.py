@@ -1,0 +1,17 @@
+"""ImageDecoder, on the JVM or the Python backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmlspark.image._ImageDecoder import _ImageDecoder
+
+
+class ImageDecoder(_ImageDecoder):
+    __doc__ = _ImageDecoder.__doc__
+    _python_backend = True
+
+    def _python_transform(self, dataset: Any) -> Any:
+        from mmlspark.opencv import _cv
+
+        return _cv.transform_decoder(self, dataset)

@@ -1,0 +1,17 @@
+"""UnrollImage, on the JVM or the Python backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmlspark.image._UnrollImage import _UnrollImage
+
+
+class UnrollImage(_UnrollImage):
+    __doc__ = _UnrollImage.__doc__
+    _python_backend = True
+
+    def _python_transform(self, dataset: Any) -> Any:
+        from mmlspark.opencv import _cv
+
+        return _cv.transform_unroll(self, dataset)

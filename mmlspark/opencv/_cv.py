@@ -1,0 +1,959 @@
+"""The image stages on the Python backend: OpenCV (opencv-python) in Arrow UDFs, no jar.
+
+The row semantics are the JVM stages' (``scala/.../pixels`` and ``scala/.../opencv``): the same
+header checks before decoding, EXIF orientation, reduced JPEG decodes, pixel limit, operations,
+tensor layout and ``errorCol`` messages, so that with the same OpenCV version both backends give
+the same bytes. The module imports nothing from mmlspark but its twin readers
+(``mmlspark.image._headers``), and both travel to the Python workers by value.
+
+What the Python backend does not do: the JVM decodes a PNG, TIFF, BMP or GIF over the pixel limit
+by subsampling rows as it reads them (Java's image readers); OpenCV's Python API cannot, so such an
+image is refused with the reason, as an image over the limit is.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+import numpy as np
+
+from mmlspark.image._headers import (
+    ImageHeader,
+    exif_orientation,
+    has_jpeg_end,
+    hex_prefix,
+    is_jpeg,
+    read_header,
+)
+
+MAX_PIXELS_KEY = "spark.mmlspark.image.maxPixels"
+COLOR_MODES = ("color", "grayscale", "unchanged")
+# Heap bytes the JVM side assumes per decoded pixel (ImageLimits.BytesPerPixel); the Python
+# workers take the same share of the machine's memory per core.
+_BYTES_PER_PIXEL = 30
+_ROWS_PER_SLICE = 16
+
+
+class RowError(ValueError):
+    """A row the stage cannot compute; its message is the row's error, as the JVM gives a rejected
+    input's (IllegalArgumentException) message."""
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, RowError):
+        return str(error)
+    if isinstance(error, MemoryError):
+        return (
+            f"out of memory on this executor ({error}); the row was skipped and its memory "
+            "released. Lower the image or batch size, or give the executors more memory"
+        )
+    return f"{type(error).__name__}: {error}"
+
+
+def megapixels(pixels: int) -> str:
+    """``12.3 MP``, rounded half up as Java's ``%.1f`` rounds."""
+    return f"{Decimal(repr(pixels / 1e6)).quantize(Decimal('0.1'), ROUND_HALF_UP)} MP"
+
+
+def max_pixels(setting: str | None) -> int:
+    """Decoded pixels one image may have: the setting, else each core's share of 60% of this
+    machine's memory at the JVM side's bytes per pixel."""
+    if setting is not None:
+        try:
+            value = int(setting.strip())
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ValueError(f"{MAX_PIXELS_KEY} must be a positive whole number, not '{setting}'")
+        return value
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return int(memory * 0.6 / (os.cpu_count() or 1) / _BYTES_PER_PIXEL)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decoding (ImageCodec)
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _imread_flags(cv2: Any, mode: str, factor: int) -> int:
+    if mode == "unchanged":
+        return int(cv2.IMREAD_UNCHANGED)
+    names = {
+        ("color", 1): "IMREAD_COLOR",
+        ("color", 2): "IMREAD_REDUCED_COLOR_2",
+        ("color", 4): "IMREAD_REDUCED_COLOR_4",
+        ("color", 8): "IMREAD_REDUCED_COLOR_8",
+        ("grayscale", 1): "IMREAD_GRAYSCALE",
+        ("grayscale", 2): "IMREAD_REDUCED_GRAYSCALE_2",
+        ("grayscale", 4): "IMREAD_REDUCED_GRAYSCALE_4",
+        ("grayscale", 8): "IMREAD_REDUCED_GRAYSCALE_8",
+    }
+    name = names.get((mode, factor))
+    if name is None:
+        raise ValueError(f"unsupported decode options ({mode},{factor})")
+    # Orientation is applied after, from our own EXIF reading, so that all modes agree.
+    return int(getattr(cv2, name)) | int(cv2.IMREAD_IGNORE_ORIENTATION)
+
+
+def _decode_factor(
+    header: ImageHeader | None, mode: str, orientation: int, reduce: int, min_h: int, min_w: int
+) -> tuple[int, bool]:
+    """The scale to decode at, and whether the codec scales (JPEG's DCT scaling)."""
+    wanted = min_h > 0 or min_w > 0
+    scaled = header is not None and header.scalable and mode != "unchanged"
+    if header is not None and scaled and wanted:
+        width, height = (
+            (header.height, header.width) if orientation >= 5 else (header.width, header.height)
+        )
+        for f in (8, 4, 2):
+            if _ceil_div(width, f) >= min_w and _ceil_div(height, f) >= min_h:
+                return f, scaled
+        return 1, scaled
+    return (1 if wanted else reduce), scaled
+
+
+def decode(
+    data: bytes | None,
+    mode: str,
+    apply_orientation: bool,
+    reduce: int,
+    min_h: int,
+    min_w: int,
+    limit: int,
+) -> np.ndarray:
+    """Decodes encoded image bytes like the JVM's ``ImageCodec.decode``: refused from the header
+    when over ``limit`` pixels, at the smallest JPEG scale covering ``min_h`` x ``min_w`` when
+    either is positive (else at 1/``reduce``), EXIF orientation applied."""
+    import cv2
+
+    if data is None:
+        raise RowError("no data (null)")
+    if len(data) == 0:
+        raise RowError("empty file (0 bytes)")
+    jpeg = is_jpeg(data)
+    if jpeg and not has_jpeg_end(data):
+        raise RowError(f"truncated JPEG: no end-of-image marker in {len(data)} bytes")
+    orientation = exif_orientation(data) if apply_orientation and jpeg else 1
+    header = read_header(data)
+    factor, scaled = _decode_factor(header, mode, orientation, reduce, min_h, min_w)
+    if header is not None:
+        decoded_pixels = (
+            _ceil_div(header.width, factor) * _ceil_div(header.height, factor)
+            if scaled
+            else header.pixels
+        )
+        if decoded_pixels > limit:
+            at_scale = (
+                f" ({megapixels(decoded_pixels)} at 1/{factor} scale)"
+                if scaled and factor > 1
+                else ""
+            )
+            raise RowError(
+                f"image is {header.width}x{header.height} ({megapixels(header.pixels)})"
+                f"{at_scale}, over the limit of {megapixels(limit)} per image on this executor; "
+                "decode it smaller (reduceFactor, or minHeight and minWidth where the image is "
+                "resized after), give the executors more memory, or raise "
+                f"{MAX_PIXELS_KEY}"
+            )
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
+    if decoded is None or decoded.size == 0:
+        raise RowError(
+            f"not a decodable image ({len(data)} bytes starting {hex_prefix(data)}): "
+            "unknown format or corrupt data"
+        )
+    if header is None and decoded.shape[0] * decoded.shape[1] > limit:
+        height, width = decoded.shape[:2]
+        raise RowError(
+            f"image is {width}x{height} ({megapixels(width * height)}), over the limit of "
+            f"{megapixels(limit)} per image on this executor; raise {MAX_PIXELS_KEY}"
+        )
+    if mode == "unchanged" and factor > 1:
+        size = (math.ceil(decoded.shape[1] / factor), math.ceil(decoded.shape[0] / factor))
+        decoded = cv2.resize(decoded, size, interpolation=cv2.INTER_AREA)
+    return orient(decoded, orientation)
+
+
+def orient(image: np.ndarray, orientation: int) -> np.ndarray:
+    """Applies an EXIF orientation (1-8) the way OpenCV's own reader does."""
+    import cv2
+
+    if orientation in (2, 3, 4):
+        return cv2.flip(image, {2: 1, 3: -1, 4: 0}[orientation])
+    if orientation in (5, 6, 7, 8):
+        transposed = cv2.transpose(image)
+        if orientation == 5:
+            return transposed
+        return cv2.flip(transposed, {6: 1, 7: -1, 8: 0}[orientation])
+    return image
+
+
+# ---------------------------------------------------------------------------------------------
+# Image structs (ImageSchemaUtils)
+
+_DEPTHS = {
+    np.dtype(np.uint8): 0,
+    np.dtype(np.int8): 1,
+    np.dtype(np.uint16): 2,
+    np.dtype(np.int16): 3,
+    np.dtype(np.int32): 4,
+    np.dtype(np.float32): 5,
+    np.dtype(np.float64): 6,
+}
+_DEPTH_NAMES = ("8U", "8S", "16U", "16S", "32S", "32F", "64F", "16F")
+_READABLE = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 5: np.float32}
+
+
+def channels_of(image: np.ndarray) -> int:
+    return 1 if image.ndim == 2 else int(image.shape[2])
+
+
+def order_of(image: np.ndarray) -> str:
+    """The channel order of a decoded or struct image: GRAY for one channel, else BGR(A)."""
+    return "GRAY" if channels_of(image) == 1 else "BGR"
+
+
+def mode_of(image: np.ndarray) -> int:
+    """The OpenCV type code of `image` (CV_8UC3 = 16, ...)."""
+    return _DEPTHS[image.dtype] + (channels_of(image) - 1) * 8
+
+
+def to_struct(image: np.ndarray, origin: str | None) -> tuple[Any, ...]:
+    """The fields of Spark's image struct for `image`: samples little-endian, row-major."""
+    data = np.ascontiguousarray(image, dtype=image.dtype.newbyteorder("<")).tobytes()
+    return (
+        origin,
+        int(image.shape[0]),
+        int(image.shape[1]),
+        channels_of(image),
+        mode_of(image),
+        data,
+    )
+
+
+def from_struct(row: dict[str, Any] | None) -> np.ndarray:
+    """The pixels of an image struct, checked as the JVM's ``ImageSchemaUtils.toMat`` checks."""
+    if row is None:
+        raise RowError("no input image (null)")
+    height, width, mode, data = row["height"], row["width"], row["mode"], row["data"]
+    depth, channels = mode & 7, (mode >> 3) + 1
+    if depth not in _READABLE:
+        raise RowError(f"unsupported image mode {mode} (CV_{_DEPTH_NAMES[depth]}C{channels})")
+    dtype = np.dtype(_READABLE[depth]).newbyteorder("<")
+    expected = height * width * channels * dtype.itemsize
+    if data is None or len(data) != expected:
+        found = "no" if data is None else len(data)
+        raise RowError(f"requirement failed: image data has {found} bytes, expected {expected}")
+    pixels = np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
+    shape = (height, width) if channels == 1 else (height, width, channels)
+    return pixels.reshape(shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Operations (ImageOp)
+
+_INTERPOLATIONS = {
+    0: "INTER_NEAREST",
+    1: "INTER_LINEAR",
+    2: "INTER_CUBIC",
+    3: "INTER_AREA",
+    4: "INTER_LANCZOS4",
+}
+_THRESHOLDS = {
+    0: "THRESH_BINARY",
+    1: "THRESH_BINARY_INV",
+    2: "THRESH_TRUNC",
+    3: "THRESH_TOZERO",
+    4: "THRESH_TOZERO_INV",
+}
+# ColorFormat's targets: our spellings (any case) and the OpenCV COLOR_* codes from BGR(A) that
+# give them, written as numbers.
+_COLOR_TARGETS = {
+    "rgb": "RGB",
+    "bgr": "BGR",
+    "gray": "GRAY",
+    "4": "RGB",
+    "3": "RGB",
+    "6": "GRAY",
+    "10": "GRAY",
+    "1": "BGR",
+    "8": "BGR",
+}
+
+
+@dataclass
+class Image:
+    """An image between operations, and the order of its channels (BGR, RGB or GRAY)."""
+
+    pixels: np.ndarray
+    order: str
+
+
+def color_target(value: Any) -> str | None:
+    return _COLOR_TARGETS.get(str(value).strip().lower()) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Op:
+    """One parsed operation: its name and arguments, with the JVM's defaults filled in."""
+
+    op: str
+    args: dict[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.args[name]
+
+    def fail(self, message: str) -> RowError:
+        return RowError(f"{self.op}: {message}")
+
+    @property
+    def fixed_size(self) -> tuple[int, int] | None:
+        if self.op in ("resize", "crop", "centerCrop"):
+            return int(self["height"]), int(self["width"])
+        if self.op == "letterbox":
+            return int(self["size"]), int(self["size"])
+        return None
+
+    @property
+    def changes_size(self) -> bool:
+        return self.op in ("resize", "resizeShorter", "crop", "centerCrop", "letterbox")
+
+    @property
+    def min_input_size(self) -> tuple[int, int] | None:
+        if self.op == "resizeShorter":
+            return int(self["size"]), int(self["size"])
+        if self.op in ("resize", "letterbox"):
+            return self.fixed_size
+        return None
+
+    @property
+    def pixelwise(self) -> bool:
+        return self.op in ("colorFormat", "flip", "threshold", "normalize")
+
+
+# The arguments of each operation, in order, with the defaults the JVM's case classes have.
+_ARGS: dict[str, list[tuple[str, Any]]] = {
+    "resize": [("height", None), ("width", None), ("interpolation", 1)],
+    "resizeShorter": [("size", None), ("interpolation", 1)],
+    "crop": [("x", None), ("y", None), ("height", None), ("width", None)],
+    "centerCrop": [("height", None), ("width", None)],
+    "colorFormat": [("format", None)],
+    "flip": [("flipCode", 1)],
+    "blur": [("height", None), ("width", None)],
+    "threshold": [("threshold", None), ("maxVal", None), ("thresholdType", None)],
+    "gaussianKernel": [("apertureSize", None), ("sigma", None)],
+    "normalize": [("mean", None), ("std", None), ("colorScaleFactor", 1.0)],
+    "letterbox": [("size", None), ("padValue", 114.0)],
+}
+
+
+def _validate(op: Op) -> None:
+    """The JVM's ``validate()`` of each operation: arguments that can never work."""
+
+    def require(condition: bool, message: str) -> None:
+        if not condition:
+            raise ValueError(f"{op.op}: {message}")
+
+    def one_of(constants: dict[int, str], field: str, kind: str) -> None:
+        value = op[field]
+        low, high = min(constants), max(constants)
+        require(value in constants, f"{field} must be {kind} {low}-{high} but was {value}")
+
+    name = op.op
+    if name in ("resize", "crop", "centerCrop", "blur"):
+        h, w = op["height"], op["width"]
+        require(h > 0 and w > 0, f"height and width must be positive but were {h} x {w}")
+    if name in ("resize", "resizeShorter"):
+        one_of(_INTERPOLATIONS, "interpolation", "an OpenCV INTER_* interpolation")
+    if name in ("resizeShorter", "letterbox"):
+        require(op["size"] > 0, f"size must be positive but was {op['size']}")
+    if name == "crop":
+        require(
+            op["x"] >= 0 and op["y"] >= 0,
+            f"x and y must be at least 0 but were ({op['x']}, {op['y']})",
+        )
+    if name == "colorFormat":
+        require(
+            color_target(op["format"]) is not None,
+            "format must be one of 'RGB', 'BGR', 'GRAY' (any case; also '1', '10', '3', '4', "
+            f"'6', '8') but was '{op['format']}'",
+        )
+    if name == "flip":
+        require(
+            op["flipCode"] in (-1, 0, 1), f"flipCode must be -1, 0 or 1 but was {op['flipCode']}"
+        )
+    if name == "threshold":
+        one_of(_THRESHOLDS, "thresholdType", "an OpenCV THRESH_* type")
+    if name == "gaussianKernel":
+        size, sigma = op["apertureSize"], op["sigma"]
+        require(size > 0 and size % 2 == 1, f"apertureSize must be odd and positive but was {size}")
+        require(sigma >= 0, f"sigma must be at least 0 but was {float(sigma)}")
+    if name == "normalize":
+        mean, std = op["mean"], op["std"]
+        require(
+            len(mean) > 0 and len(mean) == len(std),
+            f"mean and std must have the same, non-zero length but had {len(mean)} and {len(std)}",
+        )
+        require(all(s != 0.0 for s in std), "std must not contain 0")
+
+
+def parse_ops(text: str) -> list[Op]:
+    """The operations of an ``operations`` JSON value, validated as the JVM validates them."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"image operations are not JSON ({error}): {text}") from None
+    if not isinstance(parsed, list):
+        raise ValueError(f"image operations must be a JSON array but were {text}")
+    ops = []
+    for item in parsed:
+        shown = json.dumps(item, separators=(",", ":"))
+        if not isinstance(item, dict) or "op" not in item:
+            raise ValueError(f"image operation without 'op': {shown}")
+        name = item["op"]
+        if name not in _ARGS:
+            raise ValueError(f"unknown image operation '{name}'; known: {', '.join(_ARGS)}")
+        args = {}
+        for arg, default in _ARGS[name]:
+            value = item.get(arg, default)
+            if value is None:
+                raise ValueError(f"image operation {shown}: no value for '{arg}'")
+            args[arg] = value
+        op = Op(name, args)
+        _validate(op)
+        ops.append(op)
+    return ops
+
+
+def reduced_decode_target(ops: Sequence[Op]) -> tuple[int, int] | None:
+    """The size a decode must at least have to serve `ops` (see the JVM's twin)."""
+    for op in ops:
+        if not op.pixelwise:
+            return op.min_input_size
+    return None
+
+
+def _resize(image: Image, width: int, height: int, interpolation: int) -> Image:
+    import cv2
+
+    return Image(
+        cv2.resize(image.pixels, (width, height), interpolation=interpolation), image.order
+    )
+
+
+def _crop(image: Image, op: Op, x: int, y: int, height: int, width: int) -> Image:
+    h, w = image.pixels.shape[:2]
+    if x + width > w or y + height > h:
+        raise op.fail(f"region x={x} y={y} {height}x{width} lies outside the {h}x{w} image")
+    return Image(image.pixels[y : y + height, x : x + width].copy(), image.order)
+
+
+def _convert(image: Image, op: Op, target: str) -> Image:
+    import cv2
+
+    channels = channels_of(image.pixels)
+    source = image.order
+    code: str | None
+    if (channels == 3 and source == target) or (source, channels, target) == ("GRAY", 1, "GRAY"):
+        code = None
+    else:
+        code = {
+            ("BGR", 3, "RGB"): "COLOR_BGR2RGB",
+            ("RGB", 3, "BGR"): "COLOR_BGR2RGB",
+            ("BGR", 3, "GRAY"): "COLOR_BGR2GRAY",
+            ("RGB", 3, "GRAY"): "COLOR_RGB2GRAY",
+            ("BGR", 4, "BGR"): "COLOR_BGRA2BGR",
+            ("RGB", 4, "RGB"): "COLOR_BGRA2BGR",
+            ("BGR", 4, "RGB"): "COLOR_BGRA2RGB",
+            ("RGB", 4, "BGR"): "COLOR_BGRA2RGB",
+            ("BGR", 4, "GRAY"): "COLOR_BGRA2GRAY",
+            ("RGB", 4, "GRAY"): "COLOR_RGBA2GRAY",
+            ("GRAY", 1, "BGR"): "COLOR_GRAY2BGR",
+            ("GRAY", 1, "RGB"): "COLOR_GRAY2RGB",
+        }.get((source, channels, target))
+        if code is None:
+            raise op.fail(f"cannot convert a {channels}-channel {source} image to {target}")
+    if code is None:
+        return Image(image.pixels.copy(), target)
+    return Image(cv2.cvtColor(image.pixels, getattr(cv2, code)), target)
+
+
+def _normalize(image: Image, op: Op) -> Image:
+    pixels = image.pixels
+    channels = channels_of(pixels)
+    color = 3 if channels == 4 else channels
+    mean, std = list(op["mean"]), list(op["std"])
+    if len(mean) not in (1, color):
+        raise op.fail(f"{len(mean)} means for a {color}-channel image")
+
+    def per_channel(values: list[float]) -> list[float]:
+        full = values * color if len(values) == 1 else values
+        return list(reversed(full)) if image.order == "BGR" else full
+
+    m, s = per_channel(mean), per_channel(std)
+    out = pixels.astype(np.float32)
+    planes = out.reshape(out.shape[0], out.shape[1], channels)
+    scale = np.float32(op["colorScaleFactor"])
+    for c in range(color):
+        planes[..., c] = (planes[..., c] * scale - np.float32(m[c])) / np.float32(s[c])
+    return Image(out, image.order)
+
+
+def _letterbox(image: Image, op: Op) -> Image:
+    import cv2
+
+    size, pad = int(op["size"]), float(op["padValue"])
+    height, width = image.pixels.shape[:2]
+    if height <= 0 or width <= 0:
+        raise RowError(f"letterbox: an empty {width}x{height} image")
+    scale = min(size / height, size / width)
+    scaled_h, scaled_w = max(1, round(height * scale)), max(1, round(width * scale))
+    top, left = (size - scaled_h) // 2, (size - scaled_w) // 2
+    scaled = image.pixels
+    if (scaled_h, scaled_w) != (height, width):
+        scaled = cv2.resize(scaled, (scaled_w, scaled_h), interpolation=cv2.INTER_LINEAR)
+    out = cv2.copyMakeBorder(
+        scaled,
+        top,
+        size - scaled_h - top,
+        left,
+        size - scaled_w - left,
+        cv2.BORDER_CONSTANT,
+        value=(pad, pad, pad, pad),
+    )
+    return Image(out, image.order)
+
+
+def apply(op: Op, image: Image) -> Image:
+    """`op` applied to `image`: a new image."""
+    import cv2
+
+    name, pixels = op.op, image.pixels
+    if name == "resize":
+        return _resize(image, int(op["width"]), int(op["height"]), int(op["interpolation"]))
+    if name == "resizeShorter":
+        h, w = pixels.shape[:2]
+        size = int(op["size"])
+        scale = size / min(h, w)
+        nh, nw = (
+            (size, math.floor(w * scale + 0.5)) if h <= w else (math.floor(h * scale + 0.5), size)
+        )
+        return _resize(image, nw, nh, int(op["interpolation"]))
+    if name == "crop":
+        return _crop(image, op, int(op["x"]), int(op["y"]), int(op["height"]), int(op["width"]))
+    if name == "centerCrop":
+        h, w = pixels.shape[:2]
+        height, width = int(op["height"]), int(op["width"])
+        if height > h or width > w:
+            raise op.fail(f"{height}x{width} is larger than the {h}x{w} image")
+        return _crop(image, op, (w - width) // 2, (h - height) // 2, height, width)
+    if name == "colorFormat":
+        return _convert(image, op, str(color_target(op["format"])))
+    if name == "flip":
+        return Image(cv2.flip(pixels, int(op["flipCode"])), image.order)
+    if name == "blur":
+        return Image(cv2.blur(pixels, (int(op["width"]), int(op["height"]))), image.order)
+    if name == "threshold":
+        _, out = cv2.threshold(
+            pixels, float(op["threshold"]), float(op["maxVal"]), int(op["thresholdType"])
+        )
+        return Image(out, image.order)
+    if name == "gaussianKernel":
+        k = int(op["apertureSize"])
+        return Image(cv2.GaussianBlur(pixels, (k, k), float(op["sigma"])), image.order)
+    if name == "normalize":
+        return _normalize(image, op)
+    if name == "letterbox":
+        return _letterbox(image, op)
+    raise ValueError(f"unknown image operation '{name}'")
+
+
+def run_ops(ops: Sequence[Op], image: Image, limit: int) -> Image:
+    """`ops` applied in order; an output over `limit` pixels fails the row, as on the JVM."""
+
+    def refuse(op: Op, height: int, width: int) -> RowError:
+        return RowError(
+            f"{op.op} would make a {width}x{height} image ({megapixels(height * width)}), over "
+            f"the limit of {megapixels(limit)} per image on this executor; raise {MAX_PIXELS_KEY}"
+        )
+
+    for op in ops:
+        fixed = op.fixed_size
+        if fixed is not None and fixed[0] * fixed[1] > limit:
+            raise refuse(op, *fixed)
+        image = apply(op, image)
+        height, width = image.pixels.shape[:2]
+        if height * width > limit:
+            raise refuse(op, height, width)
+    return image
+
+
+def to_chw(image: Image, order: str) -> np.ndarray:
+    """The pixels as a flat float32 CHW array, channels in `order` (RGB, BGR or GRAY)."""
+    channels = channels_of(image.pixels)
+    same = (image.order, channels, order) in (
+        ("GRAY", 1, "GRAY"),
+        ("BGR", 3, "BGR"),
+        ("RGB", 3, "RGB"),
+    )
+    swapped = (image.order, channels, order) in (("BGR", 3, "RGB"), ("RGB", 3, "BGR"))
+    if not same and not swapped:
+        image = _convert(image, Op("colorFormat", {"format": order}), order)
+    pixels = image.pixels
+    planes = pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
+    if swapped:
+        planes = planes[..., ::-1]
+    return np.ascontiguousarray(planes.transpose(2, 0, 1), dtype=np.float32).reshape(-1)
+
+
+def gray_tensor(ops: Sequence[Op]) -> bool:
+    """Whether the tensor has one channel: the last color conversion is to GRAY."""
+    targets = [color_target(op["format"]) for op in ops if op.op == "colorFormat"]
+    return bool(targets) and targets[-1] == "GRAY"
+
+
+def tensor_shape(ops: Sequence[Op]) -> list[int]:
+    """``[C, H, W]`` of the tensor output, -1 where it depends on the input."""
+    size: tuple[int, int] | None = None
+    for op in ops:
+        if op.changes_size:
+            size = op.fixed_size
+    channels = 1 if gray_tensor(ops) else 3
+    return [channels, size[0] if size else -1, size[1] if size else -1]
+
+
+def unroll(pixels: np.ndarray) -> np.ndarray:
+    """The samples as float64 in CHW order, channels in the image's own order."""
+    planes = pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
+    return np.ascontiguousarray(planes.transpose(2, 0, 1), dtype=np.float64).reshape(-1)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Arrow side: rows in, the same rows with the stage's columns out
+
+
+@dataclass(frozen=True)
+class Decoding:
+    mode: str
+    orientation: bool
+    reduce: int
+    min_h: int
+    min_w: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the tasks run: read `input_col` (binary or image struct), compute one value per row
+    with `kind` ("decode", "transform", "unroll"), add `output_col` and `error_col`."""
+
+    kind: str
+    input_col: str
+    binary: bool
+    output_col: str
+    error_col: str
+    setting: str | None
+    origin_col: str | None = None
+    decoding: Decoding | None = None
+    ops: tuple[Op, ...] = ()
+    tensor_order: str | None = None  # set: tensor output in this channel order
+
+
+def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
+    """The function of one row: (input value, origin) -> the output value."""
+    if plan.kind == "decode":
+        d = plan.decoding
+        assert d is not None
+
+        def decoded(data: Any, origin: Any) -> Any:
+            pixels = decode(data, d.mode, d.orientation, d.reduce, d.min_h, d.min_w, limit)
+            return to_struct(pixels, origin)
+
+        return decoded
+    if plan.kind == "unroll":
+        return lambda row, _: unroll(from_struct(row))
+    ops, order = plan.ops, plan.tensor_order
+    target = reduced_decode_target(ops) if plan.decoding is not None else None
+
+    def transformed(value: Any, _: Any) -> Any:
+        if plan.binary:
+            if value is None:
+                raise RowError("no input image (null)")
+            min_h, min_w = target or (0, 0)
+            first = decode(value, "color", True, 1, min_h, min_w, limit)
+            origin = None
+        else:
+            first = from_struct(value)
+            origin = value["origin"]
+        out = run_ops(ops, Image(first, order_of(first)), limit)
+        return to_chw(out, order) if order is not None else to_struct(out.pixels, origin)
+
+    return transformed
+
+
+_IMAGE_FIELDS = ("origin", "height", "width", "nChannels", "mode", "data")
+
+
+def _output_array(plan: Plan, values: list[Any]) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    mask = np.array([v is None for v in values], dtype=bool)
+    if plan.kind == "unroll" or plan.tensor_order is not None:
+        element = pa.float64() if plan.kind == "unroll" else pa.float32()
+        lengths = [0 if v is None else v.size for v in values]
+        offsets = np.zeros(len(values) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        present = [v for v in values if v is not None]
+        flat = np.concatenate(present) if present else np.zeros(0)
+        return pa.ListArray.from_arrays(
+            pa.array(offsets), pa.array(flat, type=element), mask=pa.array(mask)
+        )
+    rows = [(None, 0, 0, 0, 0, None) if v is None else v for v in values]
+    types = [pa.string(), pa.int32(), pa.int32(), pa.int32(), pa.int32(), pa.binary()]
+    arrays = [pa.array([row[i] for row in rows], type=t) for i, t in enumerate(types)]
+    return pa.StructArray.from_arrays(arrays, names=list(_IMAGE_FIELDS), mask=pa.array(mask))
+
+
+def _rows(column: Any) -> list[Any]:
+    return column.to_pylist()  # type: ignore[no-any-return]
+
+
+def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    compute = _row_function(plan, max_pixels(plan.setting))
+    for arrow_batch in batches:
+        for offset in range(0, max(arrow_batch.num_rows, 1), _ROWS_PER_SLICE):
+            batch = arrow_batch.slice(offset, _ROWS_PER_SLICE)
+            inputs = _rows(batch.column(plan.input_col))
+            origins = (
+                _rows(batch.column(plan.origin_col)) if plan.origin_col else [None] * batch.num_rows
+            )
+            values: list[Any] = []
+            errors: list[str | None] = []
+            for value, origin in zip(inputs, origins, strict=True):
+                try:
+                    values.append(compute(value, origin))
+                    errors.append(None)
+                except Exception as error:  # noqa: BLE001 (a failing row keeps its reason)
+                    values.append(None)
+                    errors.append(_describe(error))
+            arrays = list(batch.columns) + [
+                _output_array(plan, values),
+                pa.array(errors, pa.string()),
+            ]
+            names = list(batch.schema.names) + [plan.output_col, plan.error_col]
+            yield pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+# ---------------------------------------------------------------------------------------------
+# The driver side
+
+
+def _fail(stage: Any, message: str) -> ValueError:
+    return ValueError(f"{type(stage).__name__} {stage.uid}: {message}")
+
+
+def _is_image(data_type: Any) -> bool:
+    from pyspark.sql import types as T
+
+    return isinstance(data_type, T.StructType) and [
+        (f.name, f.dataType) for f in data_type.fields
+    ] == [(f.name, f.dataType) for f in image_type().fields]
+
+
+def image_type() -> Any:
+    """Spark's image struct type as the JVM stages write it."""
+    from pyspark.sql import types as T
+
+    return T.StructType(
+        [
+            T.StructField("origin", T.StringType(), True),
+            T.StructField("height", T.IntegerType(), False),
+            T.StructField("width", T.IntegerType(), False),
+            T.StructField("nChannels", T.IntegerType(), False),
+            T.StructField("mode", T.IntegerType(), False),
+            T.StructField("data", T.BinaryType(), True),
+        ]
+    )
+
+
+_IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, data)"
+
+
+def _check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+    """The checks of the JVM's RowwiseTransformer.transformSchema; the input field."""
+    column = stage.getOrDefault("inputCol")
+    if column not in schema.fieldNames():
+        raise _fail(
+            stage,
+            f"input column '{column}' does not exist; available columns: "
+            f"[{', '.join(schema.fieldNames())}]",
+        )
+    field = schema[column]
+    if not accepts(field.dataType):
+        raise _fail(
+            stage,
+            f"input column '{column}' must be {expected} but was {field.dataType.simpleString()}",
+        )
+    out, err = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
+    for name in (out, err):
+        if name in schema.fieldNames():
+            raise _fail(stage, f"output column '{name}' already exists")
+    if out == err:
+        raise _fail(stage, f"outputCol and errorCol must be distinct but repeat {out}")
+    return field
+
+
+def _setting(dataset: Any) -> str | None:
+    value = dataset.sparkSession.conf.get(MAX_PIXELS_KEY, None)
+    if value is not None:
+        max_pixels(value)  # a bad setting fails here, before any job
+    return value  # type: ignore[no-any-return]
+
+
+def _run(dataset: Any, plan: Plan, output_type: Any, metadata: dict[str, Any]) -> Any:
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    from mmlspark.image import _headers
+
+    fields = list(dataset.schema.fields) + [
+        T.StructField(plan.output_col, output_type, True),
+        T.StructField(plan.error_col, T.StringType(), True),
+    ]
+    # The UDF carries this module's code and its twin readers' (pickled by value): the Python
+    # workers need numpy, pyarrow and opencv-python, but not mmlspark.
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    cloudpickle.register_pickle_by_value(_headers)
+    out = dataset.mapInArrow(lambda batches: _partition(plan, batches), T.StructType(fields))
+    column = F.col(f"`{plan.output_col}`")
+    if plan.kind == "unroll":
+        from pyspark.ml.functions import array_to_vector
+
+        column = F.when(column.isNotNull(), array_to_vector(column))
+    if metadata or plan.kind == "unroll":
+        out = out.withColumn(plan.output_col, column.alias(plan.output_col, metadata=metadata))
+    return out
+
+
+def _binary_or_image(data_type: Any) -> bool:
+    from pyspark.sql import types as T
+
+    return isinstance(data_type, T.BinaryType) or _is_image(data_type)
+
+
+def transform_decoder(stage: Any, dataset: Any) -> Any:
+    """ImageDecoder's output on the Python backend."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    _check_columns(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
+    origin = stage.getOrDefault("originCol")
+    if origin:
+        if origin not in dataset.schema.fieldNames():
+            raise _fail(
+                stage,
+                f"input column '{origin}' does not exist; available columns: "
+                f"[{', '.join(dataset.schema.fieldNames())}]",
+            )
+        if not isinstance(dataset.schema[origin].dataType, T.StringType):
+            raise _fail(
+                stage,
+                f"input column '{origin}' must be string but was "
+                f"{dataset.schema[origin].dataType.simpleString()}",
+            )
+    mode = stage.getOrDefault("colorMode")
+    reduce = int(stage.getOrDefault("reduceFactor"))
+    if mode not in COLOR_MODES:
+        raise _fail(stage, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'")
+    if reduce not in (1, 2, 4, 8):
+        raise _fail(stage, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
+    plan = Plan(
+        kind="decode",
+        input_col=stage.getOrDefault("inputCol"),
+        binary=True,
+        output_col=stage.getOrDefault("outputCol"),
+        error_col=stage.getOrDefault("errorCol"),
+        setting=_setting(dataset),
+        origin_col=origin or None,
+        decoding=Decoding(
+            mode,
+            bool(stage.getOrDefault("applyOrientation")),
+            reduce,
+            int(stage.getOrDefault("minHeight")),
+            int(stage.getOrDefault("minWidth")),
+        ),
+    )
+    out = _run(dataset, plan, image_type(), {})
+    if stage.getOrDefault("dropInvalid"):
+        out = out.filter(F.col(f"`{plan.output_col}`").isNotNull())
+    return out
+
+
+def transform_images(stage: Any, dataset: Any) -> Any:
+    """ImageTransformer's output on the Python backend."""
+    from pyspark.sql import types as T
+
+    field = _check_columns(
+        stage,
+        dataset.schema,
+        _binary_or_image,
+        _IMAGE_DESCRIPTION + " or encoded image bytes (binary)",
+    )
+    try:
+        ops = tuple(parse_ops(stage.getOrDefault("operations")))
+    except ValueError as error:
+        raise _fail(stage, str(error)) from None
+    binary = isinstance(field.dataType, T.BinaryType)
+    tensor = bool(stage.getOrDefault("toTensor"))
+    order = None
+    metadata: dict[str, Any] = {}
+    if tensor:
+        requested = str(stage.getOrDefault("tensorChannelOrder")).strip().upper()
+        if requested not in ("RGB", "BGR"):
+            raise _fail(
+                stage, f"'{stage.getOrDefault('tensorChannelOrder')}' is not one of 'RGB', 'BGR'"
+            )
+        order = "GRAY" if gray_tensor(ops) else requested
+        metadata = {"tensorShape": tensor_shape(ops), "tensorChannelOrder": order}
+    plan = Plan(
+        kind="transform",
+        input_col=stage.getOrDefault("inputCol"),
+        binary=binary,
+        output_col=stage.getOrDefault("outputCol"),
+        error_col=stage.getOrDefault("errorCol"),
+        setting=_setting(dataset),
+        decoding=Decoding("color", True, 1, 0, 0)
+        if binary and stage.getOrDefault("reducedDecode")
+        else None,
+        ops=ops,
+        tensor_order=order,
+    )
+    output_type = T.ArrayType(T.FloatType(), False) if tensor else image_type()
+    return _run(dataset, plan, output_type, metadata)
+
+
+def transform_unroll(stage: Any, dataset: Any) -> Any:
+    """UnrollImage's output on the Python backend."""
+    _check_columns(stage, dataset.schema, _is_image, _IMAGE_DESCRIPTION)
+    plan = Plan(
+        kind="unroll",
+        input_col=stage.getOrDefault("inputCol"),
+        binary=False,
+        output_col=stage.getOrDefault("outputCol"),
+        error_col=stage.getOrDefault("errorCol"),
+        setting=None,
+    )
+    from pyspark.sql import types as T
+
+    return _run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})
