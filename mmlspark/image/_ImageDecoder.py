@@ -108,18 +108,7 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
         reduceFactor: int | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(
-            applyOrientation=True,
-            colorMode="color",
-            dropInvalid=False,
-            errorCol="error",
-            inputCol="content",
-            minHeight=0,
-            minWidth=0,
-            originCol="",
-            outputCol="image",
-            reduceFactor=1,
-        )
+        self._setDefault(applyOrientation=True, colorMode="color", dropInvalid=False, errorCol="error", inputCol="content", minHeight=0, minWidth=0, originCol="", outputCol="image", reduceFactor=1)
         self.setParams(**self._input_kwargs)
 
     @keyword_only

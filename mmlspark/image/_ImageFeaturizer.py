@@ -8,28 +8,13 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
-from mmlspark.core.shared_params import (
-    HasInputCol,
-    HasOutputCol,
-    HasErrorCol,
-    HasMiniBatchSize,
-    HasReducedDecode,
-    HasTensorChannelOrder,
-)
+from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode, HasTensorChannelOrder
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
 
 
-class _ImageFeaturizer(
-    MMLTransformer,
-    HasInputCol,
-    HasOutputCol,
-    HasErrorCol,
-    HasMiniBatchSize,
-    HasReducedDecode,
-    HasTensorChannelOrder,
-):
+class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode, HasTensorChannelOrder):
     """The JVM transformer ``mmlspark.image.ImageFeaturizer``.
 
     Parameters
@@ -172,23 +157,7 @@ class _ImageFeaturizer(
         tensorChannelOrder: str | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(
-            autoConvertToColor=True,
-            channelMeans=[0.485, 0.456, 0.406],
-            channelStds=[0.229, 0.224, 0.225],
-            colorScaleFactor=0.00392156862745098,
-            deviceType="auto",
-            dropNa=True,
-            errorCol="featurizeError",
-            ignoreDecodingErrors=False,
-            imageHeight=224,
-            imageWidth=224,
-            inputCol="image",
-            miniBatchSize=64,
-            outputCol="features",
-            reducedDecode=True,
-            tensorChannelOrder="RGB",
-        )
+        self._setDefault(autoConvertToColor=True, channelMeans=[0.485, 0.456, 0.406], channelStds=[0.229, 0.224, 0.225], colorScaleFactor=0.00392156862745098, deviceType="auto", dropNa=True, errorCol="featurizeError", ignoreDecodingErrors=False, imageHeight=224, imageWidth=224, inputCol="image", miniBatchSize=64, outputCol="features", reducedDecode=True, tensorChannelOrder="RGB")
         self.setParams(**self._input_kwargs)
 
     @keyword_only

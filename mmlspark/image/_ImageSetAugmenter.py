@@ -55,9 +55,7 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
         outputCol: str | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(
-            flipLeftRight=True, flipUpDown=False, inputCol="image", outputCol="augmented"
-        )
+        self._setDefault(flipLeftRight=True, flipUpDown=False, inputCol="image", outputCol="augmented")
         self.setParams(**self._input_kwargs)
 
     @keyword_only

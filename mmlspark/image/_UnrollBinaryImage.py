@@ -108,18 +108,7 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
         width: int | None = None,
     ) -> None:
         super().__init__()
-        self._setDefault(
-            applyOrientation=True,
-            colorMode="color",
-            errorCol="error",
-            height=0,
-            inputCol="content",
-            minHeight=0,
-            minWidth=0,
-            outputCol="unrolled",
-            reduceFactor=1,
-            width=0,
-        )
+        self._setDefault(applyOrientation=True, colorMode="color", errorCol="error", height=0, inputCol="content", minHeight=0, minWidth=0, outputCol="unrolled", reduceFactor=1, width=0)
         self.setParams(**self._input_kwargs)
 
     @keyword_only
