@@ -9,13 +9,7 @@ from mmlspark.image.unroll_image import UnrollImage
 from mmlspark.image import functions as _functions
 from mmlspark.image.functions import *  # noqa: F403
 
-__all__ = [
-    "ImageDecoder",
-    "ImageFeaturizer",
-    "ImageSetAugmenter",
-    "UnrollBinaryImage",
-    "UnrollImage",
-] + _functions.__all__
+__all__ = ["ImageDecoder", "ImageFeaturizer", "ImageSetAugmenter", "UnrollBinaryImage", "UnrollImage"] + _functions.__all__
 
 
 class ImageSetAugmenter(_ImageSetAugmenter):
