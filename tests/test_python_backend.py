@@ -175,6 +175,27 @@ def test_each_python_worker_makes_one_session_per_model_across_tasks(spark):
     assert set(per_worker.values()) <= {0, 1} and 1 in per_worker.values(), per_worker
 
 
+@pytest.mark.parametrize(
+    "fetch",
+    [{"features": "features"}, {"features": "features_node", "logits": "logits"}, {"r": "relu"}],
+    ids=["inner-tensor", "node-name-and-output", "4d-inner"],
+)
+def test_fetching_inner_tensors_cuts_the_model_as_the_jvm_does(spark, fetch):
+    model = onnx_models.small_cnn(classes=3, size=6)
+    rows = [(i, RNG.normal(size=3 * 6 * 6).astype(np.float32).tolist()) for i in range(9)]
+    df = spark.createDataFrame(rows + [(9, [1.0])], "id int, tensor array<float>")
+    if "features_node" in fetch.values():
+        # a node's name is cut at its output, which then has the tensor's name, not the node's
+        for backend in ("jvm", "python"):
+            stage = ONNXModel(feedDict={"image": "tensor"}, fetchDict=fetch).setBackend(backend)
+            with pytest.raises(Exception, match="fetchDict names model output 'features_node'"):
+                stage.setModelPayload(model).transform(df).collect()
+        return
+    jvm_out, py_out = both(dict(feedDict={"image": "tensor"}, fetchDict=fetch), model, df)
+    assert_same(jvm_out, py_out)
+    assert py_out.filter("onnxError is null").count() == 9
+
+
 def test_preflight_errors_name_what_to_do(spark):
     df = spark.createDataFrame([(0, [1.0, 2.0, 3.0])], "id int, x array<float>")
     stage = ONNXModel(feedDict={"x": "x"}, fetchDict={"x": "same"}).setBackend("python")
@@ -185,10 +206,11 @@ def test_preflight_errors_name_what_to_do(spark):
     missing.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
     with pytest.raises(ValueError, match="feedDict names model input 'nope'"):
         missing.transform(df)
-    cut = ONNXModel(inputCol="x", fetchDict={"y": "xf"}).setBackend("python")
-    cut.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
-    with pytest.raises(ValueError, match="inner tensor runs on the JVM backend only"):
-        cut.transform(df)
+    for backend in ("jvm", "python"):
+        cut = ONNXModel(inputCol="x", fetchDict={"y": "nope"}).setBackend(backend)
+        cut.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
+        with pytest.raises(Exception, match="the model has no node or tensor 'nope'; it has"):
+            cut.transform(df)
     zipmap = ONNXModel(inputCol="x", fetchDict={"p": "output_probability"}).setBackend("python")
     zipmap.setModelPayload(onnx_models.zipmap_classifier())
     with pytest.raises(ValueError, match="sequences of maps run on the JVM backend only"):
@@ -324,3 +346,67 @@ def test_connect_without_the_jar_reads_transforms_and_scores_photos_like_the_jvm
         np.testing.assert_array_equal(np.asarray(g["tensor"]), np.asarray(e["tensor"]), name)
         np.testing.assert_allclose(g["logits"], e["logits"], rtol=1e-5, err_msg=name)
         assert g["label"] == e["label"], name
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(inputCol="image", featureTensorName="pool", dropNa=False),
+        dict(inputCol="content", featureTensorName="pool", ignoreDecodingErrors=True, dropNa=False),
+        dict(
+            inputCol="content",
+            tensorChannelOrder="BGR",
+            reducedDecode=False,
+            ignoreDecodingErrors=True,
+        ),
+        dict(inputCol="image", autoConvertToColor=False, dropNa=True),
+    ],
+    ids=["structs-cut", "bytes-cut-errors-kept", "bytes-whole-model-bgr", "structs-dropna"],
+)
+def test_image_featurizer_gives_the_jvm_features(spark, settings):
+    """The camera-trap demo's featurizer on its photos (and a few bad rows): the same vectors,
+    errors and rows on both backends."""
+    from importlib.resources import files
+
+    from mmlspark.image import ImageDecoder, ImageFeaturizer
+
+    demo = files("mmlspark.apps.camera_trap") / "demo_data"
+    paths = sorted(str(p) for p in (demo / "images").iterdir() for p in p.iterdir())[::6]
+    rows = [(p, open(p, "rb").read()) for p in paths] + [("bad", b"not a photo"), ("null", None)]
+    files_df = spark.createDataFrame(rows, "path string, content binary")
+    df = ImageDecoder(originCol="path", errorCol="decodeError").transform(files_df)
+    if settings["inputCol"] == "content":
+        df = df.drop("image")
+    model = (demo / "featurizer.onnx").read_bytes()
+
+    def featurize(backend):
+        stage = ImageFeaturizer(outputCol="features", imageHeight=48, imageWidth=48, **settings)
+        return stage.setBackend(backend).setModelPayload(model).transform(df)
+
+    jvm_out, py_out = featurize("jvm"), featurize("python")
+    assert jvm_out.columns == py_out.columns
+    assert jvm_out.schema["features"].dataType == py_out.schema["features"].dataType
+    expected = {r["path"]: r for r in jvm_out.collect()}
+    got = {r["path"]: r for r in py_out.collect()}
+    assert got.keys() == expected.keys() and len(got) >= 20
+    for path, e in expected.items():
+        g = got[path]
+        assert g["featurizeError"] == e["featurizeError"], path
+        if e["features"] is None:
+            assert g["features"] is None, path
+        else:
+            np.testing.assert_allclose(g["features"].toArray(), e["features"].toArray(), rtol=1e-5)
+    if not settings.get("dropNa", True):
+        assert expected["null"]["featurizeError"] and expected["null"]["features"] is None
+
+
+def test_image_featurizer_refuses_undecodable_bytes_on_both_backends(spark):
+    from mmlspark.image import ImageFeaturizer
+
+    df = spark.createDataFrame([(b"not a photo",)], "content binary")
+    model = onnx_models.small_cnn(classes=3, size=8)
+    for backend in ("jvm", "python"):
+        stage = ImageFeaturizer(inputCol="content", imageHeight=8, imageWidth=8)
+        stage.setBackend(backend).setModelPayload(model).setFeatureTensorName("features")
+        with pytest.raises(Exception, match="an image cannot be decoded .* not a decodable image"):
+            stage.transform(df).collect()

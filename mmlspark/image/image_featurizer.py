@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mmlspark.core.aliases import synapseml_names
 from mmlspark.image._ImageFeaturizer import _ImageFeaturizer
 from mmlspark.onnx.model_payload import HasModelPayload
@@ -43,3 +45,96 @@ class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
     """
 
     __doc__ = __doc__ + "\n" + (_ImageFeaturizer.__doc__ or "")
+    _python_backend = True
+
+    def _python_transform(self, dataset: Any) -> Any:
+        """The JVM stage's two steps on the Python backend: ImageTransformer to a CHW tensor,
+        then ONNXModel on the model cut at ``featureTensorName`` (with the ``onnx`` package)."""
+        from pyspark.sql import functions as F
+        from pyspark.sql import types as T
+
+        from mmlspark.onnx import ONNXModel
+        from mmlspark.onnx._graph import cut
+        from mmlspark.opencv import ImageTransformer
+        from mmlspark.opencv._cv import check_input, is_image
+
+        name = f"ImageFeaturizer {self.uid}"
+        field = check_input(
+            self,
+            dataset.schema,
+            lambda t: isinstance(t, T.BinaryType) or is_image(t),
+            "an image struct (origin, height, width, nChannels, mode, data) or encoded image "
+            "bytes (binary)",
+        )
+        error_col = self.getOrDefault("errorCol")
+        if error_col in dataset.columns:
+            raise ValueError(f"{name}: output column '{error_col}' already exists")
+        tensor, image_error, model_error = (
+            f"__{part}_{self.uid}" for part in ("tensor", "imageError", "modelError")
+        )
+        bgr = str(self.getOrDefault("tensorChannelOrder")).strip().upper() == "BGR"
+
+        def rgb(values: list[float]) -> list[float]:
+            return list(reversed(values)) if bgr else list(values)
+
+        preprocess = ImageTransformer(
+            inputCol=self.getOrDefault("inputCol"),
+            outputCol=tensor,
+            errorCol=image_error,
+            toTensor=True,
+            tensorChannelOrder=self.getOrDefault("tensorChannelOrder"),
+            reducedDecode=self.getOrDefault("reducedDecode"),
+        ).setBackend("python")
+        preprocess.resize(self.getOrDefault("imageHeight"), self.getOrDefault("imageWidth"))
+        if self.getOrDefault("autoConvertToColor"):
+            preprocess.colorFormat("BGR")
+        preprocess.normalize(
+            rgb(self.getOrDefault("channelMeans")),
+            rgb(self.getOrDefault("channelStds")),
+            self.getOrDefault("colorScaleFactor"),
+        )
+        model = self._model_bytes()
+        if self.isDefined("featureTensorName"):
+            try:
+                model = cut(model, [self.getOrDefault("featureTensorName")])
+            except ValueError as error:
+                raise ValueError(f"{name}: {error}") from None
+        onnx = ONNXModel().setBackend("python").setModelPayload(model)
+        inputs, outputs = onnx.getModelInputs(), onnx.getModelOutputs()
+        if len(inputs) != 1:
+            described = ", ".join(f"'{k}' ({v['type']}{v['shape']})" for k, v in inputs.items())
+            raise ValueError(
+                f"{name}: the featurizing model must have one input (the image tensor) but has "
+                + described
+            )
+        onnx.setParams(
+            feedDict={next(iter(inputs)): tensor},
+            fetchDict={self.getOrDefault("outputCol"): next(iter(outputs))},
+            vectorOutputs=True,
+            errorCol=model_error,
+            miniBatchSize=self.getOrDefault("miniBatchSize"),
+            deviceType=self.getOrDefault("deviceType"),
+        )
+        scored = onnx.transform(preprocess.transform(dataset))
+        if isinstance(field.dataType, T.BinaryType) and not self.getOrDefault(
+            "ignoreDecodingErrors"
+        ):
+            # A filter, unlike a column, runs even when the error column is not selected.
+            undecodable = (
+                F.col(image_error).isNotNull()
+                & F.col(f"`{self.getOrDefault('inputCol')}`").isNotNull()
+            )
+            message = F.concat(
+                F.lit(
+                    f"{name}: an image cannot be decoded (set ignoreDecodingErrors=true to give "
+                    "it a null vector and the reason in errorCol): "
+                ),
+                F.col(image_error),
+            )
+            scored = scored.filter(F.when(undecodable, F.raise_error(message)).isNull())
+        out = scored.withColumn(error_col, F.coalesce(F.col(image_error), F.col(model_error))).drop(
+            tensor, image_error, model_error
+        )
+        if self.getOrDefault("dropNa"):
+            out = out.filter(F.col(f"`{self.getOrDefault('outputCol')}`").isNotNull())
+        return out

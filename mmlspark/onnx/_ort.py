@@ -313,6 +313,22 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         raise ValueError(f"{name}: {message}")
 
     inputs, outputs = model_specs(model)
+    wanted = list(dict.fromkeys(_mapping(stage, "fetchDict").values()))
+    inner = [w for w in wanted if w not in {s.name for s in outputs}]
+    if inner:
+        # fetchDict names tensors inside the model: run the model cut so that exactly the
+        # fetched tensors are its outputs, as the JVM stage does.
+        from mmlspark.onnx._graph import cut
+
+        try:
+            model = cut(model, wanted)
+        except ValueError as error:
+            fail(
+                f"fetchDict names {', '.join(inner)}, which are not outputs of the model ("
+                + ", ".join(s.describe() for s in outputs)
+                + f"): {error}"
+            )
+        inputs, outputs = model_specs(model)
     by_input = {s.name: s for s in inputs}
     by_output = {s.name: s for s in outputs}
     feed_dict = _mapping(stage, "feedDict")
@@ -364,9 +380,8 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         for output in fetch_dict.values():
             if output not in by_output:
                 fail(
-                    f"fetchDict names '{output}', which is not an output of the model ("
+                    f"fetchDict names model output '{output}', but the model's outputs are "
                     + ", ".join(s.describe() for s in outputs)
-                    + "); cutting a model at an inner tensor runs on the JVM backend only"
                 )
     else:
         only = _only(stage, "outputCol", "fetchDict", outputs, "choose with fetchDict")

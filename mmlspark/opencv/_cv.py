@@ -762,7 +762,7 @@ def _fail(stage: Any, message: str) -> ValueError:
     return ValueError(f"{type(stage).__name__} {stage.uid}: {message}")
 
 
-def _is_image(data_type: Any) -> bool:
+def is_image(data_type: Any) -> bool:
     from pyspark.sql import types as T
 
     return isinstance(data_type, T.StructType) and [
@@ -789,8 +789,8 @@ def image_type() -> Any:
 _IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, data)"
 
 
-def _check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
-    """The checks of the JVM's RowwiseTransformer.transformSchema; the input field."""
+def check_input(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+    """The input field of `stage`, checked as the JVM's SchemaUtils.requireColumnType does."""
     column = stage.getOrDefault("inputCol")
     if column not in schema.fieldNames():
         raise _fail(
@@ -804,6 +804,12 @@ def _check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expe
             stage,
             f"input column '{column}' must be {expected} but was {field.dataType.simpleString()}",
         )
+    return field
+
+
+def _check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+    """The checks of the JVM's RowwiseTransformer.transformSchema; the input field."""
+    field = check_input(stage, schema, accepts, expected)
     out, err = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
     for name in (out, err):
         if name in schema.fieldNames():
@@ -849,7 +855,7 @@ def _run(dataset: Any, plan: Plan, output_type: Any, metadata: dict[str, Any]) -
 def _binary_or_image(data_type: Any) -> bool:
     from pyspark.sql import types as T
 
-    return isinstance(data_type, T.BinaryType) or _is_image(data_type)
+    return isinstance(data_type, T.BinaryType) or is_image(data_type)
 
 
 def transform_decoder(stage: Any, dataset: Any) -> Any:
@@ -945,7 +951,7 @@ def transform_images(stage: Any, dataset: Any) -> Any:
 
 def transform_unroll(stage: Any, dataset: Any) -> Any:
     """UnrollImage's output on the Python backend."""
-    _check_columns(stage, dataset.schema, _is_image, _IMAGE_DESCRIPTION)
+    _check_columns(stage, dataset.schema, is_image, _IMAGE_DESCRIPTION)
     plan = Plan(
         kind="unroll",
         input_col=stage.getOrDefault("inputCol"),
