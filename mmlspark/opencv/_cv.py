@@ -6,9 +6,10 @@ tensor layout and ``errorCol`` messages, so that with the same OpenCV version bo
 the same bytes. The module imports nothing from mmlspark but its twin readers
 (``mmlspark.image._headers``), and both travel to the Python workers by value.
 
-What the Python backend does not do: the JVM decodes a PNG, TIFF, BMP or GIF over the pixel limit
-by subsampling rows as it reads them (Java's image readers); OpenCV's Python API cannot, so such an
-image is refused with the reason, as an image over the limit is.
+What the Python backend does not do: where a stage needs only a smaller image, the JVM decodes a
+PNG, TIFF, BMP or GIF over the pixel limit keeping every n-th pixel of every n-th row as it reads
+(Java's image readers); OpenCV's Python API decodes such a file only whole, so the Python backend
+refuses it with that reason, as it refuses any image over the limit.
 """
 
 from __future__ import annotations
@@ -122,6 +123,24 @@ def _decode_factor(
     return (1 if wanted else reduce), scaled
 
 
+def _subsampled_on_jvm(header: ImageHeader, mode: str, min_h: int, min_w: int, limit: int) -> bool:
+    """Whether the JVM reads this image, over the limit, keeping every n-th pixel of every n-th
+    row (Java's image readers; ``SubsampledDecode``), which OpenCV's Python API cannot do."""
+    if not (min_h > 0 or min_w > 0) or mode == "unchanged":
+        return False
+    if header.format not in ("png", "tiff", "bmp", "gif"):
+        return False
+
+    def fits(s: int) -> bool:
+        return _ceil_div(header.width, s) >= min_w and _ceil_div(header.height, s) >= min_h
+
+    step = 1
+    while fits(step + 1) and step + 1 <= max(header.width, header.height):
+        step += 1
+    pixels = _ceil_div(header.width, step) * _ceil_div(header.height, step)
+    return step > 1 and pixels <= limit
+
+
 def decode(
     data: bytes | None,
     mode: str,
@@ -152,6 +171,13 @@ def decode(
             if scaled
             else header.pixels
         )
+        if decoded_pixels > limit and _subsampled_on_jvm(header, mode, min_h, min_w, limit):
+            raise RowError(
+                f"image is {header.width}x{header.height} ({megapixels(header.pixels)}), over the "
+                f"limit of {megapixels(limit)} per image on this executor; the Python backend "
+                f"decodes a {header.format.upper()} whole (the JVM backend reads it subsampled "
+                f"to {min_h}x{min_w}): give the executors more memory, or raise {MAX_PIXELS_KEY}"
+            )
         if decoded_pixels > limit:
             at_scale = (
                 f" ({megapixels(decoded_pixels)} at 1/{factor} scale)"
