@@ -14,6 +14,7 @@ from mmlspark._version import (
     spark_version,
 )
 from mmlspark.core.backend import BackendDecision, backend_decision, get_backend, set_backend
+from mmlspark.core.persistence import load_pipeline, save_pipeline
 from mmlspark.core.session import (
     UnsupportedSparkError,
     VersionMismatchError,
@@ -43,4 +44,6 @@ __all__ = [
     "get_backend",
     "backend_decision",
     "BackendDecision",
+    "save_pipeline",
+    "load_pipeline",
 ]

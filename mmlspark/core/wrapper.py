@@ -241,12 +241,12 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return getattr(self, "_backend", "jvm") == "python" and self._java_obj is None
 
     def write(self) -> Any:
+        """Returns a writer that saves this stage in the JVM stage's format, on either backend
+        (on the Python backend, to a path of the driver's filesystem)."""
         if self._on_python():
-            raise NotImplementedError(
-                f"saving a {type(self).__name__} of the Python backend is not supported yet; "
-                "save it from a session with the mmlspark jar (the saved stage then loads and "
-                "runs on either backend)"
-            )
+            from mmlspark.core.persistence import PythonStageWriter
+
+            return PythonStageWriter(self)
         return super().write()
 
     def _new_jvm_stage(self) -> Any:
@@ -265,7 +265,14 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     @classmethod
     def read(cls) -> Any:
         """Returns a reader that loads this stage from a path (on a classic or a Spark Connect
-        session)."""
+        session; onto the Python backend where the session runs stages there)."""
+        if cls._python_backend:
+            from mmlspark.core.backend import backend_decision
+
+            if backend_decision().backend == "python":
+                from mmlspark.core.persistence import PythonStageReader
+
+                return PythonStageReader(cls)
         if is_remote():
             return _RemoteReader(cls)
         return _Reader(cls)

@@ -1,0 +1,159 @@
+"""One format on disk for both backends: a stage or pipeline saved by one loads and runs on the
+other with the same results (the JVM stages' Spark ML layout, with ``model.onnx`` beside the
+metadata)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx_models
+import pytest
+from image_fixtures import encode, pattern
+from pyspark.ml import PipelineModel
+from pyspark.ml.feature import SQLTransformer
+
+import mmlspark
+from mmlspark.image import ImageDecoder, ImageFeaturizer
+from mmlspark.onnx import ONNXModel
+from mmlspark.opencv import ImageTransformer
+
+
+@pytest.fixture
+def python_backend():
+    mmlspark.set_backend("python")
+    try:
+        yield
+    finally:
+        mmlspark.set_backend(None)
+
+
+@pytest.fixture(scope="module")
+def photos(spark):
+    rows = [(f"p{i}", encode(pattern(40 + i, 50 - i, seed=i), ".jpg")) for i in range(5)]
+    rows.append(("bad", b"not a photo"))
+    return spark.createDataFrame(rows, "path string, content binary")
+
+
+def _rows(df, key="path"):
+    return {r[key]: r.asDict() for r in df.collect()}
+
+
+def _same(a, b):
+    assert a.keys() == b.keys()
+    for key, row in a.items():
+        for name, value in row.items():
+            other = b[key][name]
+            if hasattr(value, "toArray"):
+                np.testing.assert_allclose(other.toArray(), value.toArray(), rtol=1e-5)
+            elif isinstance(value, list) and value and isinstance(value[0], float):
+                np.testing.assert_allclose(other, value, rtol=1e-5)
+            else:
+                assert other == value, (key, name)
+
+
+def _stages():
+    model = onnx_models.small_cnn(classes=3, size=12)
+    return [
+        lambda: ImageDecoder(originCol="path", minHeight=20, minWidth=20),
+        lambda: (
+            ImageTransformer(inputCol="content", outputCol="tensor", toTensor=True)
+            .resize(12, 12)
+            .normalize(mean=[0.5], std=[0.25], colorScaleFactor=1 / 255)
+        ),
+        lambda: (
+            ImageFeaturizer(
+                inputCol="content",
+                imageHeight=12,
+                imageWidth=12,
+                dropNa=False,
+                ignoreDecodingErrors=True,
+            )
+            .setModelPayload(model)
+            .setFeatureTensorName("features")
+        ),
+    ]
+
+
+@pytest.mark.parametrize("index", [0, 1, 2], ids=["decoder", "transformer", "featurizer"])
+def test_saved_on_the_jvm_loads_on_python_and_back(spark, photos, tmp_path, index):
+    make = _stages()[index]
+    jvm_stage = make()
+    assert jvm_stage.getBackend() == "jvm"
+    expected = _rows(jvm_stage.transform(photos))
+    jvm_stage.write().save(str(tmp_path / "jvm"))
+    mmlspark.set_backend("python")
+    try:
+        loaded = type(jvm_stage).load(str(tmp_path / "jvm"))
+        assert loaded.getBackend() == "python" and loaded.uid == jvm_stage.uid
+        _same(expected, _rows(loaded.transform(photos)))
+        loaded.write().save(str(tmp_path / "python"))
+        with pytest.raises(FileExistsError, match="already exists"):
+            loaded.write().save(str(tmp_path / "python"))
+        loaded.write().overwrite().save(str(tmp_path / "python"))
+    finally:
+        mmlspark.set_backend(None)
+    back = type(jvm_stage).load(str(tmp_path / "python"))
+    assert back.getBackend() == "jvm" and back.uid == jvm_stage.uid
+    assert back.extractParamMap() == jvm_stage.extractParamMap()
+    _same(expected, _rows(back.transform(photos)))
+
+
+def test_a_python_stage_saved_with_a_model_file_location_keeps_the_model(
+    spark, tmp_path, python_backend
+):
+    model = onnx_models.small_cnn(classes=2, size=4)
+    (tmp_path / "net.onnx").write_bytes(model)
+    stage = ONNXModel(modelLocation=str(tmp_path / "net.onnx"), inputCol="t", outputCol="y")
+    stage.write().save(str(tmp_path / "saved"))
+    assert (tmp_path / "saved" / "model.onnx").read_bytes() == model
+    meta = json.loads((tmp_path / "saved" / "metadata" / "part-00000").read_text())
+    assert meta["class"] == "mmlspark.onnx.ONNXModel" and meta["paramMap"]["inputCol"] == "t"
+    (tmp_path / "net.onnx").unlink()  # the saved stage runs the model saved with it
+    loaded = ONNXModel.load(str(tmp_path / "saved"))
+    df = spark.createDataFrame([([0.5] * 48,)], "t array<float>")
+    assert loaded.transform(df).collect()[0]["onnxError"] is None
+    with pytest.raises(NotImplementedError, match="driver's own filesystem"):
+        loaded.write().save("s3a://bucket/model")
+
+
+def test_pipelines_cross_backends_with_spark_stages_among_ours(spark, photos, tmp_path):
+    model = onnx_models.small_cnn(classes=3, size=12)
+
+    def pipeline():
+        return PipelineModel(
+            [
+                ImageTransformer(inputCol="content", outputCol="tensor", toTensor=True).resize(
+                    12, 12
+                ),
+                ONNXModel(inputCol="tensor", outputCol="logits").setModelPayload(model),
+                SQLTransformer(statement="SELECT path, logits, onnxError FROM __THIS__"),
+            ]
+        )
+
+    jvm_model = pipeline()
+    expected = _rows(jvm_model.transform(photos))
+    jvm_model.write().save(str(tmp_path / "jvm"))
+    mmlspark.set_backend("python")
+    try:
+        loaded = mmlspark.load_pipeline(str(tmp_path / "jvm"))
+        assert [type(s).__name__ for s in loaded.stages] == [
+            "ImageTransformer",
+            "ONNXModel",
+            "SQLTransformer",
+        ]
+        assert [s.getBackend() for s in loaded.stages[:2]] == ["python", "python"]
+        _same(expected, _rows(loaded.transform(photos)))
+        mmlspark.save_pipeline(loaded, str(tmp_path / "python"))
+        python_model = pipeline()
+        _same(expected, _rows(python_model.transform(photos)))
+        mmlspark.save_pipeline(python_model, str(tmp_path / "python2"))
+    finally:
+        mmlspark.set_backend(None)
+    for saved in ("python", "python2"):
+        back = PipelineModel.load(str(tmp_path / saved))  # Spark's own reader, on the JVM
+        assert [s.getBackend() for s in back.stages[:2]] == ["jvm", "jvm"]
+        _same(expected, _rows(back.transform(photos)))
+        assert [type(s).__name__ for s in mmlspark.load_pipeline(str(tmp_path / saved)).stages][
+            :2
+        ] == ["ImageTransformer", "ONNXModel"]
