@@ -215,8 +215,6 @@ def test_preflight_errors_name_what_to_do(spark):
     zipmap.setModelPayload(onnx_models.zipmap_classifier())
     with pytest.raises(ValueError, match="sequences of maps run on the JVM backend only"):
         zipmap.transform(df)
-    with pytest.raises(NotImplementedError, match="not supported yet"):
-        stage.write()
     assert stage.getModelInputs()["x"]["shape"] == [-1, 3]
 
 
