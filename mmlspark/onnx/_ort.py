@@ -199,7 +199,7 @@ def _flat(value: Any) -> list[Any]:
     return out
 
 
-def _to_dtype(values: list[Any], source: str, dtype: Any) -> np.ndarray:
+def _to_dtype(values: list[Any] | np.ndarray, source: str, dtype: Any) -> np.ndarray:
     """The JVM stage's casts: floating sources through double (then float for the 16-bit
     floats), integer ones through long, wrapping to narrower integers, NaN -> 0."""
     if dtype is np.object_:
@@ -212,6 +212,8 @@ def _to_dtype(values: list[Any], source: str, dtype: Any) -> np.ndarray:
             return data.view(np.int8)
         return _to_dtype(data.tolist(), "int", dtype)
     if source in ("float", "double"):
+        if isinstance(values, np.ndarray) and values.dtype == dtype and dtype == np.float32:
+            return values  # float -> double -> float is exact
         d = np.asarray(values, dtype=np.float64)
         if dtype in (np.float32, np.float64):
             return d.astype(dtype)
@@ -221,7 +223,11 @@ def _to_dtype(values: list[Any], source: str, dtype: Any) -> np.ndarray:
             return d != 0
         longs = np.where(np.isnan(d), 0, np.clip(np.trunc(d), -(2.0**63), 2.0**63 - 1))
         return longs.astype(np.int64).astype(dtype)
-    longs = np.asarray([int(v) for v in values], dtype=np.int64)
+    longs = (
+        values.astype(np.int64)
+        if isinstance(values, np.ndarray)
+        else np.asarray([int(v) for v in values], dtype=np.int64)
+    )
     if dtype == np.bool_:
         return longs != 0
     if dtype in (np.float32, np.float16):
@@ -504,6 +510,10 @@ def _row_input(feed: Feed, value: Any) -> tuple[tuple[int, ...], np.ndarray]:
             values = list(value["values"])
         shape: tuple[int, ...] = (len(values),)
         source = "float"
+    elif isinstance(value, np.ndarray):  # a flat array column without null elements
+        shape, values, source = (value.size,), value, feed.source
+        resolved = resolve(feed.column, feed.input, feed.template, shape)
+        return resolved, _to_dtype(values, source, feed.dtype).reshape(resolved)
     elif feed.source == "binary":
         data = bytes(value)
         shape, source = (len(data),), "binary"
@@ -565,10 +575,29 @@ def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
             yield _scored(plan, session, arrow_batch.slice(offset, step))
 
 
+def _column_values(feed: Feed, column: Any) -> list[Any]:
+    """The column's values per row: for a flat array of numbers without null elements, numpy
+    views of the Arrow buffer (no Python object per element); otherwise Python values."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    kind = column.type
+    flat_numbers = (
+        feed.source in ("float", "int")
+        and (pa.types.is_list(kind) or pa.types.is_large_list(kind))
+        and (pa.types.is_integer(kind.value_type) or pa.types.is_floating(kind.value_type))
+    )
+    if not flat_numbers or column.values.null_count:
+        return column.to_pylist()  # type: ignore[no-any-return]
+    values = column.values.to_numpy(zero_copy_only=False)
+    offsets = column.offsets.to_numpy()
+    valid = column.is_valid().to_numpy(zero_copy_only=False)
+    return [values[offsets[r] : offsets[r + 1]] if valid[r] else None for r in range(len(column))]
+
+
 def _scored(plan: Plan, session: Any, batch: Any) -> Any:
     """The output rows of `batch`: its columns, then the stage's."""
     n = batch.num_rows
-    columns = {f.column: batch.column(f.column).to_pylist() for f in plan.feeds}
+    columns = {f.column: _column_values(f, batch.column(f.column)) for f in plan.feeds}
     inputs: list[list[np.ndarray] | None] = [None] * n
     shapes: list[tuple[Any, ...] | None] = [None] * n
     errors: list[str | None] = [None] * n
@@ -682,7 +711,16 @@ def _arrow(plan: Plan, fetch: Fetch, values: list[Any]) -> Any:
         )
     if plan.vectors and fetch.output.type in ("float", "double", "float16"):
         element = pa.float64()
-    return pa.array([None if v is None else v.tolist() for v in values], type=pa.list_(element))
+    if fetch.output.type == "string":
+        return pa.array([None if v is None else v.tolist() for v in values], type=pa.list_(element))
+    # One Arrow list array from the rows' flat numpy arrays, without a Python value per element.
+    lengths = np.array([0 if v is None else v.size for v in values], dtype=np.int64)
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    present = [v.reshape(-1) for v in values if v is not None]
+    flat = np.concatenate(present) if present else np.zeros(0)
+    mask = pa.array(np.array([v is None for v in values], dtype=bool))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, type=element), mask=mask)
 
 
 def _vector(column: Any) -> Any:
