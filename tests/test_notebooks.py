@@ -34,3 +34,26 @@ def test_notebook_is_stored_without_outputs_and_runs(path, monkeypatch):
     assert any(o.get("output_type") == "display_data" for c in code for o in c.outputs) or (
         "camera_trap" not in path.stem
     )
+
+
+# The notebooks whose stages all have a Python backend (the camera-trap one runs the job, which
+# needs the jar): run again with every stage on it, as on compute that cannot load the jar.
+PYTHON_BACKEND_NOTEBOOKS = [n for n in NOTEBOOKS if "camera_trap" not in n.stem]
+
+
+@pytest.mark.parametrize("path", PYTHON_BACKEND_NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_on_the_python_backend(path, monkeypatch):
+    notebook = nbformat.read(path, as_version=4)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.setenv("MMLSPARK_BACKEND", "python")
+    notebook.cells.append(
+        nbformat.v4.new_code_cell(
+            "import gc\n"
+            "from mmlspark.core.wrapper import MMLParams\n"
+            "made = [o for o in gc.get_objects() if isinstance(o, MMLParams)]\n"
+            "assert made and all(o.getBackend() == 'python' for o in made), made"
+        )
+    )
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}})  # fmt: skip
+    client.execute()
