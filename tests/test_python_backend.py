@@ -80,6 +80,11 @@ def test_a_cnn_with_softmax_argmax_and_bad_rows(spark):
     )
     jvm_out, py_out = both(kwargs, model, df)
     assert_same(jvm_out, py_out)
+    # the model went to the executors once (SparkContext.addFile), not with every task's UDF
+    from mmlspark.onnx import _ort
+
+    name = f"mmlspark-model-{hashlib.sha256(model).hexdigest()}.onnx"
+    assert (spark.sparkContext.applicationId, name) in _ort._SHIPPED
     errors = {r["id"]: r["onnxError"] for r in py_out.collect()}
     assert errors[0] is None
     assert errors[40] == "input column 'tensor' is null"
@@ -279,6 +284,11 @@ def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(spark, jarl
         assert stage.getBackend() == "python"
         df = jarless_connect.createDataFrame(rows, "id int, tensor array<float>")
         got = {r["id"]: r for r in stage.transform(df).collect()}
+    # the model went to the server once, as a file artifact, not with every task's UDF
+    from mmlspark.onnx import _ort
+
+    name = f"mmlspark-model-{hashlib.sha256(model).hexdigest()}.onnx"
+    assert (jarless_connect.session_id, name) in _ort._SHIPPED
     for e in expected_rows:
         g = got[e["id"]]
         assert g["onnxError"] == e["onnxError"]

@@ -194,6 +194,11 @@ def _decoder(
 
 def _decoded(files: DataFrame, decoder: Any) -> DataFrame:
     """`read_images`' columns from the rows of Spark's binaryFile source."""
+    if decoder.getBackend() == "python":
+        from mmlspark.opencv import _cv
+
+        # only path, image and error leave the UDF (the next Python stage may join it)
+        return _cv.transform_decoder(decoder, files.select("path", "content"), keep=("path",))  # type: ignore[no-any-return]
     decoded = decoder.transform(files.select("path", "content"))
     return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
 

@@ -90,7 +90,11 @@ def _cache() -> Any:
 
 
 def _session(
-    model: bytes, digest: str, providers: tuple[Any, ...], settings: tuple[Any, ...]
+    model: bytes,
+    digest: str,
+    providers: tuple[Any, ...],
+    settings: tuple[Any, ...],
+    model_file: str | None = None,
 ) -> Any:
     key = (digest, providers, settings)
     cache = _cache()
@@ -105,7 +109,13 @@ def _session(
             options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
             options.inter_op_num_threads = 1
             options.intra_op_num_threads = threads
-            found = ort.InferenceSession(model, sess_options=options, providers=list(providers))
+            if model_file is not None:
+                from pyspark import SparkFiles
+
+                source: Any = SparkFiles.get(model_file)  # shipped once per executor
+            else:
+                source = model
+            found = ort.InferenceSession(source, sess_options=options, providers=list(providers))
             cache.sessions[key] = found
             cache.created.append(key)
         return found
@@ -254,7 +264,7 @@ class Fetch:
 class Plan:
     """Everything a task needs, made on the driver from the stage and the input schema."""
 
-    model: bytes
+    model: bytes  # empty when the model was shipped to the executors as `model_file`
     digest: str
     feeds: tuple[Feed, ...]
     fetches: tuple[Fetch, ...]
@@ -265,6 +275,7 @@ class Plan:
     vectors: bool
     device: str
     settings: tuple[Any, ...]
+    model_file: str | None = None  # the name SparkFiles.get finds the shipped model under
 
 
 def _source(data_type: Any) -> tuple[str, int]:
@@ -566,7 +577,7 @@ def _run(plan: Plan, session: Any, rows: list[list[np.ndarray]]) -> list[list[np
 def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
     providers = _providers(plan.device)
     settings = (plan.settings[0], _threads(plan.settings[1]))
-    session = _session(plan.model, plan.digest, providers, settings)
+    session = _session(plan.model, plan.digest, providers, settings, plan.model_file)
     # Arrow hands up to spark.sql.execution.arrow.maxRecordsPerBatch (10,000) rows at once; only
     # one mini-batch of them is held as Python values, so large tensors do not fill the worker.
     step = max(plan.batch, 16)
@@ -732,13 +743,52 @@ def _vector(column: Any) -> Any:
     return F.when(column.isNotNull(), array_to_vector(column))
 
 
+# The models shipped, by (application or Connect session, file name).
+_SHIPPED: set[tuple[str, str]] = set()
+
+
+def _shipped(spark: Any, the_plan: Plan) -> Plan:
+    """`the_plan` with its model shipped to the executors once (SparkContext.addFile on a classic
+    session, a file artifact over Spark Connect) rather than carried by every task's UDF; the
+    plan as it is where the session cannot ship files."""
+    import dataclasses
+    import logging
+    import os
+    import tempfile
+
+    from pyspark.sql.utils import is_remote
+
+    name = f"mmlspark-model-{the_plan.digest}.onnx"
+    try:
+        owner = spark.session_id if is_remote() else spark.sparkContext.applicationId
+        if (owner, name) not in _SHIPPED:
+            folder = os.path.join(tempfile.gettempdir(), f"mmlspark-models-{os.getpid()}")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name)
+            if not os.path.exists(path):
+                with open(path + ".part", "wb") as f:
+                    f.write(the_plan.model)
+                os.replace(path + ".part", path)
+            if is_remote():
+                spark.addArtifacts(path, file=True)
+            else:
+                spark.sparkContext.addFile(path)
+            _SHIPPED.add((owner, name))
+    except Exception as error:  # noqa: BLE001 (the UDF then carries the model)
+        logging.getLogger("mmlspark").info("the model travels with the UDF: %s", error)
+        return the_plan
+    return dataclasses.replace(the_plan, model=b"", model_file=name)
+
+
 def transform(stage: Any, model: bytes, dataset: Any) -> Any:
     """The stage's output for `dataset`, computed by onnxruntime in the Python workers."""
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
-    the_plan = plan(stage, model, dataset.schema)
-    fields = list(dataset.schema.fields)
+    from mmlspark.core.fused import Step, run_step
+
+    the_plan = _shipped(dataset.sparkSession, plan(stage, model, dataset.schema))
+    fields = []
     for fetch in the_plan.fetches:
         fields.append(T.StructField(fetch.column, _output_type(the_plan, fetch)))
     for column, new, as_vector in the_plan.softmax:
@@ -749,25 +799,35 @@ def transform(stage: Any, model: bytes, dataset: Any) -> Any:
     for _, new in the_plan.argmax:
         fields.append(T.StructField(new, T.DoubleType()))
     fields.append(T.StructField(the_plan.error_col, T.StringType()))
+    vectors = [
+        fetch.column
+        for fetch in the_plan.fetches
+        if fetch.output.row_shape
+        and the_plan.vectors
+        and fetch.output.type in ("float", "double", "float16")
+    ] + [new for _, new, as_vector in the_plan.softmax if as_vector or the_plan.vectors]
+
+    def finish(out: Any) -> Any:
+        for fetch in the_plan.fetches:
+            fetched = F.col(f"`{fetch.column}`")
+            if fetch.column in vectors:
+                fetched = _vector(fetched)
+            fetched = fetched.alias(
+                fetch.column, metadata={"tensorShape": list(fetch.output.row_shape)}
+            )
+            out = out.withColumn(fetch.column, fetched)
+        for _, new, _ in the_plan.softmax:
+            if new in vectors:
+                out = out.withColumn(new, _vector(F.col(f"`{new}`")))
+        return out
+
     # The UDF carries this module's code with it (pickled by value), so the Python workers need
     # numpy, pyarrow and onnxruntime, but not mmlspark: a Connect server we do not control runs it.
-    from pyspark import cloudpickle
-
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    out = dataset.mapInArrow(lambda batches: _partition(the_plan, batches), T.StructType(fields))
-    for fetch in the_plan.fetches:
-        fetched = F.col(f"`{fetch.column}`")
-        if (
-            fetch.output.row_shape
-            and the_plan.vectors
-            and fetch.output.type in ("float", "double", "float16")
-        ):
-            fetched = _vector(fetched)
-        fetched = fetched.alias(
-            fetch.column, metadata={"tensorShape": list(fetch.output.row_shape)}
-        )
-        out = out.withColumn(fetch.column, fetched)
-    for _, new, as_vector in the_plan.softmax:
-        if as_vector or the_plan.vectors:
-            out = out.withColumn(new, _vector(F.col(f"`{new}`")))
-    return out
+    return run_step(
+        dataset,
+        Step(_partition, the_plan),
+        fields,
+        finish,
+        [sys.modules[__name__]],
+        ends_chain=bool(vectors),
+    )

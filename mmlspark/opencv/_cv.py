@@ -691,6 +691,7 @@ class Plan:
     decoding: Decoding | None = None
     ops: tuple[Op, ...] = ()
     tensor_order: str | None = None  # set: tensor output in this channel order
+    keep: tuple[str, ...] | None = None  # the input columns passed on (default: all)
 
 
 def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
@@ -772,11 +773,14 @@ def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
                 except Exception as error:  # noqa: BLE001 (a failing row keeps its reason)
                     values.append(None)
                     errors.append(_describe(error))
-            arrays = list(batch.columns) + [
+            kept = [
+                i for i, n in enumerate(batch.schema.names) if plan.keep is None or n in plan.keep
+            ]
+            arrays = [batch.column(i) for i in kept] + [
                 _output_array(plan, values),
                 pa.array(errors, pa.string()),
             ]
-            names = list(batch.schema.names) + [plan.output_col, plan.error_col]
+            names = [batch.schema.names[i] for i in kept] + [plan.output_col, plan.error_col]
             yield pa.RecordBatch.from_arrays(arrays, names=names)
 
 
@@ -852,30 +856,45 @@ def _setting(dataset: Any) -> str | None:
     return value  # type: ignore[no-any-return]
 
 
-def _run(dataset: Any, plan: Plan, output_type: Any, metadata: dict[str, Any]) -> Any:
-    from pyspark import cloudpickle
+def _run(
+    dataset: Any,
+    plan: Plan,
+    output_type: Any,
+    metadata: dict[str, Any],
+    drop_invalid: bool = False,
+) -> Any:
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
+    from mmlspark.core.fused import Step, run_step
     from mmlspark.image import _headers
 
-    fields = list(dataset.schema.fields) + [
+    added = [
         T.StructField(plan.output_col, output_type, True),
         T.StructField(plan.error_col, T.StringType(), True),
     ]
+
+    def finish(out: Any) -> Any:
+        column = F.col(f"`{plan.output_col}`")
+        if plan.kind == "unroll":
+            from pyspark.ml.functions import array_to_vector
+
+            column = F.when(column.isNotNull(), array_to_vector(column))
+        if metadata or plan.kind == "unroll":
+            out = out.withColumn(plan.output_col, column.alias(plan.output_col, metadata=metadata))
+        return out.filter(F.col(f"`{plan.output_col}`").isNotNull()) if drop_invalid else out
+
     # The UDF carries this module's code and its twin readers' (pickled by value): the Python
     # workers need numpy, pyarrow and opencv-python, but not mmlspark.
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    cloudpickle.register_pickle_by_value(_headers)
-    out = dataset.mapInArrow(lambda batches: _partition(plan, batches), T.StructType(fields))
-    column = F.col(f"`{plan.output_col}`")
-    if plan.kind == "unroll":
-        from pyspark.ml.functions import array_to_vector
-
-        column = F.when(column.isNotNull(), array_to_vector(column))
-    if metadata or plan.kind == "unroll":
-        out = out.withColumn(plan.output_col, column.alias(plan.output_col, metadata=metadata))
-    return out
+    return run_step(
+        dataset,
+        Step(_partition, plan),
+        added,
+        finish,
+        [sys.modules[__name__], _headers],
+        ends_chain=plan.kind == "unroll",
+        keep=plan.keep,
+    )
 
 
 def _binary_or_image(data_type: Any) -> bool:
@@ -884,9 +903,9 @@ def _binary_or_image(data_type: Any) -> bool:
     return isinstance(data_type, T.BinaryType) or is_image(data_type)
 
 
-def transform_decoder(stage: Any, dataset: Any) -> Any:
-    """ImageDecoder's output on the Python backend."""
-    from pyspark.sql import functions as F
+def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = None) -> Any:
+    """ImageDecoder's output on the Python backend (with only the input columns `keep`, when
+    given, before its own)."""
     from pyspark.sql import types as T
 
     _check_columns(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
@@ -925,11 +944,9 @@ def transform_decoder(stage: Any, dataset: Any) -> Any:
             int(stage.getOrDefault("minHeight")),
             int(stage.getOrDefault("minWidth")),
         ),
+        keep=keep,
     )
-    out = _run(dataset, plan, image_type(), {})
-    if stage.getOrDefault("dropInvalid"):
-        out = out.filter(F.col(f"`{plan.output_col}`").isNotNull())
-    return out
+    return _run(dataset, plan, image_type(), {}, bool(stage.getOrDefault("dropInvalid")))
 
 
 def transform_images(stage: Any, dataset: Any) -> Any:
