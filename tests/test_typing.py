@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -45,7 +46,8 @@ def test_generated_signatures_are_seen_by_mypy(tmp_path):
     sample.write_text(SAMPLE)
     out = _mypy("--follow-imports=silent", str(sample)).stdout
     assert 'Revealed type is "list[str]"' in out
-    assert 'Revealed type is "mmlspark.stages.SelectColumns"' in out
+    # the setter returns the stage's own class (hand-written wrappers live in their modules)
+    assert re.search(r'Revealed type is "mmlspark\.stages\.(select_columns\.)?SelectColumns"', out)
     assert 'Revealed type is "int"' in out
     assert 'Revealed type is "str"' in out
     assert 'Revealed type is "bool"' in out

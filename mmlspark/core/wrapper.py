@@ -340,20 +340,25 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return self
 
 
-class MMLTransformer(MMLParams, JavaTransformer):
-    """A JVM-backed Transformer, which may also run on the Python backend."""
+class _TransformsOnPython(MMLParams):
+    """The transform of a stage that may run on the Python backend: there, its
+    ``_python_transform``; otherwise the JVM stage's."""
 
     def _transform(self, dataset: Any) -> Any:
         if self._on_python():
             return self._python_transform(dataset)
-        return super()._transform(dataset)
+        return super()._transform(dataset)  # type: ignore[misc]
 
     def _python_transform(self, dataset: Any) -> Any:
         raise NotImplementedError(f"{type(self).__name__} has no Python backend")
 
 
-class MMLModel(MMLParams, JavaModel):
-    """A JVM-backed Model."""
+class MMLTransformer(_TransformsOnPython, JavaTransformer):
+    """A JVM-backed Transformer, which may also run on the Python backend."""
+
+
+class MMLModel(_TransformsOnPython, JavaModel):
+    """A JVM-backed Model, which may also run on the Python backend."""
 
 
 class MMLEstimator(MMLParams, JavaEstimator):

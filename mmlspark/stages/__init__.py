@@ -2,19 +2,19 @@
 """mmlspark.stages: BufferedMiniBatchTransformer, Cacher, ClassBalancer, ClassBalancerModel, DropColumns, DynamicMiniBatchTransformer, EnsembleByKey, FixedMiniBatchTransformer, FlattenBatch, MiniBatchTransformer, RenameColumn, Repartition, SelectColumns, Timer, TimerModel."""
 
 from mmlspark.stages._BufferedMiniBatchTransformer import _BufferedMiniBatchTransformer
-from mmlspark.stages._Cacher import _Cacher
-from mmlspark.stages._ClassBalancer import _ClassBalancer
-from mmlspark.stages._ClassBalancerModel import _ClassBalancerModel
-from mmlspark.stages._DropColumns import _DropColumns
 from mmlspark.stages._DynamicMiniBatchTransformer import _DynamicMiniBatchTransformer
-from mmlspark.stages._FixedMiniBatchTransformer import _FixedMiniBatchTransformer
-from mmlspark.stages._FlattenBatch import _FlattenBatch
 from mmlspark.stages._MiniBatchTransformer import _MiniBatchTransformer
-from mmlspark.stages._RenameColumn import _RenameColumn
-from mmlspark.stages._Repartition import _Repartition
-from mmlspark.stages._SelectColumns import _SelectColumns
 from mmlspark.stages._Timer import _Timer
+from mmlspark.stages.cacher import Cacher
+from mmlspark.stages.class_balancer import ClassBalancer
+from mmlspark.stages.class_balancer_model import ClassBalancerModel
+from mmlspark.stages.drop_columns import DropColumns
 from mmlspark.stages.ensemble_by_key import EnsembleByKey
+from mmlspark.stages.fixed_mini_batch_transformer import FixedMiniBatchTransformer
+from mmlspark.stages.flatten_batch import FlattenBatch
+from mmlspark.stages.rename_column import RenameColumn
+from mmlspark.stages.repartition import Repartition
+from mmlspark.stages.select_columns import SelectColumns
 from mmlspark.stages.timer_model import TimerModel
 from mmlspark.stages import functions as _functions
 from mmlspark.stages.functions import *  # noqa: F403
@@ -26,48 +26,12 @@ class BufferedMiniBatchTransformer(_BufferedMiniBatchTransformer):
     __doc__ = _BufferedMiniBatchTransformer.__doc__
 
 
-class Cacher(_Cacher):
-    __doc__ = _Cacher.__doc__
-
-
-class ClassBalancer(_ClassBalancer):
-    __doc__ = _ClassBalancer.__doc__
-
-
-class ClassBalancerModel(_ClassBalancerModel):
-    __doc__ = _ClassBalancerModel.__doc__
-
-
-class DropColumns(_DropColumns):
-    __doc__ = _DropColumns.__doc__
-
-
 class DynamicMiniBatchTransformer(_DynamicMiniBatchTransformer):
     __doc__ = _DynamicMiniBatchTransformer.__doc__
 
 
-class FixedMiniBatchTransformer(_FixedMiniBatchTransformer):
-    __doc__ = _FixedMiniBatchTransformer.__doc__
-
-
-class FlattenBatch(_FlattenBatch):
-    __doc__ = _FlattenBatch.__doc__
-
-
 class MiniBatchTransformer(_MiniBatchTransformer):
     __doc__ = _MiniBatchTransformer.__doc__
-
-
-class RenameColumn(_RenameColumn):
-    __doc__ = _RenameColumn.__doc__
-
-
-class Repartition(_Repartition):
-    __doc__ = _Repartition.__doc__
-
-
-class SelectColumns(_SelectColumns):
-    __doc__ = _SelectColumns.__doc__
 
 
 class Timer(_Timer):

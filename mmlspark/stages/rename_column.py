@@ -1,0 +1,25 @@
+"""RenameColumn, on the JVM or the Python backend."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from mmlspark.stages._python import require, require_absent, require_column
+from mmlspark.stages._RenameColumn import _RenameColumn
+
+
+class RenameColumn(_RenameColumn):
+    __doc__ = _RenameColumn.__doc__
+    _python_backend = True
+
+    def _python_transform(self, dataset: DataFrame) -> DataFrame:
+        """The input with ``inputCol`` renamed to ``outputCol``, which must not exist yet."""
+        require(
+            self,
+            self.isDefined(self.inputCol) and self.isDefined(self.outputCol),
+            "params 'inputCol' and 'outputCol' must be set",
+        )
+        schema = dataset.schema
+        require_column(self, schema, self.getInputCol())
+        require_absent(self, schema, self.getOutputCol())
+        return dataset.withColumnRenamed(self.getInputCol(), self.getOutputCol())

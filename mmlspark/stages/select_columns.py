@@ -1,0 +1,19 @@
+"""SelectColumns, on the JVM or the Python backend."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+
+from mmlspark.stages._python import PythonParamChecks, distinct_names, quoted, require_cols
+from mmlspark.stages._SelectColumns import _SelectColumns
+
+
+class SelectColumns(PythonParamChecks, _SelectColumns):
+    __doc__ = _SelectColumns.__doc__
+    _python_backend = True
+    _python_param_checks = {"cols": distinct_names(empty_allowed=False)}
+
+    def _python_transform(self, dataset: DataFrame) -> DataFrame:
+        """The named columns, in the order named; each must exist."""
+        require_cols(self, dataset.schema)
+        return dataset.select(*[dataset[quoted(c)] for c in self.getCols()])
