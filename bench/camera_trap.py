@@ -184,7 +184,7 @@ def main() -> None:
         type=int,
         default=960,
         help="photos the CLI classifies (links to the --images photos): a run long enough that"
-        " its start, listing and final outputs weigh as they do in a survey",
+        " its start, listing and final outputs weigh as they do in a survey; 0 leaves the CLI out",
     )
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat, no CLI")
@@ -192,6 +192,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.quick:
         args.images, args.repeats = 4, 1
+    with_cli = not args.quick and args.survey > 0
 
     import mmlspark
 
@@ -230,21 +231,21 @@ def main() -> None:
         rates["raw_python"] = args.images / seconds
         agreement["raw_python"] = agree(tops, expected)
         spark.stop()
-        if not args.quick:
+        if with_cli:
             survey_folder = survey(paths, Path(tmp) / "survey", args.survey)
             rate, rss = run_cli(folder, survey_folder, model_path, Path(tmp), feature_node(model))
             rates["camera_trap_cli"], peak_rss_mb["camera_trap_cli"] = rate, rss / 1e6
     raw = rates["raw_python"]
     figures = {
         "images": args.images,
-        "cli_survey_photos": None if args.quick else args.survey,
+        "cli_survey_photos": args.survey if with_cli else None,
         "photo": f"{WIDTH}x{HEIGHT} JPEG, {photo_mb:.1f} MB on average",
         "top_class_agreement_with_mmlspark": agreement,
         "images_per_s": rates,
         "peak_jvm_rss_mb": peak_rss_mb,
         "ratio_vs_raw_python": rates["mmlspark"] / raw,
         "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
-        "cli_ratio_vs_raw_python": rates["camera_trap_cli"] / raw if not args.quick else None,
+        "cli_ratio_vs_raw_python": rates["camera_trap_cli"] / raw if with_cli else None,
         "python_backend_vs_predict_batch_udf": rates["mmlspark_python_backend"]
         / rates["predict_batch_udf"],
         "python_backend_vs_jvm_backend": rates["mmlspark_python_backend"] / rates["mmlspark"],

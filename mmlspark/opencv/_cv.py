@@ -40,6 +40,7 @@ COLOR_MODES = ("color", "grayscale", "unchanged")
 # workers take the same share of the machine's memory per core.
 _BYTES_PER_PIXEL = 30
 _ROWS_PER_SLICE = 16
+_OUT_ROWS, _OUT_BYTES = 64, 64 << 20
 
 
 class RowError(ValueError):
@@ -753,35 +754,57 @@ def _rows(column: Any) -> list[Any]:
     return column.to_pylist()  # type: ignore[no-any-return]
 
 
-def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
+def _output_batch(plan: Plan, rows: Any, values: list[Any], errors: list[str | None]) -> Any:
+    """`rows` (the kept columns) with the stage's two columns."""
     import pyarrow as pa
 
+    kept = [i for i, n in enumerate(rows.schema.names) if plan.keep is None or n in plan.keep]
+    arrays = [rows.column(i) for i in kept] + [
+        _output_array(plan, values),
+        pa.array(errors, pa.string()),
+    ]
+    names = [rows.schema.names[i] for i in kept] + [plan.output_col, plan.error_col]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _size(value: Any) -> int:
+    if value is None:
+        return 0
+    return int(value.nbytes) if isinstance(value, np.ndarray) else len(value[5])
+
+
+def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
+    """The rows of `batches` with the stage's columns. Rows are read _ROWS_PER_SLICE at a time
+    (an Arrow batch may hold thousands of photos) and written out in batches of up to
+    _OUT_ROWS rows or _OUT_BYTES bytes of output, so that a next step in the same UDF (an
+    ONNXModel) gets full mini-batches while memory stays bounded on large photos."""
     compute = _row_function(plan, max_pixels(plan.setting))
     for arrow_batch in batches:
-        for offset in range(0, max(arrow_batch.num_rows, 1), _ROWS_PER_SLICE):
-            batch = arrow_batch.slice(offset, _ROWS_PER_SLICE)
-            inputs = _rows(batch.column(plan.input_col))
+        total = arrow_batch.num_rows
+        if total == 0:
+            yield _output_batch(plan, arrow_batch, [], [])
+            continue
+        values: list[Any] = []
+        errors: list[str | None] = []
+        size, first = 0, 0
+        for offset in range(0, total, _ROWS_PER_SLICE):
+            part = arrow_batch.slice(offset, _ROWS_PER_SLICE)
+            inputs = _rows(part.column(plan.input_col))
             origins = (
-                _rows(batch.column(plan.origin_col)) if plan.origin_col else [None] * batch.num_rows
+                _rows(part.column(plan.origin_col)) if plan.origin_col else [None] * part.num_rows
             )
-            values: list[Any] = []
-            errors: list[str | None] = []
             for value, origin in zip(inputs, origins, strict=True):
                 try:
                     values.append(compute(value, origin))
                     errors.append(None)
+                    size += _size(values[-1])
                 except Exception as error:  # noqa: BLE001 (a failing row keeps its reason)
                     values.append(None)
                     errors.append(_describe(error))
-            kept = [
-                i for i, n in enumerate(batch.schema.names) if plan.keep is None or n in plan.keep
-            ]
-            arrays = [batch.column(i) for i in kept] + [
-                _output_array(plan, values),
-                pa.array(errors, pa.string()),
-            ]
-            names = [batch.schema.names[i] for i in kept] + [plan.output_col, plan.error_col]
-            yield pa.RecordBatch.from_arrays(arrays, names=names)
+            end = offset + part.num_rows
+            if size >= _OUT_BYTES or len(values) >= _OUT_ROWS or end == total:
+                yield _output_batch(plan, arrow_batch.slice(first, end - first), values, errors)
+                values, errors, size, first = [], [], 0, end
 
 
 # ---------------------------------------------------------------------------------------------
