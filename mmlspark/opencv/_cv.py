@@ -689,7 +689,8 @@ class Plan:
     error_col: str
     setting: str | None
     origin_col: str | None = None
-    decoding: Decoding | None = None
+    decoding: Decoding | None = None  # ImageDecoder's settings
+    reduced: bool = False  # ImageTransformer on bytes: decode at the first resize's scale
     ops: tuple[Op, ...] = ()
     tensor_order: str | None = None  # set: tensor output in this channel order
     keep: tuple[str, ...] | None = None  # the input columns passed on (default: all)
@@ -709,7 +710,7 @@ def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
     if plan.kind == "unroll":
         return lambda row, _: unroll(from_struct(row))
     ops, order = plan.ops, plan.tensor_order
-    target = reduced_decode_target(ops) if plan.decoding is not None else None
+    target = reduced_decode_target(ops) if plan.reduced else None
 
     def transformed(value: Any, _: Any) -> Any:
         if plan.binary:
@@ -1005,9 +1006,7 @@ def transform_images(stage: Any, dataset: Any) -> Any:
         output_col=stage.getOrDefault("outputCol"),
         error_col=stage.getOrDefault("errorCol"),
         setting=_setting(dataset),
-        decoding=Decoding("color", True, 1, 0, 0)
-        if binary and stage.getOrDefault("reducedDecode")
-        else None,
+        reduced=binary and bool(stage.getOrDefault("reducedDecode")),
         ops=ops,
         tensor_order=order,
     )
