@@ -845,31 +845,20 @@ _IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, d
 
 def check_input(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
     """The input field of `stage`, checked as the JVM's SchemaUtils.requireColumnType does."""
-    column = stage.getOrDefault("inputCol")
-    if column not in schema.fieldNames():
-        raise _fail(
-            stage,
-            f"input column '{column}' does not exist; available columns: "
-            f"[{', '.join(schema.fieldNames())}]",
-        )
-    field = schema[column]
-    if not accepts(field.dataType):
-        raise _fail(
-            stage,
-            f"input column '{column}' must be {expected} but was {field.dataType.simpleString()}",
-        )
-    return field
+    from mmlspark.core.checks import require_column_type
+
+    return require_column_type(stage, schema, stage.getOrDefault("inputCol"), expected, accepts)
 
 
 def _check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
     """The checks of the JVM's RowwiseTransformer.transformSchema; the input field."""
+    from mmlspark.core.checks import require_absent, require_distinct
+
     field = check_input(stage, schema, accepts, expected)
     out, err = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
-    for name in (out, err):
-        if name in schema.fieldNames():
-            raise _fail(stage, f"output column '{name}' already exists")
-    if out == err:
-        raise _fail(stage, f"outputCol and errorCol must be distinct but repeat {out}")
+    require_absent(stage, schema, out)
+    require_absent(stage, schema, err)
+    require_distinct(stage, "outputCol and errorCol", [out, err])
     return field
 
 
@@ -935,18 +924,11 @@ def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = N
     _check_columns(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
     origin = stage.getOrDefault("originCol")
     if origin:
-        if origin not in dataset.schema.fieldNames():
-            raise _fail(
-                stage,
-                f"input column '{origin}' does not exist; available columns: "
-                f"[{', '.join(dataset.schema.fieldNames())}]",
-            )
-        if not isinstance(dataset.schema[origin].dataType, T.StringType):
-            raise _fail(
-                stage,
-                f"input column '{origin}' must be string but was "
-                f"{dataset.schema[origin].dataType.simpleString()}",
-            )
+        from mmlspark.core.checks import require_column_type
+
+        require_column_type(
+            stage, dataset.schema, origin, "string", lambda t: isinstance(t, T.StringType)
+        )
     mode = stage.getOrDefault("colorMode")
     reduce = int(stage.getOrDefault("reduceFactor"))
     if mode not in COLOR_MODES:

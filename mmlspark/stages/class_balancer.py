@@ -5,8 +5,8 @@ from __future__ import annotations
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from mmlspark.core.checks import quoted, require
 from mmlspark.stages._ClassBalancer import _ClassBalancer
-from mmlspark.stages._python import quoted, require
 from mmlspark.stages.class_balancer_model import ClassBalancerModel, weighted_schema
 
 

@@ -9,9 +9,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark.core.checks import quoted, require_absent, require_column_type
 from mmlspark.core.wrapper import require_java_obj
 from mmlspark.stages._ClassBalancerModel import _ClassBalancerModel
-from mmlspark.stages._python import quoted, require_absent, require_column_type
 
 
 def weighted_schema(stage: Any, schema: T.StructType) -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+from mmlspark.core.checks import PythonParamChecks, distinct_names, require_cols
 from mmlspark.stages._DropColumns import _DropColumns
-from mmlspark.stages._python import PythonParamChecks, distinct_names, require_cols
 
 
 class DropColumns(PythonParamChecks, _DropColumns):

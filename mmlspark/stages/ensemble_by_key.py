@@ -11,9 +11,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import is_remote
 
-from mmlspark.core.compat import connect_ml_supported
-from mmlspark.stages._EnsembleByKey import _EnsembleByKey
-from mmlspark.stages._python import (
+from mmlspark.core.checks import (
     PythonParamChecks,
     distinct_names,
     is_numeric,
@@ -26,6 +24,8 @@ from mmlspark.stages._python import (
     require_column_type,
     require_distinct,
 )
+from mmlspark.core.compat import connect_ml_supported
+from mmlspark.stages._EnsembleByKey import _EnsembleByKey
 
 
 class EnsembleByKey(PythonParamChecks, _EnsembleByKey):

@@ -6,9 +6,9 @@ import sys
 
 from pyspark.sql import DataFrame
 
+from mmlspark.core.checks import PythonParamChecks, at_least, batch_type
 from mmlspark.stages import _batching
 from mmlspark.stages._FixedMiniBatchTransformer import _FixedMiniBatchTransformer
-from mmlspark.stages._python import PythonParamChecks, at_least, batch_type
 
 
 class FixedMiniBatchTransformer(PythonParamChecks, _FixedMiniBatchTransformer):

@@ -6,8 +6,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark.core.checks import encoder_type, quoted, require, schema_string
 from mmlspark.stages._FlattenBatch import _FlattenBatch
-from mmlspark.stages._python import encoder_type, quoted, require, schema_string
 
 
 class FlattenBatch(_FlattenBatch):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.stages._python import require, require_absent, require_column
+from mmlspark.core.checks import require, require_absent, require_column
 from mmlspark.stages._RenameColumn import _RenameColumn
 
 

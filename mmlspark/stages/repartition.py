@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.stages._python import PythonParamChecks, at_least, require
+from mmlspark.core.checks import PythonParamChecks, at_least, require
 from mmlspark.stages._Repartition import _Repartition
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.stages._python import PythonParamChecks, distinct_names, quoted, require_cols
+from mmlspark.core.checks import PythonParamChecks, distinct_names, quoted, require_cols
 from mmlspark.stages._SelectColumns import _SelectColumns
 
 

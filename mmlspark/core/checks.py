@@ -1,4 +1,4 @@
-"""What the stages of this area share on the Python backend: the schema checks of the JVM's
+"""What the stages share on the Python backend: the schema checks of the JVM's
 ``SchemaUtils`` with its messages, and the JVM params' validators.
 
 Every failure reads as the JVM stage's does, ``"<ClassName> <uid>: <message>"``, and is raised
