@@ -60,11 +60,13 @@ def test_end_to_end_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert set(figures["images_per_s"]) == {
         "mmlspark",
         "mmlspark_service_off",
+        "mmlspark_python_backend",
         "predict_batch_udf",
         "raw_python",
     }
     assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
     assert "| predict_batch_udf |" in out.read_text()
+    assert figures["python_backend_vs_jvm_backend"] > 0
 
 
 def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_path):
@@ -110,6 +112,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert set(figures["images_per_s"]) == {
         "mmlspark",
         "mmlspark_service_off",
+        "mmlspark_python_backend",
         "mmlspark_read_images_full_decode",
         "predict_batch_udf",
         "raw_python",
@@ -117,6 +120,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert all(rate > 0 for rate in figures["images_per_s"].values())
     assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
     assert figures["peak_jvm_rss_mb"]["mmlspark"] > 0
+    assert figures["top_class_agreement_with_mmlspark"]["mmlspark_python_backend"] >= 0.95
 
 
 def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):
