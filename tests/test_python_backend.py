@@ -418,3 +418,17 @@ def test_image_featurizer_refuses_undecodable_bytes_on_both_backends(spark):
         stage.setBackend(backend).setModelPayload(model).setFeatureTensorName("features")
         with pytest.raises(Exception, match="an image cannot be decoded .* not a decodable image"):
             stage.transform(df).collect()
+
+
+def test_a_thread_without_an_active_session_decides_for_the_process_session(spark):
+    """A stage made in a thread Spark knows nothing of (the CLI's --wait, a user's pool) runs
+    where the process's session can: here the JVM, which has the jar."""
+    import threading
+
+    from mmlspark.image import ImageDecoder
+
+    made = []
+    worker = threading.Thread(target=lambda: made.append(ImageDecoder().getBackend()))
+    worker.start()
+    worker.join(timeout=60)
+    assert made == ["jvm"]

@@ -100,6 +100,18 @@ def _auto(spark: Any) -> BackendDecision:
     return BackendDecision("jvm", "the Spark Connect server has the mmlspark jar")
 
 
+def _current_session() -> Any:
+    """The session stages made now run in: the thread's active one, else (a thread Spark knows
+    nothing of) the process's classic one."""
+    from pyspark.sql import SparkSession
+    from pyspark.sql.utils import is_remote
+
+    spark = SparkSession.getActiveSession()
+    if spark is None and not is_remote():
+        spark = getattr(SparkSession, "_instantiatedSession", None)
+    return spark
+
+
 def backend_decision(spark: Any = None, setting: str | None = None) -> BackendDecision:
     """Where stages made now run, and why: ``setting`` (a stage's own), else :func:`get_backend`;
     ``auto`` is decided for ``spark`` (default: the active session), once per session, and
@@ -108,9 +120,7 @@ def backend_decision(spark: Any = None, setting: str | None = None) -> BackendDe
     if setting != "auto":
         return BackendDecision(setting, f"set to '{setting}'")
     if spark is None:
-        from pyspark.sql import SparkSession
-
-        spark = SparkSession.getActiveSession()
+        spark = _current_session()
     if spark is None or spark not in _decided:
         decision = _auto(spark)
         if spark is not None:
