@@ -4,9 +4,9 @@ The row semantics are the JVM stage's (``scala/.../onnx``): the same feeds and f
 resolution, value casts, batching of consecutive rows of one shape, flat outputs with their
 ``tensorShape`` metadata, softmax and argmax, and the same ``errorCol`` messages for bad rows.
 Each Python worker keeps one onnxruntime session per (model content, device, settings) across
-batches and tasks; the model bytes travel with the UDF (a classic session broadcasts a UDF over
-1 MB once per executor; over Spark Connect they go with the plan). The module imports nothing
-from mmlspark, so that it can travel by value.
+batches and tasks; the model file goes to the executors once (SparkContext.addFile, or a file
+artifact over Spark Connect), or, where neither is allowed, with the UDF. The code the tasks run
+imports nothing from mmlspark, so that it can travel by value.
 """
 
 from __future__ import annotations
