@@ -106,6 +106,8 @@ class PythonStageWriter(MLWriter):
         self._stage = stage
 
     def save(self, path: str) -> None:
+        """Saves the stage under `path`, a path of the driver's filesystem (pyspark's own save
+        asks the JVM to clear the folder, which a session without it cannot)."""
         stage = self._stage
         what = f"saving {type(stage).__name__} {stage.uid}"
         folder = _local(path, what)
@@ -121,8 +123,7 @@ class PythonStageWriter(MLWriter):
             has_model = stage.getModelPayload() is not None or stage.isDefined("modelLocation")
             (folder / _MODEL_FILE).write_bytes(stage._model_bytes() if has_model else b"")
 
-    # pyspark's MLWriter.save calls saveImpl; this writer saves in one step.
-    def saveImpl(self, path: str) -> None:  # pragma: no cover - save is overridden
+    def saveImpl(self, path: str) -> None:
         self.save(path)
 
 
