@@ -152,12 +152,16 @@ def test_saved_pipeline_loads_on_every_line_with_the_same_output(spark, exchange
 if not connect_ml_supported():
 
     def test_stages_on_spark_35_fail_clearly_over_connect():
-        """Spark 3.5's Connect server runs no ML stages (4.x lines do: test_connect.py's round
-        trip runs on each); a stage created over Connect says so instead of failing in py4j."""
+        """Spark 3.5's Connect server runs no JVM ML stages (4.x lines do: test_connect.py's
+        round trip runs on each): a stage with a Python backend runs there, and one without says
+        so instead of failing in py4j."""
         from conftest import connect_mode
 
         from mmlspark.core.wrapper import ConnectNotSupportedError
+        from mmlspark.detection import ObjectDetector
         from mmlspark.stages import SelectColumns
 
+        with connect_mode():
+            assert SelectColumns(cols=["a"]).getBackend() == "python"
         with connect_mode(), pytest.raises(ConnectNotSupportedError, match="Spark 4.0 or newer"):
-            SelectColumns(cols=["a"])
+            ObjectDetector()

@@ -432,3 +432,16 @@ def test_a_thread_without_an_active_session_decides_for_the_process_session(spar
     worker.start()
     worker.join(timeout=60)
     assert made == ["jvm"]
+
+
+def test_read_files_takes_a_python_decoder_s_jvm_twin(spark, tmp_path):
+    from image_fixtures import encode, pattern
+
+    from mmlspark.image import ImageDecoder, list_files, read_files
+
+    (tmp_path / "a.jpg").write_bytes(encode(pattern(30, 40), ".jpg"))
+    decoder = ImageDecoder(colorMode="grayscale").setBackend("python")
+    rows = read_files(list_files(spark, str(tmp_path)), decoder).collect()
+    shapes = [(r["image"].height, r["image"].width, r["image"].nChannels) for r in rows]
+    assert shapes == [(30, 40, 1)] and rows[0]["error"] is None  # the decoder's settings held
+    assert decoder.getBackend() == "python"

@@ -37,6 +37,8 @@ def read_files(files: DataFrame, *, decoder: Any) -> DataFrame:
         feature="read_files",
         instead="use read_images, or ImageDecoder on binaryFile rows",
     )
+    if decoder._on_python():  # the reader runs on the JVM: it takes the decoder's JVM twin
+        decoder = decoder.copy().setBackend("jvm")
     decoder._transfer_params_to_java()
     reader = jvm_class(jvm, _IMAGE_READER)
     return DataFrame(reader.readFiles(files._jdf, decoder._java_obj), spark)
