@@ -138,3 +138,22 @@ def run_job(
     )
     assert result.returncode == 0, result.stderr[-4000:]
     return result
+
+
+@pytest.fixture(scope="module")
+def jarless_connect(tmp_path_factory):
+    """A Spark Connect server started without the mmlspark jar, and a session on it, made the
+    active Connect session (as it is for a user with one) for the module's tests."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    conf = {"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "2"}
+    with ConnectServer(tmp_path_factory.mktemp("jarless"), conf) as server:
+        server.start()
+        with connect_mode():
+            session = ConnectSession.builder.remote(server.url).create()
+        previous = getattr(ConnectSession._active_session, "session", None)
+        ConnectSession._active_session.session = session
+        yield session
+        ConnectSession._active_session.session = previous
+        with connect_mode():
+            session.stop()

@@ -238,26 +238,6 @@ def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
     assert ONNXModel().getBackend() == "jvm"
 
 
-@pytest.fixture(scope="module")
-def jarless_connect(tmp_path_factory):
-    """A Spark Connect server started without the mmlspark jar, and a session on it."""
-    from conftest import ConnectServer, connect_mode
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    conf = {"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "2"}
-    with ConnectServer(tmp_path_factory.mktemp("jarless"), conf) as server:
-        server.start()
-        with connect_mode():
-            session = ConnectSession.builder.remote(server.url).create()
-        # the active Connect session, as it is for a user with one (another test's may be)
-        previous = getattr(ConnectSession._active_session, "session", None)
-        ConnectSession._active_session.session = session
-        yield session
-        ConnectSession._active_session.session = previous
-        with connect_mode():
-            session.stop()
-
-
 def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(spark, jarless_connect):
     from conftest import connect_mode
 

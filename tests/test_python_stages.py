@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 import re
-import sys
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
@@ -539,25 +538,6 @@ def test_flatten_batch_of_ragged_and_null_arrays(spark):
 
 # ---------------------------------------------------------------------------------------------
 # A Spark Connect server without the jar
-
-
-@pytest.fixture(scope="module")
-def jarless_connect(tmp_path_factory):
-    """A Spark Connect server started without the mmlspark jar, and a session on it."""
-    from conftest import ConnectServer, connect_mode
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
-    conf = {"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "2"}
-    with ConnectServer(tmp_path_factory.mktemp("jarless-stages"), conf) as server:
-        server.start()
-        with connect_mode():
-            session = ConnectSession.builder.remote(server.url).create()
-        previous = getattr(ConnectSession._active_session, "session", None)
-        ConnectSession._active_session.session = session
-        yield session
-        ConnectSession._active_session.session = previous
-        with connect_mode():
-            session.stop()
 
 
 def _connect_rows(session: Any) -> DataFrame:

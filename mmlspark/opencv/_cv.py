@@ -813,6 +813,7 @@ def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
 
 
 def _fail(stage: Any, message: str) -> ValueError:
+    """The JVM stage's error (the message format of mmlspark.core.checks.fail), to raise."""
     return ValueError(f"{type(stage).__name__} {stage.uid}: {message}")
 
 
@@ -860,6 +861,18 @@ def _check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expe
     require_absent(stage, schema, err)
     require_distinct(stage, "outputCol and errorCol", [out, err])
     return field
+
+
+def _stage_plan(stage: Any, dataset: Any | None, kind: str, **fields: Any) -> Plan:
+    """The plan of `stage` with its columns (and the pixel limit set for `dataset`'s session)."""
+    return Plan(
+        kind=kind,
+        input_col=stage.getOrDefault("inputCol"),
+        output_col=stage.getOrDefault("outputCol"),
+        error_col=stage.getOrDefault("errorCol"),
+        setting=None if dataset is None else _setting(dataset),
+        **fields,
+    )
 
 
 def _setting(dataset: Any) -> str | None:
@@ -935,13 +948,11 @@ def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = N
         raise _fail(stage, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'")
     if reduce not in (1, 2, 4, 8):
         raise _fail(stage, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
-    plan = Plan(
-        kind="decode",
-        input_col=stage.getOrDefault("inputCol"),
+    plan = _stage_plan(
+        stage,
+        dataset,
+        "decode",
         binary=True,
-        output_col=stage.getOrDefault("outputCol"),
-        error_col=stage.getOrDefault("errorCol"),
-        setting=_setting(dataset),
         origin_col=origin or None,
         decoding=Decoding(
             mode,
@@ -981,13 +992,11 @@ def transform_images(stage: Any, dataset: Any) -> Any:
             )
         order = "GRAY" if gray_tensor(ops) else requested
         metadata = {"tensorShape": tensor_shape(ops), "tensorChannelOrder": order}
-    plan = Plan(
-        kind="transform",
-        input_col=stage.getOrDefault("inputCol"),
+    plan = _stage_plan(
+        stage,
+        dataset,
+        "transform",
         binary=binary,
-        output_col=stage.getOrDefault("outputCol"),
-        error_col=stage.getOrDefault("errorCol"),
-        setting=_setting(dataset),
         reduced=binary and bool(stage.getOrDefault("reducedDecode")),
         ops=ops,
         tensor_order=order,
@@ -999,13 +1008,11 @@ def transform_images(stage: Any, dataset: Any) -> Any:
 def transform_unroll(stage: Any, dataset: Any) -> Any:
     """UnrollImage's output on the Python backend."""
     _check_columns(stage, dataset.schema, is_image, _IMAGE_DESCRIPTION)
-    plan = Plan(
-        kind="unroll",
-        input_col=stage.getOrDefault("inputCol"),
+    plan = _stage_plan(
+        stage,
+        None,
+        "unroll",
         binary=False,
-        output_col=stage.getOrDefault("outputCol"),
-        error_col=stage.getOrDefault("errorCol"),
-        setting=None,
     )
     from pyspark.sql import types as T
 
