@@ -350,3 +350,17 @@ def channels_last(height: int = 8, width: int = 8) -> bytes:
     return _model(
         [node], [_io("x", f, ["N", height, width, 3])], [_io("y", f, ["N", height * width * 3])]
     )
+
+
+def mean_over_pixels() -> bytes:
+    """image: float [N, 3, H, W] with free H and W -> 'mean' [N, 3], each channel's mean (a model
+    that needs the rows' tensor shape, as flat values cannot give it)."""
+    f = TensorProto.FLOAT
+    nodes = [helper.make_node("ReduceMean", ["image"], ["mean"], axes=[2, 3], keepdims=0)]
+    return _model(
+        nodes,
+        [_io("image", f, ["N", 3, "H", "W"])],
+        [_io("mean", f, ["N", 3])],
+        opsets=[helper.make_opsetid("", 13)],
+        name="mean_over_pixels",
+    )

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from sklearn import metrics
 
+import mmlspark
 from mmlspark.apps.camera_trap import __main__ as cli
 from mmlspark.apps.camera_trap import job
 
@@ -258,8 +259,10 @@ def test_demo_detection_part_finds_the_drawn_animals_and_nothing_on_empty_photos
     assert (demo / "detection-evaluation" / "samples.png").is_file()
 
 
-def test_bursts_by_time_read_exif_then_cct_then_file_time(spark, tmp_path):
-    """Copying a survey resets file times: bursts come from the time the camera wrote."""
+@pytest.mark.parametrize("backend", ["jvm", "python"])
+def test_bursts_by_time_read_exif_then_cct_then_file_time(spark, tmp_path, backend):
+    """Copying a survey resets file times: bursts come from the time the camera wrote, read by the
+    jar's readers or (without the jar) by the Python workers."""
     import os
     import time as clock
 
@@ -291,11 +294,16 @@ def test_bursts_by_time_read_exif_then_cct_then_file_time(spark, tmp_path):
             }
         )
     )
-    root = job._qualified(spark, str(tmp_path / "survey"))
-    listing = list_files(spark, root)
-    bursts = job.with_bursts(spark, listing, root, "time", job.CctLabels.read(str(cct)), 3.0)
+    mmlspark.set_backend(backend)
+    try:
+        root = job._qualified(spark, str(tmp_path / "survey"))
+        listing = list_files(spark, root)
+        bursts = job.with_bursts(spark, listing, root, "time", job.CctLabels.read(str(cct)), 3.0)
+        bursts = bursts.collect()
+    finally:
+        mmlspark.set_backend(None)
     groups: dict[str, set[str]] = {}
-    for row in bursts.collect():
+    for row in bursts:
         groups.setdefault(row.burst, set()).add(Path(row.path).name)
     assert sorted(map(sorted, groups.values())) == [
         ["a.jpg", "b.jpg", "c.jpg"],

@@ -22,9 +22,9 @@ from pyspark.sql import types as T
 from pyspark.sql.functions import col
 
 from mmlspark.core.backend import backend_decision, set_backend
-from mmlspark.detection import ObjectDetector
 from mmlspark.image import read_images
 from mmlspark.onnx import ONNXModel
+from mmlspark.train import ComputeModelStatistics
 
 RNG = np.random.default_rng(11)
 
@@ -232,7 +232,7 @@ def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
     try:
         assert ONNXModel().getBackend() == "python"
         with pytest.raises(NotImplementedError, match="JVM backend only"):
-            ObjectDetector()
+            ComputeModelStatistics()
     finally:
         set_backend(None)
     assert ONNXModel().getBackend() == "jvm"
@@ -425,3 +425,31 @@ def test_read_files_takes_a_python_decoder_s_jvm_twin(spark, tmp_path):
     shapes = [(r["image"].height, r["image"].width, r["image"].nChannels) for r in rows]
     assert shapes == [(30, 40, 1)] and rows[0]["error"] is None  # the decoder's settings held
     assert decoder.getBackend() == "python"
+
+
+def test_tensor_shapes_reach_a_model_with_free_dimensions_over_connect(jarless_connect, tmp_path):
+    """The tensor metadata (tensorShape) of ImageTransformer and ONNXModel outputs survives Spark
+    Connect (whose withColumn drops an alias's metadata), so a model whose input has free height
+    and width takes the flat tensors in their shape."""
+    import cv2
+    from conftest import connect_mode
+    from image_fixtures import encode, pattern
+
+    from mmlspark.opencv import ImageTransformer
+
+    for i in range(3):
+        (tmp_path / f"{i}.png").write_bytes(encode(pattern(20, 30, seed=i), ".png"))
+    free = onnx_models.mean_over_pixels()  # input float[N, 3, ?, ?] -> output float[N, 3]
+    with connect_mode():
+        photos = read_images(jarless_connect, str(tmp_path))
+        tensors = ImageTransformer(inputCol="image", outputCol="t", toTensor=True).resize(8, 12)
+        shaped = tensors.transform(photos)
+        assert shaped.schema["t"].metadata["tensorShape"] == [3, 8, 12]
+        scored = ONNXModel(inputCol="t", outputCol="m").setModelPayload(free).transform(shaped)
+        assert scored.schema["m"].metadata["tensorShape"] == [3]
+        rows = {r.path.rsplit("/", 1)[1]: r for r in scored.collect()}
+    for i in range(3):
+        r = rows[f"{i}.png"]
+        bgr = cv2.resize(pattern(20, 30, seed=i), (12, 8), interpolation=cv2.INTER_LINEAR)
+        expected = bgr[:, :, ::-1].reshape(-1, 3).mean(axis=0)
+        np.testing.assert_allclose(r.m, expected, rtol=1e-5)

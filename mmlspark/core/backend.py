@@ -131,3 +131,12 @@ def backend_decision(spark: Any = None, setting: str | None = None) -> BackendDe
             _log.info("mmlspark stages run on the JVM backend: %s", decision.reason)
         return decision
     return _decided[spark]
+
+
+def files_in_python(spark: Any = None, setting: str | None = None) -> bool:
+    """Whether files are listed and read by Python rather than by the jar's readers: over Spark
+    Connect (whose client cannot reach the server's JVM), and wherever the stages run on the
+    Python backend (``setting`` as :func:`backend_decision` takes it)."""
+    from pyspark.sql.utils import is_remote
+
+    return is_remote() or backend_decision(spark, setting).backend == "python"

@@ -185,7 +185,8 @@ def save_pipeline(model: Any, path: str, overwrite: bool = False) -> None:
     stages of the Python backend (which pyspark's writer cannot save) are saved too. The result
     loads with :func:`load_pipeline` on either backend, and with ``PipelineModel.load`` on a
     session with the jar."""
-    folder = _local(path, "saving a PipelineModel")
+    # Absolute: a Spark Connect server resolves a relative path from its own folder.
+    folder = _local(path, "saving a PipelineModel").absolute()
     _prepare(folder, overwrite, "saving a PipelineModel")
     stages = list(model.stages)
     uids = [s.uid for s in stages]
@@ -208,7 +209,7 @@ def load_pipeline(path: str) -> Any:
         raise ValueError(f"'{path}' holds a {metadata.get('class')}, not a PipelineModel")
     if backend_decision().backend == "jvm":
         return PipelineModel.load(path)
-    folder = _local(path, "loading a PipelineModel")
+    folder = _local(path, "loading a PipelineModel").absolute()
     uids = metadata["paramMap"]["stageUids"]
     stages = []
     for i, uid in enumerate(uids):

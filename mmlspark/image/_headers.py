@@ -299,6 +299,24 @@ def exif_orientation(data: bytes) -> int:
         return 1
 
 
+def exif_seconds(head: bytes) -> float | None:
+    """DateTimeOriginal of a JPEG head as seconds, the camera's local time read as if UTC (only
+    differences between photos matter), or None without a valid one (the JVM's
+    ``TakenTimes.seconds``)."""
+    import datetime
+
+    if not is_jpeg(head):
+        return None
+    text = exif_date_time_original(head)
+    if text is None:
+        return None
+    try:
+        taken = datetime.datetime.strptime(text, "%Y:%m:%d %H:%M:%S")
+    except ValueError:
+        return None
+    return taken.replace(tzinfo=datetime.timezone.utc).timestamp()
+
+
 def exif_date_time_original(data: bytes) -> str | None:
     """DateTimeOriginal (tag 0x9003 in the EXIF sub-IFD) as the camera wrote it, the 19 chars
     "yyyy:MM:dd HH:mm:ss" in the camera's local time, or None when the JPEG (or the head of it

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
+from mmlspark.core.backend import files_in_python
 from mmlspark.image import _jvm
 
 __all__ = ["read_images", "read_image_stream", "list_files", "read_files", "to_ndarray"]
@@ -102,17 +103,35 @@ def read_images(
 
 
 def list_files(
-    spark: SparkSession, path: str, recursive: bool = True, pathGlobFilter: str | None = None
+    spark: SparkSession,
+    path: str,
+    recursive: bool = True,
+    pathGlobFilter: str | None = None,
+    *,
+    backend: str | None = None,
 ) -> DataFrame:
     """The files under ``path`` as a DataFrame of ``path``, ``length``, ``modificationTime`` and
-    ``error``, listed on the driver in path order.
+    ``error``, in path order.
 
-    Every regular file appears once, under the first path (in name order) that reaches it, so a
-    photo reached through a second link is not listed twice. A broken symbolic link, a folder that
-    cannot be listed and a symbolic link looping back to a folder above it appear once each, with
-    the reason in ``error``. Names starting with ``.`` or ``_`` are skipped, as Spark's file
-    sources do. :func:`read_files` reads and decodes such a listing.
+    With the jar (``backend``, default :func:`mmlspark.set_backend`'s setting, decides) the files
+    are listed on the driver: every regular file appears once, under the first path (in name
+    order) that reaches it, so a photo reached through a second link is not listed twice; a
+    broken symbolic link, a folder that cannot be listed and a symbolic link looping back to a
+    folder above it appear once each, with the reason in ``error``. Names starting with ``.`` or
+    ``_`` are skipped, as Spark's file sources do. :func:`read_files` reads and decodes such a
+    listing.
+
+    Over Spark Connect and on the Python backend the listing is Spark's ``binaryFile`` source's
+    (its file contents are not read): there, zero-length files, broken links and folders that
+    cannot be listed get no row, and a file reached by two paths is listed under both.
     """
+    if files_in_python(spark, backend):
+        from pyspark.sql import functions as F
+
+        files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
+        return files.select(
+            "path", "length", "modificationTime", F.lit(None).cast("string").alias("error")
+        ).orderBy("path")
     return _jvm.list_files(spark, path=path, recursive=recursive, path_glob_filter=pathGlobFilter)
 
 
@@ -120,7 +139,15 @@ def read_files(files: DataFrame, decoder: Any) -> DataFrame:
     """Reads and decodes the files of a :func:`list_files` DataFrame in the tasks, with the
     settings of ``decoder`` (an :class:`ImageDecoder`; its columns are ignored): adds ``image``
     and sets ``error`` to the listing's, the read's or the decode's error. Other columns are kept.
+
+    On the decoder's Python backend (and over Spark Connect) the files are read by the Python
+    workers, from local paths and the mounts that look like them (``file:``, and Databricks'
+    ``/dbfs`` and ``/Volumes``); a file elsewhere gets a row with that reason.
     """
+    if files_in_python(files.sparkSession, decoder.getBackend()):
+        from mmlspark.opencv import _cv
+
+        return _cv.read_files(decoder, files)  # type: ignore[no-any-return]
     return _jvm.read_files(files, decoder=decoder)
 
 

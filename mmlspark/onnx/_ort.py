@@ -812,10 +812,10 @@ def transform(stage: Any, model: bytes, dataset: Any) -> Any:
             fetched = F.col(f"`{fetch.column}`")
             if fetch.column in vectors:
                 fetched = _vector(fetched)
-            fetched = fetched.alias(
-                fetch.column, metadata={"tensorShape": list(fetch.output.row_shape)}
+            # withMetadata: Spark Connect's withColumn drops an alias's metadata (4.3)
+            out = out.withColumn(fetch.column, fetched).withMetadata(
+                fetch.column, {"tensorShape": list(fetch.output.row_shape)}
             )
-            out = out.withColumn(fetch.column, fetched)
         for _, new, _ in the_plan.softmax:
             if new in vectors:
                 out = out.withColumn(new, _vector(F.col(f"`{new}`")))

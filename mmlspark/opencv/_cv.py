@@ -28,6 +28,7 @@ import numpy as np
 from mmlspark.image._headers import (
     ImageHeader,
     exif_orientation,
+    exif_seconds,
     has_jpeg_end,
     hex_prefix,
     is_jpeg,
@@ -35,6 +36,7 @@ from mmlspark.image._headers import (
 )
 
 MAX_PIXELS_KEY = "spark.mmlspark.image.maxPixels"
+MAX_FILE_BYTES_KEY = "spark.mmlspark.image.maxFileBytes"
 COLOR_MODES = ("color", "grayscale", "unchanged")
 # Heap bytes the JVM side assumes per decoded pixel (ImageLimits.BytesPerPixel); the Python
 # workers take the same share of the machine's memory per core.
@@ -68,15 +70,102 @@ def max_pixels(setting: str | None) -> int:
     """Decoded pixels one image may have: the setting, else each core's share of 60% of this
     machine's memory at the JVM side's bytes per pixel."""
     if setting is not None:
-        try:
-            value = int(setting.strip())
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise ValueError(f"{MAX_PIXELS_KEY} must be a positive whole number, not '{setting}'")
-        return value
+        return _positive_setting(MAX_PIXELS_KEY, setting)
+    return int(_slot_budget() / _BYTES_PER_PIXEL)
+
+
+def _positive_setting(key: str, setting: str) -> int:
+    try:
+        value = int(setting.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"{key} must be a positive whole number, not '{setting}'")
+    return value
+
+
+def _slot_budget() -> float:
+    """Bytes of this machine's memory one core's task may take: its share of 60%."""
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(memory * 0.6 / (os.cpu_count() or 1) / _BYTES_PER_PIXEL)
+    return memory * 0.6 / (os.cpu_count() or 1)
+
+
+def max_file_bytes(setting: str | None) -> int:
+    """Bytes one encoded file may have: the setting, else a quarter of a core's share (the JVM's
+    ``ImageLimits.maxFileBytes``)."""
+    if setting is not None:
+        return _positive_setting(MAX_FILE_BYTES_KEY, setting)
+    return min(int(_slot_budget() / 4), 2**31 - 17)
+
+
+def megabytes(size: int) -> str:
+    return f"{Decimal(repr(size / 1048576)).quantize(Decimal('0.1'), ROUND_HALF_UP)} MB"
+
+
+#: Where Databricks mounts its filesystems for local processes.
+_MOUNTS = {"dbfs:/Volumes/": "/Volumes/", "dbfs:/": "/dbfs/"}
+
+
+def local_file(path: str) -> str:
+    """The local path of a file that Spark names `path` (``file:`` URIs, and the ``dbfs:`` paths
+    that Databricks mounts at ``/Volumes`` and ``/dbfs``); other filesystems are refused as a
+    row error. Spark's file sources give percent-encoded URIs: a name is decoded when the raw one
+    does not exist."""
+    from urllib.parse import unquote
+
+    if path.startswith("file:"):
+        local = path[len("file:") :]
+        if local.startswith("//"):
+            host, slash, rest = local[2:].partition("/")
+            if host not in ("", "localhost"):
+                raise RowError(f"cannot read the file: it is on host {host}, not this machine")
+            local = slash + rest
+    else:
+        local = next((m + path[len(p) :] for p, m in _MOUNTS.items() if path.startswith(p)), "")
+        if not local:
+            scheme = path.split(":", 1)[0] if ":" in path.split("/", 1)[0] else ""
+            if scheme:
+                raise RowError(
+                    f"cannot read the file: the Python backend reads local and mounted paths "
+                    f"(file:, /dbfs, /Volumes), not {scheme}: paths; mount the storage, or read "
+                    "it with the jar's backend"
+                )
+            local = path
+    if "%" in local and not os.path.lexists(local):
+        local = unquote(local)
+    return local
+
+
+def _reason(error: OSError) -> str:
+    """An OSError as ``FileListing.reason`` words the JVM's."""
+    import errno
+
+    if error.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if error.errno == errno.ENOENT:
+        return "no such file (removed while reading?)"
+    if error.errno == errno.EISDIR:
+        return "is a folder"
+    return error.strerror or type(error).__name__
+
+
+def read_file(path: str, limit: int, head: int | None = None) -> bytes:
+    """The bytes of the file Spark names `path` (the first `head` bytes only, when given),
+    refused before reading when over `limit` bytes (the JVM's ``ImageReader.readBytes``)."""
+    local = local_file(path)
+    try:
+        with open(local, "rb") as f:
+            if head is not None:
+                return f.read(head)
+            size = os.fstat(f.fileno()).st_size
+            if size > limit:
+                raise RowError(
+                    f"file is {megabytes(size)}, over the limit of {megabytes(limit)} per file "
+                    f"on this executor; raise {MAX_FILE_BYTES_KEY}"
+                )
+            return f.read()
+    except OSError as error:
+        raise RowError(f"cannot read the file: {_reason(error)}") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -694,6 +783,9 @@ class Plan:
     ops: tuple[Op, ...] = ()
     tensor_order: str | None = None  # set: tensor output in this channel order
     keep: tuple[str, ...] | None = None  # the input columns passed on (default: all)
+    read_path: bool = False  # `input_col` names files to read (read_files), not their bytes
+    file_setting: str | None = None  # spark.mmlspark.image.maxFileBytes, with read_path
+    prior_error_col: str | None = None  # a row with an error here keeps it and is not read
 
 
 def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
@@ -701,8 +793,13 @@ def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
     if plan.kind == "decode":
         d = plan.decoding
         assert d is not None
+        file_limit = max_file_bytes(plan.file_setting) if plan.read_path else 0
 
         def decoded(data: Any, origin: Any) -> Any:
+            if plan.read_path:
+                if data is None:
+                    raise RowError("no path (null)")
+                data = read_file(data, file_limit)
             pixels = decode(data, d.mode, d.orientation, d.reduce, d.min_h, d.min_w, limit)
             return to_struct(pixels, origin)
 
@@ -794,7 +891,16 @@ def _partition(plan: Plan, batches: Iterator[Any]) -> Iterator[Any]:
             origins = (
                 _rows(part.column(plan.origin_col)) if plan.origin_col else [None] * part.num_rows
             )
-            for value, origin in zip(inputs, origins, strict=True):
+            priors = (
+                _rows(part.column(plan.prior_error_col))
+                if plan.prior_error_col
+                else [None] * part.num_rows
+            )
+            for value, origin, prior in zip(inputs, origins, priors, strict=True):
+                if prior is not None:
+                    values.append(None)
+                    errors.append(prior)
+                    continue
                 try:
                     values.append(compute(value, origin))
                     errors.append(None)
@@ -907,7 +1013,8 @@ def _run(
 
             column = F.when(column.isNotNull(), array_to_vector(column))
         if metadata or plan.kind == "unroll":
-            out = out.withColumn(plan.output_col, column.alias(plan.output_col, metadata=metadata))
+            # withMetadata: Spark Connect's withColumn drops an alias's metadata (4.3)
+            out = out.withColumn(plan.output_col, column).withMetadata(plan.output_col, metadata)
         return out.filter(F.col(f"`{plan.output_col}`").isNotNull()) if drop_invalid else out
 
     # The UDF carries this module's code and its twin readers' (pickled by value): the Python
@@ -964,6 +1071,89 @@ def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = N
         keep=keep,
     )
     return _run(dataset, plan, image_type(), {}, bool(stage.getOrDefault("dropInvalid")))
+
+
+def read_files(decoder: Any, files: Any) -> Any:
+    """``read_files`` on the Python backend: the files of a listing (``path``, ``error``, ...)
+    read in the tasks from local and mounted paths and decoded with `decoder`'s settings; the
+    listing's columns but ``error``, then ``image`` and ``error`` (the listing's, the read's or
+    the decode's), as the JVM's ``ImageReader.readFiles`` gives them."""
+    from pyspark.sql import types as T
+
+    from mmlspark.core.checks import require_column_type
+
+    for name in ("path", "error"):
+        require_column_type(
+            decoder, files.schema, name, "string", lambda t: isinstance(t, T.StringType)
+        )
+    mode = decoder.getOrDefault("colorMode")
+    reduce = int(decoder.getOrDefault("reduceFactor"))
+    if mode not in COLOR_MODES:
+        raise _fail(decoder, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'")
+    if reduce not in (1, 2, 4, 8):
+        raise _fail(decoder, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
+    prior = f"__listing_error_{decoder.uid}"
+    kept = tuple(c for c in files.columns if c != "error")
+    plan = Plan(
+        kind="decode",
+        input_col="path",
+        binary=True,
+        output_col="image",
+        error_col="error",
+        setting=_setting(files),
+        origin_col="path",
+        decoding=Decoding(
+            mode,
+            bool(decoder.getOrDefault("applyOrientation")),
+            reduce,
+            int(decoder.getOrDefault("minHeight")),
+            int(decoder.getOrDefault("minWidth")),
+        ),
+        keep=kept,
+        read_path=True,
+        file_setting=files.sparkSession.conf.get(MAX_FILE_BYTES_KEY, None),
+        prior_error_col=prior,
+    )
+    if plan.file_setting is not None:
+        max_file_bytes(plan.file_setting)  # a bad setting fails here, before any job
+    listing = files.withColumnRenamed("error", prior)
+    return _run(listing, plan, image_type(), {}, bool(decoder.getOrDefault("dropInvalid")))
+
+
+#: EXIF lives in the JPEG's APP1 segment, at most 64 KiB, near the start of the file.
+_HEAD_BYTES = 128 << 10
+
+
+def _taken_partition(out_col: str, batches: Iterator[Any]) -> Iterator[Any]:
+    import pyarrow as pa
+
+    for batch in batches:
+        seconds: list[float | None] = []
+        for path in batch.column("path").to_pylist():
+            try:
+                seconds.append(
+                    None if path is None else exif_seconds(read_file(path, 0, _HEAD_BYTES))
+                )
+            except RowError:
+                seconds.append(None)
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(seconds, pa.float64())], names=[*batch.schema.names, out_col]
+        )
+
+
+def taken_times(files: Any, out_col: str) -> Any:
+    """`files` (a listing with ``path``) with `out_col`: each photo's EXIF DateTimeOriginal in
+    seconds (null: not a JPEG, none, unreadable), read from the first 128 KiB of each file by the
+    Python workers (the JVM's ``TakenTimes.add``)."""
+    from pyspark import cloudpickle
+    from pyspark.sql import types as T
+
+    from mmlspark.image import _headers
+
+    for module in (sys.modules[__name__], _headers):
+        cloudpickle.register_pickle_by_value(module)
+    schema = T.StructType([*files.schema.fields, T.StructField(out_col, T.DoubleType(), True)])
+    return files.mapInArrow(lambda batches: _taken_partition(out_col, batches), schema)
 
 
 def transform_images(stage: Any, dataset: Any) -> Any:

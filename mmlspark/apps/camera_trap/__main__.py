@@ -66,6 +66,13 @@ def parser() -> argparse.ArgumentParser:
         description="Sort camera-trap photos by species or empty with transfer learning on Spark.",
     )
     p.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
+    p.add_argument("--remote", help="Spark Connect URL (sc://host:port) to run on instead")
+    p.add_argument(
+        "--backend",
+        choices=["auto", "jvm", "python"],
+        help="where the stages run: the mmlspark jar (jvm) or the Python workers (python); "
+        "default auto: the jar where the session can load it",
+    )
     sub = p.add_subparsers(dest="command", required=True)
 
     t = sub.add_parser("train", help="train a classifier on labelled photos")
@@ -155,7 +162,7 @@ def run(spark: Any, args: argparse.Namespace) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        spark = job.spark_session(args.master)
+        spark = job.spark_session(args.master, args.remote, args.backend)
         run(spark, args)
     except job.JobError as e:
         print(f"mmlspark-camera-trap {args.command}: {e}", file=sys.stderr)

@@ -1,8 +1,14 @@
 """The camera-trap classification job: train, classify, evaluate, and the demo that runs all three.
 
 Training reads photos labelled by sub-folder or by a COCO Camera Traps (CCT) JSON, and fits
-``ImageFeaturizer`` (an ONNX model cut at a feature node) followed by a logistic regression
-(``TrainClassifier``); the fitted pipeline, model bytes included, is saved as one directory.
+``ImageFeaturizer`` (an ONNX model cut at a feature node) followed by a logistic regression over
+the sorted class names (``IndexToString`` turns its index back into a name); the fitted pipeline,
+model bytes included, is saved as one directory that either backend loads.
+
+The job runs on either backend: with the jar (classic sessions, Connect servers that have it),
+and without it on the Python backend (``--backend python``, or any session that cannot load the
+jar), where files are listed by Spark's ``binaryFile`` source and read, decoded and scored by the
+Python workers, and the charts are drawn on the driver with opencv-python.
 Classifying scores photos and writes predictions as Parquet and CSV plus a MegaDetector-format
 results JSON; it resumes an interrupted run. Evaluating compares predictions with ground truth.
 """
@@ -13,6 +19,7 @@ import datetime
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import threading
@@ -23,14 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError
-from pyspark.ml import Pipeline, PipelineModel
-from pyspark.ml.classification import LogisticRegression
-from pyspark.ml.functions import vector_to_array
+from pyspark.ml import PipelineModel
+from pyspark.ml.classification import LogisticRegression, LogisticRegressionModel
+from pyspark.ml.feature import IndexToString
+from pyspark.ml.functions import array_to_vector, vector_to_array
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import mmlspark
-from mmlspark.apps.camera_trap._jvm import draw_confusion_matrix, draw_image_grid, taken_times
+from mmlspark.apps.camera_trap import _charts, _jvm
 from mmlspark.apps.camera_trap.store import (
     FolderError,
     OutputLock,
@@ -38,11 +46,12 @@ from mmlspark.apps.camera_trap.store import (
     atomic_write,
     inside,
 )
+from mmlspark.core.backend import backend_decision, files_in_python
 from mmlspark.core.jvm import qualified_path
 from mmlspark.detection import CropDetections, ObjectDetector
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 from mmlspark.stages import EnsembleByKey
-from mmlspark.train import ComputeModelStatistics, TrainClassifier, TrainedClassifierModel
+from mmlspark.train import TrainedClassifierModel
 
 TOP_K = 3
 EMPTY = "empty"
@@ -53,16 +62,52 @@ class JobError(Exception):
     """A problem with the job's inputs, found before any Spark work."""
 
 
-def spark_session(master: str | None) -> SparkSession:
-    """Local Spark unless told otherwise; under spark-submit, the session it configured."""
+def spark_session(
+    master: str | None, remote: str | None = None, backend: str | None = None
+) -> SparkSession:
+    """Local Spark unless told otherwise; under spark-submit, the session it configured; with
+    `remote`, a Spark Connect session. `backend` (auto, jvm, python) is where the stages run."""
+    if backend is not None:
+        mmlspark.set_backend(backend)
+    if remote is not None:
+        return SparkSession.builder.remote(remote).appName("mmlspark-camera-trap").getOrCreate()
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit
         return SparkSession.builder.getOrCreate()
     return mmlspark.session(master or "local[*]", app_name="mmlspark-camera-trap")
 
 
 def _qualified(spark: SparkSession, path: str) -> str:
-    """The path as Spark reports file paths (`file:/...` for local ones), without a trailing /."""
-    return qualified_path(spark, path)
+    """The path as Spark reports file paths (`file:/...` for local ones), without a trailing /.
+    Without the jar a path without a scheme is taken as a local one, made absolute here (a Spark
+    Connect server resolves relative paths from its own folder)."""
+    if not files_in_python(spark):
+        return qualified_path(spark, path)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path):
+        return path.rstrip("/")
+    return "file:" + os.path.abspath(path).rstrip("/")
+
+
+def _cores(spark: SparkSession) -> int:
+    """The default parallelism of the session's cluster."""
+    from pyspark.sql.utils import is_remote
+
+    if not is_remote():
+        return int(spark.sparkContext.defaultParallelism)
+    setting = spark.conf.get("spark.default.parallelism", None)
+    if setting:
+        return int(setting)
+    local = re.match(r"local\[(\d+)", spark.conf.get("spark.master", None) or "")
+    return int(local.group(1)) if local else os.cpu_count() or 1
+
+
+def _cancel_all(spark: SparkSession) -> None:
+    """Cancels the session's running Spark jobs."""
+    from pyspark.sql.utils import is_remote
+
+    if is_remote():
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
 
 
 @dataclass
@@ -185,20 +230,11 @@ def train(
     ).setModelPayload(model_bytes)
     if feature_node:
         featurize.setFeatureTensorName(feature_node)
-    classifier = TrainClassifier(
-        model=LogisticRegression(maxIter=200, regParam=0.01),
-        labelCol="label",
-        inputCols=["features"],
-    )
     if found is None:
-        model, counts = _fit_on_photos(
-            spark, images, labels, image_size, featurize, classifier, log
-        )
+        model, counts = _fit_on_photos(spark, images, labels, image_size, featurize, log)
     else:
-        model, counts = _fit_on_crops(
-            spark, images, labels, found, threshold, featurize, classifier, log
-        )
-    model.write().overwrite().save(model_out)
+        model, counts = _fit_on_crops(spark, images, labels, found, threshold, featurize, log)
+    mmlspark.save_pipeline(model, model_out, overwrite=True)
     seconds = time.perf_counter() - start
     log(
         f"[train] classes {_levels(model)}; fitted in {seconds:.1f} s "
@@ -214,7 +250,30 @@ def train(
 
 def _labelled(spark: SparkSession, images: str, labels: str | None, decoder: Any) -> DataFrame:
     """The photos under `images` read with `decoder`, with `relative_path` and `label`."""
-    return with_labels(spark, read_files(list_files(spark, images), decoder), images, labels)
+    listing = list_files(spark, _qualified(spark, images))
+    return with_labels(spark, read_files(listing, decoder), images, labels)
+
+
+#: The columns of the class index the logistic regression learns and predicts.
+LABEL_INDEX, PREDICTION_INDEX = "label_index", "prediction_index"
+
+
+def _fit_classifier(rows: DataFrame) -> list[Any]:
+    """The classifier stages fitted on `rows` (`features`, `label`): a logistic regression over
+    the classes' index in sorted order, then `IndexToString` to the class name ('prediction';
+    'probability' in the same order)."""
+    levels = sorted(r.label for r in rows.select("label").distinct().collect())
+    position = F.array_position(F.array(*[F.lit(v) for v in levels]), F.col("label"))
+    indexed = rows.withColumn(LABEL_INDEX, (position - 1).cast("double"))
+    regression = LogisticRegression(
+        maxIter=200,
+        regParam=0.01,
+        featuresCol="features",
+        labelCol=LABEL_INDEX,
+        predictionCol=PREDICTION_INDEX,
+    )
+    names = IndexToString(inputCol=PREDICTION_INDEX, outputCol="prediction", labels=levels)
+    return [regression.fit(indexed), names]
 
 
 def _fit_on_photos(
@@ -223,7 +282,6 @@ def _fit_on_photos(
     labels: str | None,
     image_size: int,
     featurize: ImageFeaturizer,
-    classifier: TrainClassifier,
     log: Log,
 ) -> tuple[PipelineModel, dict[str, int]]:
     """The whole-photo classifier and the counts of files, decodable and usable photos."""
@@ -243,11 +301,14 @@ def _fit_on_photos(
     )
     if not counts["usable"]:
         raise JobError(f"no labelled photos under {images}")
-    model = Pipeline(stages=[featurize, classifier]).fit(
-        photos.filter(wanted).select("path", "image", "label")
-    )
-    photos.unpersist()
-    return model, counts.asDict()
+    featured = featurize.transform(photos.filter(wanted).select("path", "image", "label"))
+    try:
+        fitted = _fit_classifier(
+            featured.filter("features IS NOT NULL").select("features", "label")
+        )
+    finally:
+        photos.unpersist()
+    return PipelineModel([featurize, *fitted]), counts.asDict()
 
 
 def _fit_on_crops(
@@ -257,7 +318,6 @@ def _fit_on_crops(
     found: LoadedDetector,
     threshold: float,
     featurize: ImageFeaturizer,
-    classifier: TrainClassifier,
     log: Log,
 ) -> tuple[PipelineModel, dict[str, int]]:
     """The classifier of detection crops: photos are read and detected once, their crops
@@ -289,10 +349,10 @@ def _fit_on_crops(
             raise JobError(
                 f"no detection at or over {threshold} on the labelled photos under {images}"
             )
-        fitted = classifier.fit(rows.filter("wanted AND features IS NOT NULL"))
+        fitted = _fit_classifier(rows.filter("wanted AND features IS NOT NULL"))
     finally:
         rows.unpersist()
-    return PipelineModel([featurize, fitted]), counts.asDict()
+    return PipelineModel([featurize, *fitted]), counts.asDict()
 
 
 def check_model_folder(folder: Path) -> None:
@@ -314,14 +374,34 @@ def check_model_folder(folder: Path) -> None:
             )
 
 
+def classified(model: PipelineModel, rows: DataFrame) -> DataFrame:
+    """`rows` through the trained pipeline; a row the featurizer failed on (null `features`: an
+    unreadable photo, a photo without a crop) keeps null `probability` and `prediction` (Spark's
+    logistic regression cannot take a null vector, so such rows pass it as zeros)."""
+    featurizer, *classifier = model.stages
+    regression = classifier[0] if classifier else None
+    if not isinstance(regression, LogisticRegressionModel):
+        return model.transform(rows)  # a TrainedClassifierModel takes the nulls itself
+    zeros = array_to_vector(F.array_repeat(F.lit(0.0), regression.numFeatures))
+    featured = featurizer.transform(rows).withColumn("_featured", F.col("features").isNotNull())
+    featured = featured.withColumn("features", F.coalesce(F.col("features"), zeros))
+    out = PipelineModel(classifier).transform(featured)
+    for name in ("rawPrediction", "probability", PREDICTION_INDEX, "prediction"):
+        out = out.withColumn(name, F.when(F.col("_featured"), F.col(name)))
+    return out.withColumn("features", F.when(F.col("_featured"), F.col("features"))).drop(
+        "_featured"
+    )
+
+
 def _levels(model: PipelineModel) -> list[str]:
-    """The classes of a trained pipeline (its last stage is a TrainedClassifierModel)."""
+    """The classes of a trained pipeline (its last stage is an IndexToString, or, in models of
+    mmlspark 0.x, a TrainedClassifierModel)."""
     last = model.stages[-1]
-    if not isinstance(last, TrainedClassifierModel):
-        raise JobError(
-            f"the model's last stage is a {type(last).__name__}, not a trained classifier"
-        )
-    return list(last.getLevels())
+    if isinstance(last, IndexToString):
+        return list(last.getLabels())
+    if isinstance(last, TrainedClassifierModel):
+        return list(last.getLevels())
+    raise JobError(f"the model's last stage is a {type(last).__name__}, not a trained classifier")
 
 
 @dataclass
@@ -381,7 +461,7 @@ class _StopOnSignal:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is None:
             self.signum = signum
-            self.spark.sparkContext.cancelAllJobs()
+            _cancel_all(self.spark)
 
     def check(self) -> None:
         if self.signum is not None:
@@ -505,7 +585,7 @@ def classify(
     cct_labels = CctLabels.read(cct) if cct else None
     check_folders(images, Path(out))
     try:
-        model = PipelineModel.load(model_dir)
+        model = mmlspark.load_pipeline(model_dir)
         levels = _levels(model)
     except Exception as e:  # noqa: BLE001 - any failure to load is reported the same way
         raise JobError(f"cannot load a camera-trap model from {model_dir}: {e}") from None
@@ -674,7 +754,7 @@ class _Scorer:
         self.stop: _StopOnSignal | None = None
 
     def _chunk_photos(self) -> int:
-        cores = self.spark.sparkContext.defaultParallelism
+        cores = _cores(self.spark)
         if self.rate is None:
             return max(1, min(self.settings.commit_every, 8 * cores))
         by_time = int(self.rate * self.settings.commit_seconds * 0.8)
@@ -683,9 +763,11 @@ class _Scorer:
     def score_all(self, todo: DataFrame, level: int) -> None:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
         died on) in sixteenths of a chunk and one photo at a time."""
-        units = todo.select("unit").distinct().orderBy("unit")
-        numbered = self.spark.createDataFrame(
-            units.rdd.zipWithIndex().map(lambda r: (r[0][0], r[1])), "unit string, _unit long"
+        # Numbered in one partition: a unit is a short string, a survey 10^6 of them at most.
+        numbered = (
+            todo.select("unit")
+            .distinct()
+            .withColumn("_unit", F.row_number().over(Window.orderBy("unit")) - 1)
         )
         work = todo.join(numbered, "unit").cache()
         try:
@@ -714,7 +796,7 @@ class _Scorer:
         started = time.perf_counter()
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
-        parallelism = max(1, min(len(paths), 2 * self.spark.sparkContext.defaultParallelism))
+        parallelism = max(1, min(len(paths), 2 * _cores(self.spark)))
         scored = self.work.score(chunk.repartition(parallelism))
         try:
             scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
@@ -792,7 +874,7 @@ def score(
 ) -> DataFrame:
     """The prediction rows of listed photos (path, length, modificationTime, burst, ...); with
     `ensemble`, the probabilities of each burst's photos are averaged."""
-    scored = model.transform(read_files(photos, decoder))
+    scored = classified(model, read_files(photos, decoder))
     failure = F.coalesce("error", "featurizeError")
     if ensemble:
         # A photo that failed is a burst of its own, so it cannot spoil its neighbours' mean.
@@ -815,7 +897,12 @@ def score(
 
     return (
         scored.withColumn("levels", F.array(*[F.lit(v) for v in levels]))
-        .withColumn("final", vector_to_array(F.col("burst_probability")))
+        .withColumn(
+            "final",
+            F.when(
+                F.col("burst_probability").isNotNull(), vector_to_array(F.col("burst_probability"))
+            ),
+        )
         .select(
             "path",
             "length",
@@ -1036,6 +1123,13 @@ def load_detector(
 ) -> LoadedDetector:
     """The detector in file `detector`, checked before any photo is read: a model that is no
     YOLO-format detector, or disagrees with `image_size` or `class_names`, is refused."""
+    decision = backend_decision(spark)
+    if decision.backend == "python":
+        raise JobError(
+            "the detector stages (ObjectDetector, CropDetections) have no Python backend: "
+            "detection needs the mmlspark jar, and this session runs without it "
+            f"({decision.reason})"
+        )
     try:
         model_bytes = Path(detector).read_bytes()
     except OSError as e:
@@ -1156,7 +1250,7 @@ def _two_stage_work(
 
     def score(photos: DataFrame) -> DataFrame:
         crops = cropper.transform(found.stage.transform(read_files(photos, decoder)))
-        return score_two_stage(model.transform(crops), levels, threshold, ensemble)
+        return score_two_stage(classified(model, crops), levels, threshold, ensemble)
 
     def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
@@ -1453,7 +1547,7 @@ def with_bursts(
     times = sorted((cct.times if cct else {}).items())
     table = spark.createDataFrame(times, "relative_path string, cct_seconds double")
     timed = (
-        taken_times(scored, "exif_seconds")
+        _taken_times(scored, "exif_seconds")
         .withColumn("relative_path", relative)
         .join(F.broadcast(table), "relative_path", "left")
         .withColumn(
@@ -1516,28 +1610,16 @@ def evaluate(
     judged = truth.filter(
         "failure IS NULL AND label IS NOT NULL AND label != ''"
     ).withColumnRenamed("predicted_label", "prediction")
-    stats = (
-        ComputeModelStatistics(labelCol="label", predictionCol="prediction")
-        .transform(judged)
-        .first()
-    )
-    assert stats is not None
+    stats = class_metrics(judged, "label", "prediction")
     metrics = {
         "photos": judged.count(),
         "failures": scored.filter("failure IS NOT NULL").count(),
         "bursts": run.get("bursts", "off"),
-        "accuracy": stats.accuracy,
-        "labels": stats.labels,
-        "precision_per_class": dict(zip(stats.labels, stats.precision_per_class, strict=True)),
-        "recall_per_class": dict(zip(stats.labels, stats.recall_per_class, strict=True)),
-        "confusion_matrix": stats.confusion_matrix,
+        **stats,
     }
     if metrics["bursts"] != "off":
         # The effect of burst ensembling: the same photos judged by their own predictions.
-        per_photo = ComputeModelStatistics(labelCol="label", predictionCol="image_label")
-        own = per_photo.transform(judged).first()
-        assert own is not None
-        metrics["accuracy_per_photo"] = own.accuracy
+        metrics["accuracy_per_photo"] = class_metrics(judged, "label", "image_label")["accuracy"]
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / "metrics.json").write_text(json.dumps({**detected, **metrics}, indent=1))
     # The detections' samples.png (boxes and species) stays where there are detections.
@@ -1548,12 +1630,37 @@ def evaluate(
             f"[evaluate] burst ensembling ({metrics['bursts']}): accuracy "
             f"{metrics['accuracy_per_photo']:.3f} per photo -> {metrics['accuracy']:.3f} per burst"
         )
-    for name in stats.labels:
+    for name in stats["labels"]:
         log(
             f"[evaluate]   {name:>10}: precision {metrics['precision_per_class'][name]:.3f}, "
             f"recall {metrics['recall_per_class'][name]:.3f}"
         )
     return metrics
+
+
+def class_metrics(judged: DataFrame, label_col: str, prediction_col: str) -> dict[str, Any]:
+    """Accuracy, the classes (every one seen as a label or a prediction, sorted), per-class
+    precision and recall (0 where nothing was predicted or labelled as a class) and the confusion
+    matrix (rows: true class, columns: predicted) of `judged`, from its counts per pair."""
+    pairs = judged.groupBy(label_col, prediction_col).count().collect()
+    labels = sorted({r[0] for r in pairs} | {r[1] for r in pairs})
+    at = {name: i for i, name in enumerate(labels)}
+    matrix = [[0] * len(labels) for _ in labels]
+    for truth, predicted, count in pairs:
+        matrix[at[truth]][at[predicted]] += count
+    right = [matrix[i][i] for i in range(len(labels))]
+    predicted = [sum(row[j] for row in matrix) for j in range(len(labels))]
+
+    def ratio(a: int, b: int) -> float:
+        return a / b if b else 0.0
+
+    return {
+        "accuracy": ratio(sum(right), sum(map(sum, matrix))),
+        "labels": labels,
+        "precision_per_class": {n: ratio(right[i], predicted[i]) for i, n in enumerate(labels)},
+        "recall_per_class": {n: ratio(right[i], sum(matrix[i])) for i, n in enumerate(labels)},
+        "confusion_matrix": matrix,
+    }
 
 
 def box_iou(a: list[float], b: list[float]) -> float:
@@ -1659,8 +1766,8 @@ def evaluate_detections(
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
     chosen = [s for ok, s in samples if not ok] + [s for ok, s in samples if ok]
     if chosen:
-        draw_image_grid(
-            spark, samples=chosen[:16], columns=4, cell_size=160, path=str(out_dir / "samples.png")
+        _charts_of(spark).draw_image_grid(
+            samples=chosen[:16], columns=4, cell_size=160, path=str(out_dir / "samples.png")
         )
     f = metrics["empty_filter"]
     log(
@@ -1686,6 +1793,34 @@ def _show(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+class _JvmCharts:
+    """The charts drawn by the jar's OpenCV, with the Python module's signatures."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def draw_confusion_matrix(self, **kwargs: Any) -> None:
+        _jvm.draw_confusion_matrix(self.spark, **kwargs)
+
+    def draw_image_grid(self, **kwargs: Any) -> None:
+        _jvm.draw_image_grid(self.spark, **kwargs)
+
+
+def _charts_of(spark: SparkSession) -> Any:
+    """Who draws the charts: the jar's OpenCV, or (without it) opencv-python on the driver."""
+    return _charts if files_in_python(spark) else _JvmCharts(spark)
+
+
+def _taken_times(files: DataFrame, out_col: str) -> DataFrame:
+    """`files` with each photo's EXIF time in seconds in `out_col`, read by the jar's readers or
+    the Python workers."""
+    if files_in_python(files.sparkSession):
+        from mmlspark.opencv import _cv
+
+        return _cv.taken_times(files, out_col)  # type: ignore[no-any-return]
+    return _jvm.taken_times(files, out_col)
+
+
 def draw_plots(
     spark: SparkSession,
     judged: DataFrame,
@@ -1697,8 +1832,8 @@ def draw_plots(
     """`confusion_matrix.png`, and with `samples` `samples.png`: up to 16 photos, mistakes first,
     captioned "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is
     needed."""
-    draw_confusion_matrix(
-        spark,
+    charts = _charts_of(spark)
+    charts.draw_confusion_matrix(
         labels=metrics["labels"],
         matrix=metrics["confusion_matrix"],
         path=str(out / "confusion_matrix.png"),
@@ -1715,8 +1850,8 @@ def draw_plots(
         for r in wrong + right
     ]
     if chosen:
-        draw_image_grid(
-            spark, samples=chosen, columns=4, cell_size=128, path=str(out / "samples.png")
+        charts.draw_image_grid(
+            samples=chosen, columns=4, cell_size=128, path=str(out / "samples.png")
         )
 
 
@@ -1830,6 +1965,13 @@ def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
         f"[demo] accuracy {metrics['accuracy']:.3f} on {metrics['photos']} held-out photos "
         f"(chance {chance:.3f}); {seconds:.1f} s in all"
     )
+    decision = backend_decision(spark)
+    if decision.backend == "python":
+        log(
+            "[demo] detection part skipped: the detector stages have no Python backend, and "
+            f"this session runs without the jar ({decision.reason})"
+        )
+        return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary}
     detection = demo_detection(spark, out_dir, written, log)
     return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary, **detection}
 
