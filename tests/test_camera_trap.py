@@ -76,13 +76,23 @@ def test_demo_trains_classifies_and_evaluates_well_above_chance(demo_run):
     assert all(cells[i][i][2] < 60 and cells[i][(i + 1) % 3].sum() == 765 for i in range(3))
 
 
-def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_path):
+@pytest.mark.parametrize("backend", ["jvm", "python"])
+def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_path, backend):
+    """The commands with the jar, and without it (--backend python: files listed by binaryFile,
+    read and scored by the Python workers), on the same photos."""
+    try:
+        _cli_folder_and_cct_inputs(tmp_path, ["--backend", backend])
+    finally:
+        mmlspark.set_backend(None)
+
+
+def _cli_folder_and_cct_inputs(tmp_path: Path, backend: list[str]) -> None:
     images = tmp_path / "survey"
     _copy(images, ["deer", "fox", "empty"], every=2)
     (images / "deer" / "broken.jpg").write_bytes(b"\xff\xd8 truncated")
     model = tmp_path / "model"
     featurizer = str(DEMO / "featurizer.onnx")
-    assert cli.main(["train", "--images", str(images), "--featurizer", featurizer,
+    assert cli.main([*backend, "train", "--images", str(images), "--featurizer", featurizer,
                      "--model-out", str(model)]) == 0  # fmt: skip
 
     # COCO Camera Traps labels for new photos (category 0 is empty), scored in two sittings.
@@ -92,14 +102,20 @@ def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_pat
     ids = {c["name"]: c["id"] for c in categories}
     out = tmp_path / "run"
     assert (
-        cli.main(["classify", "--images", str(new), "--model", str(model), "--out", str(out)]) == 0
+        cli.main(
+            [*backend, "classify", "--images", str(new), "--model", str(model), "--out", str(out)]
+        )
+        == 0
     )
     before = {r["path"]: r for r in csv.DictReader((out / "predictions.csv").open())}
     assert len(before) == len(first)
     later = _copy(new, ["deer", "fox", "empty"], every=4, offset=3)
     (new / "notes.txt").write_text("not a photo")
     assert (
-        cli.main(["classify", "--images", str(new), "--model", str(model), "--out", str(out)]) == 0
+        cli.main(
+            [*backend, "classify", "--images", str(new), "--model", str(model), "--out", str(out)]
+        )
+        == 0
     )
     after = {r["path"]: r for r in csv.DictReader((out / "predictions.csv").open())}
     assert len(after) == len(first) + len(later) + 1  # nothing scored twice
@@ -120,7 +136,7 @@ def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_pat
     }  # fmt: skip
     labels = tmp_path / "labels.json"
     labels.write_text(json.dumps(cct))
-    assert cli.main(["evaluate", "--predictions", str(out), "--labels", str(labels),
+    assert cli.main([*backend, "evaluate", "--predictions", str(out), "--labels", str(labels),
                      "--out", str(tmp_path / "eval")]) == 0  # fmt: skip
     scored = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     pairs = [(p.split("/")[0], r["predicted_label"]) for p, r in after.items() if "/" in p]
@@ -131,7 +147,7 @@ def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_pat
     assert list(scored["precision_per_class"].values()) == pytest.approx(list(precision))
 
     # Training from the CCT file instead of folder names gives the same classes.
-    assert cli.main(["train", "--images", str(new), "--labels", str(labels), "--featurizer",
+    assert cli.main([*backend, "train", "--images", str(new), "--labels", str(labels), "--featurizer",
                      featurizer, "--model-out", str(tmp_path / "model2")]) == 0  # fmt: skip
     # Another model into the same results is refused; --overwrite starts over.
     again = [
@@ -143,8 +159,8 @@ def test_cli_folder_and_cct_inputs_with_a_corrupt_file_and_resume(spark, tmp_pat
         "--out",
         str(out),
     ]
-    assert cli.main(again) == 2
-    assert cli.main(again + ["--overwrite"]) == 0
+    assert cli.main(backend + again) == 2
+    assert cli.main(backend + again + ["--overwrite"]) == 0
 
 
 def test_unreadable_inputs_fail_before_spark_work(spark, tmp_path, capsys):
