@@ -230,3 +230,33 @@ def test_relative_paths_are_made_absolute_without_the_jar(
     monkeypatch.chdir(tmp_path)
     assert job._qualified(spark, "photos/") == f"file:{tmp_path}/photos"
     assert job._qualified(spark, "s3a://b/photos/") == "s3a://b/photos"
+
+
+def test_read_images_on_python_spreads_the_files_over_whole_waves_of_tasks(spark, tmp_path):
+    """Spark's binaryFile source puts as many files in a partition as its byte budget allows
+    (here three of 32 of 96 small files: two cores would run the last wave half idle); the
+    Python backend's read_images reads its listing spread evenly over a multiple of the cores,
+    and its workers read the files themselves."""
+    from pyspark.sql import functions as F
+
+    from mmlspark.image import read_images
+
+    jpeg = encode(pattern(8, 8), ".jpg")
+    for i in range(96):
+        (tmp_path / f"{i:03d}.jpg").write_bytes(jpeg)
+    source = spark.read.format("binaryFile").load(str(tmp_path))
+    assert source.rdd.getNumPartitions() == 3
+    sizes = source.groupBy(F.spark_partition_id()).count().collect()
+    assert sorted(r["count"] for r in sizes) == [32, 32, 32]
+    photos = read_images(spark, str(tmp_path), backend="python")
+    assert photos.columns == ["path", "image", "error"]
+    counts = sorted(r["count"] for r in photos.groupBy(F.spark_partition_id()).count().collect())
+    assert counts == [24, 24, 24, 24]
+    assert photos.filter("error IS NULL AND image.height = 8").count() == 96
+
+
+def test_default_parallelism_over_connect_is_the_servers(jarless_connect):
+    from mmlspark.core.session import default_parallelism
+
+    with connect_mode():
+        assert default_parallelism(jarless_connect) == 2  # the server runs local[2]

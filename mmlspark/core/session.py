@@ -257,3 +257,27 @@ def require_jvm_library(sc: Any) -> None:
             f"mmlspark.spark_conf(spark_version='{sc.version}')"
         )
     _checked_contexts.add(id(sc))
+
+
+# The default parallelism of Spark Connect sessions, by session id (asked once each).
+_CONNECT_PARALLELISM: dict[str, int] = {}
+
+
+def default_parallelism(spark: Any) -> int:
+    """The session's default parallelism (the cluster's cores, as Spark counts them). Over Spark
+    Connect, which does not expose it, the setting, else the number of partitions Spark gives a
+    ``range`` (which it splits into that many), asked once per session."""
+    from pyspark.sql.utils import is_remote
+
+    if not is_remote():
+        return int(spark.sparkContext.defaultParallelism)
+    key = str(spark.session_id)
+    if key not in _CONNECT_PARALLELISM:
+        setting = spark.conf.get("spark.default.parallelism", None)
+        if setting:
+            _CONNECT_PARALLELISM[key] = int(setting)
+        else:
+            parts = "SELECT spark_partition_id() AS p FROM range(0, 1000000)"
+            row = spark.sql(f"SELECT max(p) + 1 AS n FROM ({parts})").first()
+            _CONNECT_PARALLELISM[key] = int(row["n"])
+    return _CONNECT_PARALLELISM[key]

@@ -95,6 +95,8 @@ def read_images(
         files = _binary_files(spark.read, recursive, pathGlobFilter).load(path)
         if sampleRatio < 1.0:
             files = files.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
+        if decoder.getBackend() == "python" and _python_readable(path):
+            return _read_in_python(spark, files, decoder)
         return _decoded(files, decoder)
     listing = list_files(spark, path, recursive, pathGlobFilter)
     if sampleRatio < 1.0:
@@ -217,6 +219,34 @@ def _decoder(
         dropInvalid=dropInvalid,
     )
     return decoder if backend is None else decoder.setBackend(backend)
+
+
+def _python_readable(path: str) -> bool:
+    """Whether the Python workers can open the files under `path` themselves: a local path or a
+    Databricks mount (``file:``, ``dbfs:``, no scheme)."""
+    import re
+
+    scheme = re.match(r"^([A-Za-z][A-Za-z0-9+.-]+):", path)
+    return scheme is None or scheme.group(1).lower() in ("file", "dbfs")
+
+
+def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> DataFrame:
+    """`read_images`' columns from the files of Spark's binaryFile source without their contents:
+    the listing is spread evenly over a multiple of the cluster's cores (the source's partitions
+    hold as many files as fit its byte budget, often a few uneven ones) and each Python worker
+    reads and decodes its files, so the bytes never pass through the JVM."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.utils import is_remote
+
+    from mmlspark.core.session import default_parallelism
+    from mmlspark.opencv import _cv
+
+    cores = default_parallelism(spark)
+    count = cores
+    if not is_remote():  # the source's partitions, rounded up to whole waves of tasks
+        count = max(1, -(-files.rdd.getNumPartitions() // cores)) * cores
+    listing = files.select("path", F.lit(None).cast("string").alias("error")).repartition(count)
+    return _cv.read_files(decoder, listing, keep=("path",))  # type: ignore[no-any-return]
 
 
 def _decoded(files: DataFrame, decoder: Any) -> DataFrame:

@@ -1073,11 +1073,12 @@ def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = N
     return _run(dataset, plan, image_type(), {}, bool(stage.getOrDefault("dropInvalid")))
 
 
-def read_files(decoder: Any, files: Any) -> Any:
+def read_files(decoder: Any, files: Any, keep: tuple[str, ...] | None = None) -> Any:
     """``read_files`` on the Python backend: the files of a listing (``path``, ``error``, ...)
     read in the tasks from local and mounted paths and decoded with `decoder`'s settings; the
     listing's columns but ``error``, then ``image`` and ``error`` (the listing's, the read's or
-    the decode's), as the JVM's ``ImageReader.readFiles`` gives them."""
+    the decode's), as the JVM's ``ImageReader.readFiles`` gives them (with `keep`, only those of
+    the listing's columns)."""
     from pyspark.sql import types as T
 
     from mmlspark.core.checks import require_column_type
@@ -1093,7 +1094,7 @@ def read_files(decoder: Any, files: Any) -> Any:
     if reduce not in (1, 2, 4, 8):
         raise _fail(decoder, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
     prior = f"__listing_error_{decoder.uid}"
-    kept = tuple(c for c in files.columns if c != "error")
+    kept = tuple(c for c in files.columns if c != "error" and (keep is None or c in keep))
     plan = Plan(
         kind="decode",
         input_col="path",

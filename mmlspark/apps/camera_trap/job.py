@@ -48,6 +48,7 @@ from mmlspark.apps.camera_trap.store import (
 )
 from mmlspark.core.backend import backend_decision, files_in_python
 from mmlspark.core.jvm import qualified_path
+from mmlspark.core.session import default_parallelism
 from mmlspark.detection import CropDetections, ObjectDetector
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 from mmlspark.stages import EnsembleByKey
@@ -85,19 +86,6 @@ def _qualified(spark: SparkSession, path: str) -> str:
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path):
         return path.rstrip("/")
     return "file:" + os.path.abspath(path).rstrip("/")
-
-
-def _cores(spark: SparkSession) -> int:
-    """The default parallelism of the session's cluster."""
-    from pyspark.sql.utils import is_remote
-
-    if not is_remote():
-        return int(spark.sparkContext.defaultParallelism)
-    setting = spark.conf.get("spark.default.parallelism", None)
-    if setting:
-        return int(setting)
-    local = re.match(r"local\[(\d+)", spark.conf.get("spark.master", None) or "")
-    return int(local.group(1)) if local else os.cpu_count() or 1
 
 
 def _cancel_all(spark: SparkSession) -> None:
@@ -754,7 +742,7 @@ class _Scorer:
         self.stop: _StopOnSignal | None = None
 
     def _chunk_photos(self) -> int:
-        cores = _cores(self.spark)
+        cores = default_parallelism(self.spark)
         if self.rate is None:
             return max(1, min(self.settings.commit_every, 8 * cores))
         by_time = int(self.rate * self.settings.commit_seconds * 0.8)
@@ -796,7 +784,7 @@ class _Scorer:
         started = time.perf_counter()
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
-        parallelism = max(1, min(len(paths), 2 * _cores(self.spark)))
+        parallelism = max(1, min(len(paths), 2 * default_parallelism(self.spark)))
         scored = self.work.score(chunk.repartition(parallelism))
         try:
             scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
