@@ -147,8 +147,9 @@ def _cli_folder_and_cct_inputs(tmp_path: Path, backend: list[str]) -> None:
     assert list(scored["precision_per_class"].values()) == pytest.approx(list(precision))
 
     # Training from the CCT file instead of folder names gives the same classes.
-    assert cli.main([*backend, "train", "--images", str(new), "--labels", str(labels), "--featurizer",
-                     featurizer, "--model-out", str(tmp_path / "model2")]) == 0  # fmt: skip
+    model2 = str(tmp_path / "model2")
+    assert cli.main([*backend, "train", "--images", str(new), "--labels", str(labels),
+                     "--featurizer", featurizer, "--model-out", model2]) == 0  # fmt: skip
     # Another model into the same results is refused; --overwrite starts over.
     again = [
         "classify",

@@ -44,10 +44,10 @@ def _same_predictions(got: dict[str, dict], expected: dict[str, dict], tolerance
 def test_demo_on_a_connect_server_without_the_jar_predicts_as_the_jvm_run(
     spark, demo_run, jarless_connect, tmp_path
 ):
-    """The demo's training, classification and evaluation on a Connect server that cannot load
-    the jar: every held-out photo gets the class the run with the jar gives it (the features
-    agree to 1e-5, the logistic regression is Spark's on both), and the model it saved classifies
-    the same on the JVM backend."""
+    """The whole demo on a Connect server that cannot load the jar (training, classification,
+    evaluation, detection, and the two stages): every held-out photo gets the class and the boxes
+    the run with the jar gives it (the features agree to 1e-5, the logistic regression is Spark's
+    on both), and the model it saved classifies the same on the JVM backend."""
     expected_summary, _, jvm_demo = demo_run
     out = tmp_path / "demo"
     lines: list[str] = []
@@ -55,7 +55,6 @@ def test_demo_on_a_connect_server_without_the_jar_predicts_as_the_jvm_run(
         decision = mmlspark.backend_decision(jarless_connect)
         assert decision.backend == "python", decision
         summary = job.demo(jarless_connect, str(out), log=lines.append)
-    assert any("detection part skipped" in line for line in lines), lines
     assert summary["photos"] == expected_summary["photos"] == 30
     assert summary["failures"] == expected_summary["failures"] == 0
     assert summary["accuracy"] == pytest.approx(expected_summary["accuracy"])
@@ -70,12 +69,38 @@ def test_demo_on_a_connect_server_without_the_jar_predicts_as_the_jvm_run(
     for chart in ("confusion_matrix.png", "samples.png"):  # drawn by opencv-python
         assert cv2.imread(str(out / "evaluation" / chart)) is not None, chart
 
+    # Detection (ObjectDetector, CropDetections on Python) and the two stages: the same boxes,
+    # the same metrics, the same classes.
+    assert expected_summary["detection_recall"] > 0.8  # boxes were found, and compared below
+    for key in ("detection_recall", "detection_precision", "empty_filter", "two_stage_photos"):
+        assert summary[key] == pytest.approx(expected_summary[key]), key
+    assert summary["two_stage_accuracy"] == pytest.approx(expected_summary["two_stage_accuracy"])
+    _same_detections(out / "detections", jvm_demo / "detections")
+    _same_detections(out / "two-stage", jvm_demo / "two-stage")
+    _same_predictions(_predictions(out / "two-stage"), _predictions(jvm_demo / "two-stage"), 2e-3)
+
     # The model saved without the jar, on the JVM backend: the same classes for the same photos.
     again = tmp_path / "jvm-classify"
     job.classify(
         spark, str(out / "data" / "test"), str(out / "model"), str(again), log=lambda _: None
     )
     _same_predictions(_predictions(again), got, 2e-4)
+
+
+def _same_detections(got: Path, expected: Path) -> None:
+    """The results.json of two runs: the same photos, failures and detections (category, label,
+    confidence and box to 1e-4, the format's rounding)."""
+    g = {e["file"]: e for e in json.loads((got / "results.json").read_text())["images"]}
+    e = {e["file"]: e for e in json.loads((expected / "results.json").read_text())["images"]}
+    assert g.keys() == e.keys()
+    for name, want in e.items():
+        have = g[name]
+        assert have.get("failure") == want.get("failure"), name
+        boxes, wanted = have.get("detections") or [], want.get("detections") or []
+        assert [d["category"] for d in boxes] == [d["category"] for d in wanted], name
+        for a, b in zip(boxes, wanted, strict=True):
+            assert a["conf"] == pytest.approx(b["conf"], abs=2e-4), name
+            assert a["bbox"] == pytest.approx(b["bbox"], abs=2e-4), name
 
 
 def _survey(root: Path) -> dict[str, bytes]:
@@ -217,11 +242,6 @@ def test_cli_takes_a_backend_and_a_connect_url():
     assert (args.backend, args.remote, args.command) == ("python", "sc://h:1", "demo")
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["--backend", "gpu", "demo"])
-
-
-def test_detection_without_the_jar_is_refused_with_the_reason(spark, python_backend, tmp_path):
-    with pytest.raises(job.JobError, match="detector stages .* have no Python backend"):
-        job.load_detector(spark, str(job.DEMO_DATA / "detection" / "detector.onnx"))
 
 
 def test_relative_paths_are_made_absolute_without_the_jar(

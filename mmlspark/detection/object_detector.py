@@ -1,12 +1,23 @@
-"""ObjectDetector with the model's bytes and introspection."""
+"""ObjectDetector with the model's bytes and introspection, on the JVM or the Python backend."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from mmlspark.core.checks import PythonParamChecks, at_least
 from mmlspark.detection._ObjectDetector import _ObjectDetector
 from mmlspark.onnx.model_payload import HasModelPayload
 
 
-class ObjectDetector(HasModelPayload, _ObjectDetector):
+def _name(value: Any) -> bool:
+    return value is not None and len(value) > 0
+
+
+def _unit(value: Any) -> bool:
+    return 0.0 <= value <= 1.0
+
+
+class ObjectDetector(HasModelPayload, PythonParamChecks, _ObjectDetector):
     """Finds animals, people and vehicles (or any classes) in images with a YOLO-family ONNX
     detector: MegaDetector v5 (YOLOv5 layout) and the YOLOv8 layout of newer Ultralytics exports.
 
@@ -16,7 +27,9 @@ class ObjectDetector(HasModelPayload, _ObjectDetector):
     (``"1"``, ``"2"``, ... as strings), ``label``, ``conf`` and ``bbox`` = ``[x_min, y_min,
     width, height]`` as fractions of the image. An image with nothing over
     ``confidenceThreshold`` gets an empty array; one that cannot be read gets null and the
-    reason in ``errorCol``.
+    reason in ``errorCol``. It runs on the JVM (the mmlspark jar) or, where no jar can be
+    loaded, on the Python backend (opencv-python and onnxruntime in Arrow UDFs), with the same
+    results, errors and saved format.
 
     Examples
     --------
@@ -28,3 +41,25 @@ class ObjectDetector(HasModelPayload, _ObjectDetector):
     """
 
     __doc__ = __doc__ + "\n" + (_ObjectDetector.__doc__ or "")
+    _python_backend = True
+    # The JVM params' validators, for values set on the Python backend.
+    _python_param_checks = {
+        "inputCol": _name,
+        "outputCol": _name,
+        "errorCol": _name,
+        "modelLocation": _name,
+        "miniBatchSize": at_least(1),
+        "imageSize": at_least(1),
+        "maxDetections": at_least(1),
+        "confidenceThreshold": _unit,
+        "iouThreshold": _unit,
+        "modelFormat": lambda v: str(v).strip().lower() in ("auto", "yolov5", "yolov8"),
+        "deviceType": lambda v: str(v).strip().lower() in ("auto", "cpu", "cuda", "gpu"),
+        "classNames": lambda names: len(names) > 0 and all(_name(n) for n in names),
+    }
+
+    def _python_transform(self, dataset: Any) -> Any:
+        """Letterbox, the model and YOLO's decoding in one Arrow UDF (mmlspark.detection._yolo)."""
+        from mmlspark.detection import _yolo
+
+        return _yolo.transform_detector(self, dataset)

@@ -46,7 +46,7 @@ from mmlspark.apps.camera_trap.store import (
     atomic_write,
     inside,
 )
-from mmlspark.core.backend import backend_decision, files_in_python
+from mmlspark.core.backend import files_in_python
 from mmlspark.core.jvm import qualified_path
 from mmlspark.core.session import default_parallelism
 from mmlspark.detection import CropDetections, ObjectDetector
@@ -1111,13 +1111,6 @@ def load_detector(
 ) -> LoadedDetector:
     """The detector in file `detector`, checked before any photo is read: a model that is no
     YOLO-format detector, or disagrees with `image_size` or `class_names`, is refused."""
-    decision = backend_decision(spark)
-    if decision.backend == "python":
-        raise JobError(
-            "the detector stages (ObjectDetector, CropDetections) have no Python backend: "
-            "detection needs the mmlspark jar, and this session runs without it "
-            f"({decision.reason})"
-        )
     try:
         model_bytes = Path(detector).read_bytes()
     except OSError as e:
@@ -1953,13 +1946,6 @@ def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
         f"[demo] accuracy {metrics['accuracy']:.3f} on {metrics['photos']} held-out photos "
         f"(chance {chance:.3f}); {seconds:.1f} s in all"
     )
-    decision = backend_decision(spark)
-    if decision.backend == "python":
-        log(
-            "[demo] detection part skipped: the detector stages have no Python backend, and "
-            f"this session runs without the jar ({decision.reason})"
-        )
-        return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary}
     detection = demo_detection(spark, out_dir, written, log)
     return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary, **detection}
 

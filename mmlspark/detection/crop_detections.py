@@ -1,0 +1,50 @@
+"""CropDetections, on the JVM or the Python backend."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mmlspark.core.checks import PythonParamChecks
+from mmlspark.detection._CropDetections import _CropDetections
+
+
+def _name(value: Any) -> bool:
+    return value is not None and len(value) > 0
+
+
+class CropDetections(PythonParamChecks, _CropDetections):
+    """Turns detections into crops, one row per detection: each detection of ``detectionsCol``
+    (as :class:`ObjectDetector` writes them) with ``conf`` at least ``confidenceThreshold`` and,
+    when ``categories`` is set, a category among them, becomes a row with the other input
+    columns, the detection's index (``detectionIndexCol``), the detection (``detectionCol``) and
+    the crop of the image at its full resolution (``outputCol``, an image struct). With
+    ``square``, crops are widened to squares around their boxes and padded with black where the
+    image ends; with ``keepUncropped``, an image none of whose detections is cropped stays as one
+    row of nulls. It runs on the JVM (the mmlspark jar) or, where no jar can be loaded, on the
+    Python backend (opencv-python in Arrow UDFs), with the same rows, pixels and errors.
+
+    Examples
+    --------
+    >>> crops = CropDetections(inputCol="image", confidenceThreshold=0.2, categories=["1"],
+    ...                        square=True).transform(detected)  # doctest: +SKIP
+    """
+
+    __doc__ = __doc__ + "\n" + (_CropDetections.__doc__ or "")
+    _python_backend = True
+    # The JVM params' validators, for values set on the Python backend.
+    _python_param_checks = {
+        "inputCol": _name,
+        "outputCol": _name,
+        "errorCol": _name,
+        "detectionsCol": _name,
+        "detectionCol": _name,
+        "detectionIndexCol": _name,
+        "confidenceThreshold": lambda v: 0.0 <= v <= 1.0,
+        "categories": lambda values: all(_name(v) for v in values),
+    }
+
+    def _python_transform(self, dataset: Any) -> Any:
+        """One row per crop, from an Arrow UDF (mmlspark.detection._yolo)."""
+        from mmlspark.detection import _yolo
+
+        return _yolo.transform_crops(self, dataset)
