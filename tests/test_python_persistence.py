@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import onnx
 import onnx_models
 import pytest
 from image_fixtures import encode, pattern
@@ -157,3 +158,67 @@ def test_pipelines_cross_backends_with_spark_stages_among_ours(spark, photos, tm
         assert [type(s).__name__ for s in mmlspark.load_pipeline(str(tmp_path / saved)).stages][
             :2
         ] == ["ImageTransformer", "ONNXModel"]
+
+
+def test_python_saves_to_local_and_databricks_mounted_paths_only():
+    from pathlib import Path
+
+    from mmlspark.core.persistence import _local
+
+    assert _local("dbfs:/Volumes/main/s/m/model", "saving") == Path("/Volumes/main/s/m/model")
+    assert _local("dbfs:/mnt/models/m", "saving") == Path("/dbfs/mnt/models/m")
+    assert _local("file:///tmp/m", "saving") == Path("/tmp/m")
+    assert _local("relative/m", "saving") == Path("relative/m")
+    with pytest.raises(NotImplementedError, match="saving: the Python backend saves .* not 's3a"):
+        _local("s3a://bucket/m", "saving")
+
+
+def test_models_with_external_data_run_and_load_on_python(spark, tmp_path):
+    """A model that keeps its weights in a file beside it (ONNX external data): read in on the
+    driver, from its modelLocation or from a JVM save that copied the file beside model.onnx,
+    with the JVM's results; a file outside the model's folder or missing is refused, named."""
+    from pyspark.ml import Pipeline
+
+    source = onnx_models.save_with_external_data(onnx_models.small_cnn(), tmp_path / "src")
+    images = np.random.default_rng(4).normal(size=(5, 3, 8, 8)).astype(np.float32)
+    df = spark.createDataFrame(
+        [(i, images[i].tolist()) for i in range(5)], "id int, image array<array<array<float>>>"
+    )
+    kwargs = dict(modelLocation=str(source), inputCol="image", outputCol="logits")
+    expected = _rows(ONNXModel(**kwargs).transform(df), "id")
+    on_python = ONNXModel(**kwargs).setBackend("python")
+
+    def check(got: dict) -> None:
+        assert got.keys() == expected.keys()
+        for i, row in expected.items():
+            assert got[i]["onnxError"] is row["onnxError"] is None
+            np.testing.assert_allclose(got[i]["logits"], row["logits"], rtol=1e-5, atol=1e-6)
+
+    check(_rows(on_python.transform(df), "id"))
+    Pipeline(stages=[ONNXModel(**kwargs)]).fit(df).write().save(str(tmp_path / "saved"))
+    (stage,) = (tmp_path / "saved" / "stages").glob("0_*")
+    assert (stage / "weights.bin").is_file()  # the JVM saved the weights beside model.onnx
+    for f in (tmp_path / "src").iterdir():
+        f.unlink()
+    mmlspark.set_backend("python")
+    try:
+        loaded = mmlspark.load_pipeline(str(tmp_path / "saved"))
+        assert loaded.stages[0].getBackend() == "python"
+        check(_rows(loaded.transform(df), "id"))
+        (stage / "weights.bin").unlink()
+        with pytest.raises(ValueError, match=r"keeps tensor data in 'weights\.bin', which is miss"):
+            mmlspark.load_pipeline(str(tmp_path / "saved"))
+    finally:
+        mmlspark.set_backend(None)
+
+    proto = onnx.load_from_string(onnx_models.small_cnn())
+    tensor = proto.graph.initializer[0]
+    tensor.data_location = onnx.TensorProto.EXTERNAL
+    tensor.ClearField("raw_data")
+    tensor.ClearField("float_data")
+    entry = tensor.external_data.add()
+    entry.key, entry.value = "location", "../secret.bin"
+    (tmp_path / "m.onnx").write_bytes(proto.SerializeToString())
+    outside = ONNXModel(modelLocation=str(tmp_path / "m.onnx")).setBackend("python")
+    with pytest.raises(ValueError, match=r"'\.\./secret\.bin', which is not a file in the model"):
+        outside.getModelInputs()

@@ -27,14 +27,20 @@ _PIPELINE_MODEL = "org.apache.spark.ml.PipelineModel"
 
 
 def _local(path: str, what: str) -> Path:
-    """`path` as a path of the driver's filesystem; other filesystems are refused, naming why."""
+    """`path` as a path of the driver's filesystem (Databricks' ``dbfs:`` paths as their
+    ``/Volumes`` and ``/dbfs`` mounts); other filesystems are refused, naming why."""
+    from mmlspark.opencv._cv import MOUNTS
+
     if path.startswith("file:"):
         return Path("/" + path.removeprefix("file:").lstrip("/"))
+    for prefix, mount in MOUNTS.items():
+        if path.startswith(prefix):
+            return Path(mount + path[len(prefix) :])
     if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path):
         raise NotImplementedError(
             f"{what}: the Python backend saves and loads through the driver's own filesystem "
-            f"(local paths, /dbfs and /Volumes mounts), not '{path}'; use a local or mounted "
-            "path, or a session with the mmlspark jar"
+            f"(local paths, /dbfs and /Volumes mounts, dbfs: paths), not '{path}'; use a local or "
+            "mounted path, or a session with the mmlspark jar"
         )
     return Path(path)
 
@@ -159,7 +165,10 @@ class PythonStageReader(MLReader[Any]):
                 )
             data = model.read_bytes()
             if data:
-                stage._python_payload = data
+                from mmlspark.onnx.model_payload import with_external_data
+
+                # A JVM save of a model with external data holds its files beside model.onnx.
+                stage._python_payload = with_external_data(stage, data, str(folder), str(model))
         return stage
 
 

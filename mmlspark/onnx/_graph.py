@@ -3,10 +3,10 @@ package): the twin of the JVM's ``OnnxGraph.cut``, with the same results and mes
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["cut"]
+__all__ = ["cut", "inline_external_data"]
 
 
 def _resolve(name: str, nodes: Sequence[Any]) -> str:
@@ -71,3 +71,70 @@ def cut(model: bytes, targets: Sequence[str]) -> bytes:
         del field[:]
         field.extend(copies)
     return bytes(proto.SerializeToString())
+
+
+def _graph_tensors(graph: Any) -> Iterator[Any]:
+    """Every tensor of `graph`: initializers (dense and sparse), tensor attributes, and those of
+    its subgraphs."""
+    yield from graph.initializer
+    for sparse in graph.sparse_initializer:
+        yield sparse.values
+        yield sparse.indices
+    for node in graph.node:
+        yield from _node_tensors(node)
+
+
+def _node_tensors(node: Any) -> Iterator[Any]:
+    for attribute in node.attribute:
+        if attribute.HasField("t"):
+            yield attribute.t
+        yield from attribute.tensors
+        if attribute.HasField("g"):
+            yield from _graph_tensors(attribute.g)
+        for graph in attribute.graphs:
+            yield from _graph_tensors(graph)
+
+
+#: The largest model protobuf can hold in one message.
+_MAX_MODEL_BYTES = 2**31 - 1
+
+
+def inline_external_data(model: bytes, folder: str, source: str) -> bytes:
+    """`model` with the tensor data it keeps in files of `folder` (ONNX external data) read into
+    it, so that the Python backend can hold and ship it as bytes; `model` itself when it keeps
+    none. Refused, with the reason, for a file outside `folder` (as the JVM refuses it), a file
+    that is missing, and a model over 2 GiB once its data is in (the JVM runs those from their
+    files)."""
+    import os
+
+    import onnx
+    from onnx import external_data_helper
+
+    proto = onnx.load_from_string(model)
+    tensors = list(_graph_tensors(proto.graph))
+    for function in proto.functions:
+        for node in function.node:
+            tensors.extend(_node_tensors(node))
+    external = [t for t in tensors if external_data_helper.uses_external_data(t)]
+    if not external:
+        return model
+    for tensor in external:
+        location = next((e.value for e in tensor.external_data if e.key == "location"), "")
+        relative = os.path.normpath(location)
+        if not location or os.path.isabs(location) or relative.split(os.sep)[0] == "..":
+            raise ValueError(
+                f"the model keeps tensor data in '{location}', which is not a file in the "
+                "model's directory"
+            )
+        if not os.path.isfile(os.path.join(folder, relative)):
+            raise ValueError(
+                f"the model at '{source}' keeps tensor data in '{location}', which is missing"
+            )
+    external_data_helper.load_external_data_for_model(proto, folder)
+    if proto.ByteSize() > _MAX_MODEL_BYTES:
+        raise ValueError(
+            f"the model at '{source}' is over 2 GiB with its external data, and the Python "
+            "backend holds a model as one message of bytes; run it on the JVM backend (a "
+            "session with the mmlspark jar), which reads the data from its files"
+        )
+    return proto.SerializeToString()  # type: ignore[no-any-return]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -17,6 +18,22 @@ _INSPECT_INSTEAD = "read the model file with mmlspark.onnx.inspect_model(path) i
 
 def _specs(text: str) -> dict[str, dict[str, Any]]:
     return {spec.pop("name"): spec for spec in json.loads(text)}
+
+
+def with_external_data(stage: Any, data: bytes, folder: str, source: str) -> bytes:
+    """The model `data` read from `source` with the tensor data it keeps in files of `folder`
+    (ONNX external data) read in, for the Python backend, which holds a model as bytes; a refusal
+    names the stage."""
+    # An external-data entry holds the key "location" (field 1, 8 bytes): without those bytes the
+    # model keeps no external data, and is not parsed.
+    if b"\n\x08location" not in data:
+        return data
+    from mmlspark.onnx._graph import inline_external_data
+
+    try:
+        return inline_external_data(data, folder, source)
+    except ValueError as error:
+        raise ValueError(f"{type(stage).__name__}: {error}") from None
 
 
 class HasModelPayload:
@@ -55,15 +72,17 @@ class HasModelPayload:
                 f"{type(self).__name__}: no model; set modelLocation or a model payload"
             )
         location = str(self.getOrDefault("modelLocation"))  # type: ignore[attr-defined]
+        local = location.removeprefix("file:")
         try:
-            with open(location.removeprefix("file:"), "rb") as f:
-                return f.read()
+            with open(local, "rb") as f:
+                data = f.read()
         except OSError as error:
             raise ValueError(
                 f"{type(self).__name__}: the Python backend reads modelLocation on the driver and "
                 f"cannot read '{location}' ({error.strerror}); give a local path or the bytes "
                 "(setModelPayload)"
             ) from None
+        return with_external_data(self, data, os.path.dirname(os.path.abspath(local)), location)
 
     def getModelInputs(self) -> dict[str, dict[str, Any]]:
         """The model's inputs, in order: name -> ``type``, ``shape`` (-1 where dynamic) and

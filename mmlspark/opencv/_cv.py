@@ -103,7 +103,7 @@ def megabytes(size: int) -> str:
 
 
 #: Where Databricks mounts its filesystems for local processes.
-_MOUNTS = {"dbfs:/Volumes/": "/Volumes/", "dbfs:/": "/dbfs/"}
+MOUNTS = {"dbfs:/Volumes/": "/Volumes/", "dbfs:/": "/dbfs/"}
 
 
 def local_file(path: str) -> str:
@@ -121,7 +121,7 @@ def local_file(path: str) -> str:
                 raise RowError(f"cannot read the file: it is on host {host}, not this machine")
             local = slash + rest
     else:
-        local = next((m + path[len(p) :] for p, m in _MOUNTS.items() if path.startswith(p)), "")
+        local = next((m + path[len(p) :] for p, m in MOUNTS.items() if path.startswith(p)), "")
         if not local:
             scheme = path.split(":", 1)[0] if ":" in path.split("/", 1)[0] else ""
             if scheme:
