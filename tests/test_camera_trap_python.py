@@ -280,3 +280,41 @@ def test_default_parallelism_over_connect_is_the_servers(jarless_connect):
 
     with connect_mode():
         assert default_parallelism(jarless_connect) == 2  # the server runs local[2]
+
+
+PLAIN_SESSION = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from pyspark.sql import SparkSession
+import mmlspark
+from mmlspark.apps.camera_trap import job
+
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # no jar
+decision = mmlspark.backend_decision(spark)
+assert decision.backend == "python" and "cannot run the jar" in decision.reason, decision
+out = Path(sys.argv[1]) / "demo"
+summary = job.demo(spark, str(out), log=lambda _: None)
+print("SUMMARY", json.dumps(summary))
+spark.stop()
+"""
+
+
+def test_demo_on_a_plain_session_without_the_jar_predicts_as_the_jvm_run(demo_run, tmp_path):
+    """A plain ``SparkSession`` (pyspark's, no jar) runs the demo on the Python backend, with the
+    classes and boxes of the run with the jar."""
+    from conftest import run_job
+
+    expected_summary, _, jvm_demo = demo_run
+    result = run_job(tmp_path, PLAIN_SESSION, str(tmp_path))
+    line = next(x for x in result.stdout.splitlines() if x.startswith("SUMMARY "))
+    summary = json.loads(line.removeprefix("SUMMARY "))
+    assert summary["photos"] == expected_summary["photos"] == 30
+    assert summary["accuracy"] == pytest.approx(expected_summary["accuracy"])
+    assert summary["two_stage_accuracy"] == pytest.approx(expected_summary["two_stage_accuracy"])
+    out = tmp_path / "demo"
+    _same_predictions(
+        _predictions(out / "predictions"), _predictions(jvm_demo / "predictions"), 2e-3
+    )
+    _same_detections(out / "detections", jvm_demo / "detections")
