@@ -364,3 +364,21 @@ def mean_over_pixels() -> bytes:
         opsets=[helper.make_opsetid("", 13)],
         name="mean_over_pixels",
     )
+
+
+def zipmap_only_classifier(labels: list[int] | list[str] | None = None, seed: int = 5) -> bytes:
+    """`zipmap_classifier` with its one output 'output_probability' (label -> probability, one
+    map per row): a model that needs only inputCol and outputCol."""
+    proto = onnx.load_from_string(zipmap_classifier(labels, seed))
+    graph = proto.graph
+    kept = [o for o in graph.output if o.name == "output_probability"]
+    del graph.output[:]
+    graph.output.extend(kept)
+    nodes = [n for n in graph.node if n.op_type not in ("ArgMax", "Gather")]
+    del graph.node[:]
+    graph.node.extend(nodes)
+    weights = [w for w in graph.initializer if w.name != "labels"]
+    del graph.initializer[:]
+    graph.initializer.extend(weights)
+    onnx.checker.check_model(proto)
+    return proto.SerializeToString()

@@ -216,10 +216,6 @@ def test_preflight_errors_name_what_to_do(spark):
         cut.setModelPayload(onnx_models.typed(TensorProto.FLOAT))
         with pytest.raises(Exception, match="the model has no node or tensor 'nope'; it has"):
             cut.transform(df)
-    zipmap = ONNXModel(inputCol="x", fetchDict={"p": "output_probability"}).setBackend("python")
-    zipmap.setModelPayload(onnx_models.zipmap_classifier())
-    with pytest.raises(ValueError, match="sequences of maps run on the JVM backend only"):
-        zipmap.transform(df)
     assert stage.getModelInputs()["x"]["shape"] == [-1, 3]
 
 
@@ -453,3 +449,136 @@ def test_tensor_shapes_reach_a_model_with_free_dimensions_over_connect(jarless_c
         bgr = cv2.resize(pattern(20, 30, seed=i), (12, 8), interpolation=cv2.INTER_LINEAR)
         expected = bgr[:, :, ::-1].reshape(-1, 3).mean(axis=0)
         np.testing.assert_allclose(r.m, expected, rtol=1e-5)
+
+
+def _assert_same_with_maps(jvm_df, py_df, maps):
+    """assert_same, with the map columns `maps` compared by key, their values to rtol 1e-5 (the
+    JVM's ONNX Runtime build and the Python one may differ in the last bits of a float)."""
+    assert jvm_df.columns == py_df.columns
+    for name in maps:
+        a, b = jvm_df.schema[name], py_df.schema[name]
+        assert a.dataType == b.dataType, (name, a.dataType, b.dataType)
+        assert a.metadata.get("tensorShape") == b.metadata.get("tensorShape") == [], name
+    assert_same(jvm_df.drop(*maps), py_df.drop(*maps))
+    jvm_rows = {r["id"]: r for r in jvm_df.collect()}
+    py_rows = {r["id"]: r for r in py_df.collect()}
+    for key, expected in jvm_rows.items():
+        for name in maps:
+            e, g = expected[name], py_rows[key][name]
+            if e is None:
+                assert g is None, (key, name, g)
+                continue
+            assert g is not None and set(g) == set(e), (key, name, e, g)
+            assert {k: g[k] for k in e} == pytest.approx(e, rel=1e-5), (key, name)
+
+
+def _zipmap_rows(spark):
+    x = RNG.normal(size=(23, 4)).astype(np.float32)
+    rows = [(i, row.tolist()) for i, row in enumerate(x)]
+    rows += [(23, [1.0, 2.0, 3.0]), (24, None), (25, [1.0, None, 0.0, 0.0])]
+    return x, spark.createDataFrame(rows, "id int, x array<float>").repartition(2)
+
+
+@pytest.mark.parametrize("batch", [1, 5])
+@pytest.mark.parametrize("labels", [[10, 20, 30], ["cat", "deer"]], ids=["int64", "string"])
+def test_zipmap_outputs_are_the_jvm_map_columns(spark, labels, batch):
+    """A classifier converted from scikit-learn: its label and its ZipMap probabilities (one map
+    per row, label -> probability) fetched as they are, with a wrong-length, a null and a
+    null-element row, whole mini-batches and row by row."""
+    model = onnx_models.zipmap_classifier(labels)
+    x, df = _zipmap_rows(spark)
+    kwargs = dict(
+        feedDict={"x": "x"},
+        fetchDict={"label": "output_label", "probability": "output_probability"},
+        miniBatchSize=batch,
+    )
+    jvm_out, py_out = both(kwargs, model, df)
+    key = "bigint" if isinstance(labels[0], int) else "string"
+    assert py_out.schema["probability"].dataType.simpleString() == f"map<{key},float>"
+    assert not py_out.schema["probability"].dataType.valueContainsNull
+    _assert_same_with_maps(jvm_out, py_out, ["probability"])
+    got = {r["id"]: r for r in py_out.collect()}
+    assert "holds 3 values" in got[23]["onnxError"] and got[23]["probability"] is None
+    assert got[24]["onnxError"] == "input column 'x' is null" and got[24]["label"] is None
+    assert got[25]["onnxError"] == "array element 1 is null"
+    # and against onnxruntime directly
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    want_labels, want_maps = session.run(["output_label", "output_probability"], {"x": x})
+    for i in range(len(x)):
+        assert got[i]["label"] == want_labels[i] and got[i]["onnxError"] is None
+        assert set(got[i]["probability"]) == set(labels)
+        assert got[i]["probability"] == pytest.approx(want_maps[i], rel=1e-6)
+
+
+def test_a_zipmap_model_s_one_output_goes_to_outputcol_and_is_described_like_the_jvm(spark):
+    x, df = _zipmap_rows(spark)
+    only = onnx_models.zipmap_only_classifier(["a", "b", "c"])
+    kwargs = dict(inputCol="x", outputCol="p", miniBatchSize=4)
+    jvm_out, py_out = both(kwargs, only, df)
+    assert py_out.schema["p"].dataType.simpleString() == "map<string,float>"
+    _assert_same_with_maps(jvm_out, py_out, ["p"])
+    assert py_out.filter("onnxError is null").count() == 23
+    model = onnx_models.zipmap_classifier([10, 20])
+    for payload in (only, model):
+        jvm = ONNXModel().setModelPayload(payload)
+        python = ONNXModel().setBackend("python").setModelPayload(payload)
+        assert python.getModelOutputs() == jvm.getModelOutputs()
+        assert python.getModelInputs() == jvm.getModelInputs()
+    assert python.getModelOutputs()["output_probability"] == {
+        "type": "sequence<map<int64,float>>",
+        "shape": [],
+        "dimNames": [],
+    }
+    # a map is no array of floats: softmax and argmax refuse it, with the JVM's words
+    for param in ("softMaxDict", "argMaxDict"):
+        messages = []
+        for backend in ("jvm", "python"):
+            stage = ONNXModel(
+                feedDict={"x": "x"}, fetchDict={"p": "output_probability"}, **{param: {"p": "s"}}
+            )
+            with pytest.raises(Exception) as refused:
+                stage.setBackend(backend).setModelPayload(model).transform(df).collect()
+            messages.append(str(refused.value))
+        expected = (
+            f"{param} needs an array of floating-point values in 'p', but it holds "
+            "'output_probability' (sequence<map<int64,float>>[])"
+        )
+        assert all(expected in m for m in messages), messages
+
+
+def test_connect_without_the_jar_fetches_zipmap_maps_like_the_jvm(spark, jarless_connect):
+    from conftest import connect_mode
+
+    model = onnx_models.zipmap_classifier([3, 1, 2])
+    rows = [(i, RNG.normal(size=4).astype(np.float32).tolist()) for i in range(12)]
+    rows += [(12, [0.0] * 5), (13, None)]
+    kwargs = dict(
+        feedDict={"x": "x"},
+        fetchDict={"label": "output_label", "probability": "output_probability"},
+        miniBatchSize=3,
+    )
+    jvm_out = (
+        ONNXModel(**kwargs)
+        .setModelPayload(model)
+        .transform(spark.createDataFrame(rows, "id int, x array<float>"))
+    )
+    expected = {r["id"]: r for r in jvm_out.collect()}
+    with connect_mode():
+        stage = ONNXModel(**kwargs).setModelPayload(model)
+        assert stage.getBackend() == "python"
+        out = stage.transform(jarless_connect.createDataFrame(rows, "id int, x array<float>"))
+        assert out.schema["probability"].dataType == jvm_out.schema["probability"].dataType
+        assert out.schema["probability"].metadata == {"tensorShape": []}
+        got = {r["id"]: r for r in out.collect()}
+    assert got.keys() == expected.keys()
+    for i, e in expected.items():
+        g = got[i]
+        assert (g["onnxError"], g["label"]) == (e["onnxError"], e["label"]), i
+        if e["probability"] is None:
+            assert g["probability"] is None, i
+            continue
+        assert set(g["probability"]) == set(e["probability"]) == {1, 2, 3}
+        assert g["probability"] == pytest.approx(e["probability"], rel=1e-5), i
+    assert "holds 5 values" in got[12]["onnxError"]

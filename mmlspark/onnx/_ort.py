@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 import threading
 import types
@@ -48,11 +49,14 @@ _LEVELS = {
 @dataclass(frozen=True)
 class Spec:
     """A model input or output: name, element type name (``float``...) and full shape (-1:
-    dynamic)."""
+    dynamic). `map_of` holds the key and value element types of a sequence of maps (ZipMap's
+    output: one map per row), whose type name and shape are the JVM stage's
+    (``sequence<map<int64,float>>``, ``[]``)."""
 
     name: str
     type: str
     shape: tuple[int, ...]
+    map_of: tuple[str, str] | None = None
 
     @property
     def has_batch(self) -> bool:
@@ -66,10 +70,30 @@ class Spec:
         return f"'{self.name}' ({self.type}{_show(self.shape)})"
 
 
+_SEQUENCE_OF_MAPS = re.compile(r"seq\(map\((\w+),\s*tensor\((\w+)\)\)\)")
+
+
+def _type_name(onnx_type: str) -> tuple[str, tuple[str, str] | None]:
+    """The JVM stage's name of an onnxruntime type (``tensor(float)`` -> ``float``,
+    ``seq(map(int64,tensor(float)))`` -> ``sequence<map<int64,float>>``), and a sequence of
+    maps' key and value types."""
+    maps = _SEQUENCE_OF_MAPS.fullmatch(onnx_type)
+    if maps is not None:
+        key, value = maps.groups()
+        return f"sequence<map<{key},{value}>>", (key, value)
+    if onnx_type.startswith("seq("):
+        return "sequence", None
+    if onnx_type.startswith("map("):
+        return "map", None
+    return onnx_type.removeprefix("tensor(").rstrip(")"), None
+
+
 def _spec(arg: Any) -> Spec:
+    name, map_of = _type_name(arg.type)
+    if map_of is not None:
+        return Spec(arg.name, name, (), map_of)
     shape = tuple(d if isinstance(d, int) and d >= 0 else -1 for d in (arg.shape or []))
-    kind = _FEED_DTYPES.get(arg.type, (arg.type.removeprefix("tensor(").rstrip(")"), None))[0]
-    return Spec(arg.name, kind, shape)
+    return Spec(arg.name, name, shape)
 
 
 # One session per (model digest, providers, settings) per Python worker process, kept across
@@ -127,6 +151,24 @@ def model_specs(model: bytes) -> tuple[list[Spec], list[Spec]]:
 
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     return [_spec(i) for i in session.get_inputs()], [_spec(o) for o in session.get_outputs()]
+
+
+def described(model: bytes, inputs: bool) -> dict[str, dict[str, Any]]:
+    """getModelInputs/getModelOutputs as the JVM stage gives them: name -> ``type``, ``shape``
+    and ``dimNames``, a sequence of maps as ``sequence<map<key,value>>`` without dimensions."""
+    import onnxruntime as ort  # type: ignore[import-untyped]
+
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    specs = {}
+    for arg in session.get_inputs() if inputs else session.get_outputs():
+        name, map_of = _type_name(arg.type)
+        dims = [] if map_of is not None else list(arg.shape or [])
+        specs[arg.name] = {
+            "type": name,
+            "shape": [d if isinstance(d, int) and d >= 0 else -1 for d in dims],
+            "dimNames": [d if isinstance(d, str) else "" for d in dims],
+        }
+    return specs
 
 
 def _show(shape: Any) -> str:
@@ -405,10 +447,11 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         fetch_dict = {stage.getOrDefault("outputCol"): only.name}
     fetches = tuple(Fetch(c, by_output[o]) for c, o in fetch_dict.items())
     for f in fetches:
-        if f.output.type not in _SPARK_TYPES:
+        kinds = f.output.map_of or (f.output.type,)
+        if not all(kind in _SPARK_TYPES for kind in kinds):
             fail(
-                f"model output {f.output.describe()} is not a tensor ONNXModel fetches on the "
-                "Python backend (sequences of maps run on the JVM backend only)"
+                f"model output {f.output.describe()} is not a tensor or a sequence of maps; "
+                "ONNXModel fetches those only"
             )
     fetched = {f.column: f for f in fetches}
     softmax, argmax = [], []
@@ -473,6 +516,9 @@ _SPARK_TYPES = {
 def _output_type(plan: Plan, fetch: Fetch) -> Any:
     from pyspark.sql import types as T
 
+    if fetch.output.map_of is not None:
+        key, value = (T._parse_datatype_string(_SPARK_TYPES[t]) for t in fetch.output.map_of)
+        return T.MapType(key, value, valueContainsNull=False)
     element = T._parse_datatype_string(_SPARK_TYPES[fetch.output.type])
     if not fetch.output.row_shape:
         return element
@@ -554,17 +600,27 @@ def _softmax(x: np.ndarray) -> np.ndarray:
     return e / e.sum()
 
 
-def _run(plan: Plan, session: Any, rows: list[list[np.ndarray]]) -> list[list[np.ndarray]]:
-    """Runs rows of one shape together; gives each row's flat output per fetch."""
+def _run(plan: Plan, session: Any, rows: list[list[np.ndarray]]) -> list[list[Any]]:
+    """Runs rows of one shape together; gives each row's output per fetch: a flat array, or a
+    dict for a sequence of maps."""
     feeds = {}
     for i, feed in enumerate(plan.feeds):
         stacked = np.stack([r[i] for r in rows])
         feeds[feed.input.name] = stacked if feed.input.has_batch else stacked[0]
     results = session.run([f.output.name for f in plan.fetches], feeds)
+    for fetch, result in zip(plan.fetches, results, strict=True):
+        if fetch.output.map_of is not None and len(result) != len(rows):
+            raise RuntimeError(
+                f"model output '{fetch.output.name}' holds {len(result)} maps, not one per row "
+                f"({len(rows)} rows)"
+            )
     per_row = []
     for r in range(len(rows)):
         outs = []
-        for result in results:
+        for fetch, result in zip(plan.fetches, results, strict=True):
+            if fetch.output.map_of is not None:
+                outs.append(result[r])
+                continue
             array = np.asarray(result)
             if len(rows) > 1 and (array.ndim == 0 or array.shape[0] != len(rows)):
                 raise RuntimeError("an output's first dimension is not the batch")
@@ -712,14 +768,51 @@ _ARROW = {
 }
 
 
+def _map_arrow(map_of: tuple[str, str], values: list[dict[Any, Any] | None]) -> Any:
+    """One Arrow map array from the rows' dicts (onnxruntime gives a sequence of maps as Python
+    dicts): keys and values gathered in one pass each, numbers straight into numpy."""
+    import itertools
+
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    key_type, value_type = (getattr(pa, _ARROW[t])() for t in map_of)
+    present = [v for v in values if v is not None]
+    lengths = np.array([0 if v is None else len(v) for v in values], dtype=np.int64)
+    offsets = np.zeros(len(values) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    total = int(offsets[-1])
+
+    def gathered(items: Any, kind: Any) -> Any:
+        if pa.types.is_string(kind):
+            return pa.array(list(items), type=kind)
+        return pa.array(np.fromiter(items, dtype=kind.to_pandas_dtype(), count=total), type=kind)
+
+    keys = gathered(itertools.chain.from_iterable(present), key_type)
+    items = gathered(itertools.chain.from_iterable(v.values() for v in present), value_type)
+    map_type = pa.map_(key_type, value_type)
+    entries = pa.StructArray.from_arrays(
+        [keys, items], fields=[map_type.key_field, map_type.item_field]
+    )
+    valid = np.array([v is not None for v in values], dtype=bool)
+    # from_buffers takes a null bitmap on every pyarrow (MapArray.from_arrays only from 17 on)
+    bitmap = pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(
+        map_type,
+        len(values),
+        [bitmap, pa.py_buffer(offsets)],
+        null_count=len(values) - len(present),
+        children=[entries],
+    )
+
+
 def _arrow(plan: Plan, fetch: Fetch, values: list[Any]) -> Any:
     import pyarrow as pa  # type: ignore[import-untyped]
 
+    if fetch.output.map_of is not None:
+        return _map_arrow(fetch.output.map_of, values)
     element = getattr(pa, _ARROW[fetch.output.type])()
     if not fetch.output.row_shape:
-        return pa.array(
-            [None if v is None else v.reshape(-1)[0].item() for v in values], type=element
-        )
+        return pa.array([None if v is None else v.item(0) for v in values], type=element)
     if plan.vectors and fetch.output.type in ("float", "double", "float16"):
         element = pa.float64()
     if fetch.output.type == "string":

@@ -99,16 +99,8 @@ class HasModelPayload:
 
 
 def _python_specs(model: bytes, inputs: bool) -> dict[str, dict[str, Any]]:
-    """getModelInputs/getModelOutputs read with onnxruntime (the Python backend)."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
+    """getModelInputs/getModelOutputs read with onnxruntime (the Python backend), named as the
+    JVM stage names them."""
+    from mmlspark.onnx import _ort
 
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
-    specs = {}
-    for arg in session.get_inputs() if inputs else session.get_outputs():
-        dims = list(arg.shape or [])
-        specs[arg.name] = {
-            "type": arg.type.removeprefix("tensor(").rstrip(")"),
-            "shape": [d if isinstance(d, int) and d >= 0 else -1 for d in dims],
-            "dimNames": [d if isinstance(d, str) else "" for d in dims],
-        }
-    return specs
+    return _ort.described(model, inputs)  # type: ignore[no-any-return]
