@@ -1,9 +1,10 @@
 """Benchmark: decode + resize + centerCrop + normalize -> tensor, mmlspark vs opencv-python.
 
-Both sides do the same work on the same synthetic 640x480 JPEGs with two cores: mmlspark
-through ``read_images`` + ``ImageTransformer`` on ``local[2]``, opencv-python in two worker
-processes. Each is run once to warm up, then timed over ``--repeats`` runs (best kept). Writes
-``bench/results/images.md``. Not a test: numbers vary with the machine and its load.
+All contenders do the same work on the same synthetic 640x480 JPEGs with two cores: mmlspark
+through ``read_images`` + ``ImageTransformer`` on ``local[2]``, on the JVM and on its Python backend
+(opencv-python in Arrow UDFs), and opencv-python in two worker processes. Each is run once to warm
+up, then timed over ``--repeats`` runs (best kept). Writes ``bench/results/images.md``. Not a test:
+numbers vary with the machine and its load.
 
 Usage: python bench/image_pipeline.py [--images N] [--repeats R] [--quick]
 """
@@ -69,7 +70,7 @@ def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> float:
     return time.perf_counter() - start
 
 
-def run_mmlspark(spark, folder: Path, count: int) -> float:
+def run_mmlspark(spark, folder: Path, count: int, backend: str = "jvm") -> float:
     from mmlspark.image import read_images
     from mmlspark.opencv import ImageTransformer
 
@@ -78,9 +79,11 @@ def run_mmlspark(spark, folder: Path, count: int) -> float:
         .resize(size=256, keepAspectRatio=True)
         .centerCrop(224, 224)
         .normalize(mean=MEAN.tolist(), std=STD.tolist(), colorScaleFactor=1 / 255)
+        .setBackend(backend)
     )
     start = time.perf_counter()
-    out = tf.transform(read_images(spark, str(folder))).selectExpr("size(tensor) AS n")
+    photos = read_images(spark, str(folder), backend=backend)
+    out = tf.transform(photos).selectExpr("size(tensor) AS n")
     sizes = out.groupBy("n").count().collect()
     elapsed = time.perf_counter() - start
     assert [(r["n"], r["count"]) for r in sizes] == [(3 * 224 * 224, count)], sizes
@@ -120,19 +123,27 @@ def main() -> int:
         with jvm_peak, multiprocessing.get_context("fork").Pool(2) as pool:
             run_opencv(paths[:20], pool)  # warm-up
             run_mmlspark(spark, folder, args.images)
+            run_mmlspark(spark, folder, args.images, "python")
             cv_times = [run_opencv(paths, pool) for _ in range(args.repeats)]
             ml_times = [run_mmlspark(spark, folder, args.images) for _ in range(args.repeats)]
+            py_times = [
+                run_mmlspark(spark, folder, args.images, "python") for _ in range(args.repeats)
+            ]
         jvm_rss = jvm_peak.peak / 2**20
         spark.stop()
     worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     cv_rate = args.images / min(cv_times)
     ml_rate = args.images / min(ml_times)
+    py_rate = args.images / min(py_times)
     result = {
         "images": args.images,
         "repeats": args.repeats,
         "mmlspark_images_per_s": round(ml_rate, 1),
         "opencv_python_images_per_s": round(cv_rate, 1),
         "ratio": round(ml_rate / cv_rate, 3),
+        "mmlspark_python_backend_images_per_s": round(py_rate, 1),
+        "python_backend_ratio": round(py_rate / cv_rate, 3),
+        "python_backend_vs_jvm_backend": round(py_rate / ml_rate, 3),
         "mmlspark_jvm_peak_rss_mib": round(jvm_rss, 1),
         "opencv_worker_peak_rss_mib": round(worker_rss, 1),
     }
@@ -151,6 +162,8 @@ def main() -> int:
             "|---|---:|---:|---:|",
             f"| mmlspark (read_images + ImageTransformer, local[2]) | {ml_rate:.1f} | "
             f"{ml_rate / cv_rate:.2f} | {jvm_rss:.0f} MiB (Spark JVM) |",
+            f"| mmlspark, Python backend (the same stages, local[2]) | {py_rate:.1f} | "
+            f"{py_rate / cv_rate:.2f} | not sampled (Python workers) |",
             f"| opencv-python, 2 worker processes | {cv_rate:.1f} | 1.00 | "
             f"{worker_rss:.0f} MiB (largest worker) |",
             "",

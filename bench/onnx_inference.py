@@ -6,7 +6,10 @@ same float32 image tensors go through
   - raw ONNX Runtime Java in one JVM with the same threads and batch size (bench/RawOrt.java:
     the practical limit),
   - raw onnxruntime in Python, one session with two intra-op threads, same batches,
-  - pyspark.ml.functions.predict_batch_udf + onnxruntime in Python on local[2].
+  - pyspark.ml.functions.predict_batch_udf + onnxruntime in Python on local[2],
+  - ONNXModel on the Python backend (setBackend("python"): onnxruntime in Arrow UDFs, as on
+    compute that cannot load the jar) on local[2], the same params; its top classes are checked
+    against the JVM ONNXModel's.
 Each is run once to warm up, then timed over --repeats runs (best kept). Reports images/s,
 ratios, ONNX Runtime sessions created and peak resident memory; writes bench/results/onnx.md.
 Not a test: numbers vary with the machine and its load.
@@ -204,6 +207,20 @@ def rss_of(pid: int) -> int:
         return 0
 
 
+def logits_by_id(scored) -> dict[int, np.ndarray]:
+    return {r.id: np.asarray(r.logits, np.float32) for r in scored.select("id", "logits").collect()}
+
+
+def agreement(logits: dict, expected: dict) -> tuple[float, float]:
+    """The share of images given the same top class as in `expected` (the JVM ONNXModel's), and
+    the largest absolute logit difference. Random-weight logits can tie to the last bits, and
+    batch composition moves those bits, so the share is checked to be near 1, not exactly 1."""
+    assert set(logits) == set(expected), "a contender lost or added images"
+    share = sum(logits[k].argmax() == expected[k].argmax() for k in expected) / len(expected)
+    assert share >= 0.95, f"only {share:.2f} of the top classes agree with ONNXModel's on the JVM"
+    return share, max(float(np.abs(logits[k] - expected[k]).max()) for k in expected)
+
+
 def tensor_frame(spark, tensors: np.ndarray, partitions: int = 2):
     import pandas as pd
 
@@ -312,6 +329,27 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     figures["predict_batch_udf_images_per_s"] = n / seconds
     figures["predict_batch_udf_peak_rss_mb"] = rss.peak / 2**20
     figures["ratio_vs_predict_batch_udf"] = figures["mmlspark_images_per_s"] * seconds / n
+
+    # After predict_batch_udf, so that its peak RSS counts no session this run leaves in the
+    # (reused) Python workers.
+    python_backend = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
+    python_backend = python_backend.setBackend("python").setModelPayload(model_bytes)
+
+    def python_backend_run() -> None:
+        python_backend.transform(df).write.format("noop").mode("overwrite").save()
+
+    rate = n / best_of(args.repeats, python_backend_run)
+    figures["mmlspark_python_backend_images_per_s"] = rate
+    figures["python_backend_vs_jvm_backend"] = rate / figures["mmlspark_images_per_s"]
+    figures["python_backend_vs_raw_ort_python"] = rate / figures["raw_ort_python_images_per_s"]
+    figures["python_backend_vs_predict_batch_udf"] = (
+        rate / figures["predict_batch_udf_images_per_s"]
+    )
+    share, difference = agreement(
+        logits_by_id(python_backend.transform(df)), logits_by_id(onnx.transform(df))
+    )
+    figures["python_backend_top_class_agreement"] = share
+    figures["python_backend_max_abs_logit_difference"] = difference
     df.unpersist()
     return figures
 
@@ -331,20 +369,27 @@ def table(results: list[dict], args) -> str:
         " own with one); best of the timed runs.",
         "",
         "| model | images | ONNXModel img/s | ONNXModel, service off img/s |"
-        " raw ORT Java img/s | raw ORT Python img/s |"
+        " ONNXModel, Python backend img/s | raw ORT Java img/s | raw ORT Python img/s |"
         " predict_batch_udf img/s | SynapseML 1.1.0 img/s | ONNXModel / raw Java |"
-        " ONNXModel / predict_batch_udf | ONNXModel / SynapseML | sessions created |"
+        " ONNXModel / predict_batch_udf | ONNXModel / SynapseML |"
+        " Python backend / (ONNXModel / raw ORT Python / predict_batch_udf) |"
+        " Python backend's top classes equal to ONNXModel's | sessions created |"
         " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {f(r['mmlspark_images_per_s'])}"
             f" | {f(r['mmlspark_service_off_images_per_s'])}"
+            f" | {f(r.get('mmlspark_python_backend_images_per_s'))}"
             f" | {f(r['raw_ort_java_images_per_s'])} | {f(r['raw_ort_python_images_per_s'])}"
             f" | {f(r['predict_batch_udf_images_per_s'])} | {f(r.get('synapseml_images_per_s'))}"
             f" | {f(r['ratio_vs_raw'], '.3f')} | {f(r.get('ratio_vs_predict_batch_udf'), '.2f')}"
             f" | {f(r.get('ratio_vs_synapseml'), '.2f')}"
+            f" | {f(r.get('python_backend_vs_jvm_backend'), '.2f')} /"
+            f" {f(r.get('python_backend_vs_raw_ort_python'), '.2f')} /"
+            f" {f(r.get('python_backend_vs_predict_batch_udf'), '.2f')}"
+            f" | {f(r.get('python_backend_top_class_agreement'), '.2f')}"
             f" | {r['mmlspark_sessions_created']} | {f(r['mmlspark_jvm_peak_rss_mb'], '.0f')} /"
             f" {f(r['raw_ort_java_peak_rss_mb'], '.0f')} /"
             f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} /"

@@ -29,8 +29,11 @@ def test_image_benchmark_quick_run_writes_its_table(tmp_path):
     figures = quick_run("image_pipeline.py", out)
     assert figures["images"] == 40
     assert figures["mmlspark_images_per_s"] > 0 and figures["opencv_python_images_per_s"] > 0
+    assert figures["mmlspark_python_backend_images_per_s"] > 0
+    assert figures["python_backend_vs_jvm_backend"] > 0
     table = out.read_text()
     assert "| mmlspark (read_images + ImageTransformer, local[2]) |" in table
+    assert "| mmlspark, Python backend (the same stages, local[2]) |" in table
 
 
 def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
@@ -42,6 +45,10 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
     assert figures["predict_batch_udf_images_per_s"] > 0
     assert figures["mmlspark_sessions_created"] == 1
     assert figures["mmlspark_service_off_images_per_s"] > 0
+    assert figures["mmlspark_python_backend_images_per_s"] > 0
+    for contender in ("jvm_backend", "raw_ort_python", "predict_batch_udf"):
+        assert figures[f"python_backend_vs_{contender}"] > 0
+    assert figures["python_backend_top_class_agreement"] >= 0.95
     assert "| tiny (" in out.read_text()
 
 
@@ -129,9 +136,13 @@ def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):
     assert figures["images"] == 4
     assert set(figures["images_per_s"]) == {
         "detector_mmlspark",
+        "detector_mmlspark_python_backend",
         "detector_raw_python",
         "whole_image_classification_mmlspark",
     }
     assert all(rate > 0 for rate in figures["images_per_s"].values())
     assert figures["same_box_count_share"] >= 0.9
+    assert figures["python_backend_same_box_count_share"] >= 0.9
+    assert figures["detector_python_backend_vs_jvm"] > 0
+    assert figures["detector_python_backend_vs_raw_python"] > 0
     assert (tmp_path / "detection.json").is_file() and out.is_file()

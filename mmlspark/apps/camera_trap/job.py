@@ -251,7 +251,7 @@ def _fit_classifier(rows: DataFrame) -> list[Any]:
     the classes' index in sorted order, then `IndexToString` to the class name ('prediction';
     'probability' in the same order)."""
     levels = sorted(r.label for r in rows.select("label").distinct().collect())
-    position = F.array_position(F.array(*[F.lit(v) for v in levels]), F.col("label"))
+    position = F.expr(f"array_position({_sql_strings(levels)}, label)")  # 3.5 takes no Column
     indexed = rows.withColumn(LABEL_INDEX, (position - 1).cast("double"))
     regression = LogisticRegression(
         maxIter=200,
