@@ -1,5 +1,6 @@
 """Benchmark: how ONNXModel scales with cores, side by side in one run: local[1], local[2] and a
-standalone cluster of two one-core workers on this machine (scripts/spark_services.py).
+standalone cluster of two one-core workers on this machine (scripts/spark_services.py), and on
+local[1] and local[2] its Python backend too (onnxruntime in the Python workers).
 
 The same model (the ResNet-50 architecture by default: work that should scale) and the same
 float32 tensors, cached in the executors, batch 64; the best of --repeats timed runs after a
@@ -26,8 +27,11 @@ from onnx_inference import MODELS, best_of, report, tensor_frame  # noqa: E402
 from spark_services import StandaloneCluster  # noqa: E402
 
 
-def measure(master: str, model: bytes, tensors: np.ndarray, args) -> float:
-    """Images per second of ONNXModel on `master`."""
+def measure(
+    master: str, model: bytes, tensors: np.ndarray, args, python: bool = False
+) -> tuple[float, float | None]:
+    """Images per second of ONNXModel on `master`, on the JVM and (with `python`) on the Python
+    backend."""
     import mmlspark
     from mmlspark.onnx import ONNXModel
 
@@ -43,13 +47,16 @@ def measure(master: str, model: bytes, tensors: np.ndarray, args) -> float:
     spark.sparkContext.setLogLevel("ERROR")
     try:
         df = tensor_frame(spark, tensors, partitions=2)
-        onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
-        onnx.setModelPayload(model)
+        rates: list[float] = []
+        for backend in ("jvm", "python") if python else ("jvm",):
+            onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
+            onnx.setBackend(backend).setModelPayload(model)
 
-        def run() -> None:
-            onnx.transform(df).write.format("noop").mode("overwrite").save()
+            def run(stage: ONNXModel = onnx) -> None:
+                stage.transform(df).write.format("noop").mode("overwrite").save()
 
-        return len(tensors) / best_of(args.repeats, run)
+            rates.append(len(tensors) / best_of(args.repeats, run))
+        return rates[0], (rates[1] if python else None)
     finally:
         spark.stop()
 
@@ -70,30 +77,41 @@ def main() -> None:
     tensors = np.random.default_rng(1).standard_normal(
         (args.images, 3, size, size), dtype=np.float32
     )
-    rates = {"local[1]": measure("local[1]", model, tensors, args)}
-    rates["local[2]"] = measure("local[2]", model, tensors, args)
+    rates: dict[str, float] = {}
+    python: dict[str, float] = {}
+    for master in ("local[1]", "local[2]"):
+        rates[master], on_python = measure(master, model, tensors, args, python=True)
+        python[f"{master}, Python backend"] = on_python or 0.0
     with tempfile.TemporaryDirectory() as tmp:
         with StandaloneCluster(Path(tmp), workers=2, cores=1, memory="4g") as cluster:
             cluster.start()
             rates["standalone, 2 workers x 1 core"] = measure(
                 cluster.master_url, model, tensors, args
-            )
-    base = rates["local[1]"]
+            )[0]
+    base, python_base = rates["local[1]"], python["local[1], Python backend"]
+    # Each backend's rows against its own local[1].
+    speedups = {name: rate / base for name, rate in rates.items()}
+    speedups.update({name: rate / python_base for name, rate in python.items()})
+    rates.update(python)
     figures = {
         "model": args.model,
         "images": args.images,
         "images_per_s": rates,
         "speedup_local2_vs_local1": rates["local[2]"] / base,
+        "python_backend_speedup_local2_vs_local1": python["local[2], Python backend"] / python_base,
+        "python_backend_vs_jvm_backend_local2": python["local[2], Python backend"]
+        / rates["local[2]"],
     }
+    by_rate = {rate: speedups[name] for name, rate in rates.items()}
     report(
         args.out,
         "Scaling benchmark",
         f"python bench/scaling.py --model {args.model} --images {args.images} --repeats"
         f" {args.repeats}{' --quick' if args.quick else ''}",
         f"ONNXModel, batch {args.batch}, tensors cached in the executors, best of the timed runs.",
-        "master | images/s | speed-up vs local[1]",
+        "master | images/s | speed-up vs local[1] (of the same backend)",
         rates,
-        lambda rate: rate / base,
+        lambda rate: by_rate[rate],
         "local[1] -> local[2] >= 1.8x",
         figures,
     )

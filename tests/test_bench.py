@@ -56,8 +56,15 @@ def test_scaling_benchmark_quick_run_measures_three_masters(tmp_path):
     out = tmp_path / "scaling.md"
     figures = quick_run("scaling.py", out)
     rates = figures["images_per_s"]
-    assert set(rates) == {"local[1]", "local[2]", "standalone, 2 workers x 1 core"}
+    assert set(rates) == {
+        "local[1]",
+        "local[2]",
+        "standalone, 2 workers x 1 core",
+        "local[1], Python backend",
+        "local[2], Python backend",
+    }
     assert all(rate > 0 for rate in rates.values())
+    assert figures["python_backend_speedup_local2_vs_local1"] > 0
     assert "| local[2] |" in out.read_text()
 
 
