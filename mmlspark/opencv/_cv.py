@@ -1036,6 +1036,23 @@ def _binary_or_image(data_type: Any) -> bool:
     return isinstance(data_type, T.BinaryType) or is_image(data_type)
 
 
+def _decoding(decoder: Any) -> Decoding:
+    """An ImageDecoder's settings, checked as the JVM stage checks them."""
+    mode = decoder.getOrDefault("colorMode")
+    reduce = int(decoder.getOrDefault("reduceFactor"))
+    if mode not in COLOR_MODES:
+        raise _fail(decoder, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'")
+    if reduce not in (1, 2, 4, 8):
+        raise _fail(decoder, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
+    return Decoding(
+        mode,
+        bool(decoder.getOrDefault("applyOrientation")),
+        reduce,
+        int(decoder.getOrDefault("minHeight")),
+        int(decoder.getOrDefault("minWidth")),
+    )
+
+
 def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = None) -> Any:
     """ImageDecoder's output on the Python backend (with only the input columns `keep`, when
     given, before its own)."""
@@ -1049,25 +1066,13 @@ def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = N
         require_column_type(
             stage, dataset.schema, origin, "string", lambda t: isinstance(t, T.StringType)
         )
-    mode = stage.getOrDefault("colorMode")
-    reduce = int(stage.getOrDefault("reduceFactor"))
-    if mode not in COLOR_MODES:
-        raise _fail(stage, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'")
-    if reduce not in (1, 2, 4, 8):
-        raise _fail(stage, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
     plan = _stage_plan(
         stage,
         dataset,
         "decode",
         binary=True,
         origin_col=origin or None,
-        decoding=Decoding(
-            mode,
-            bool(stage.getOrDefault("applyOrientation")),
-            reduce,
-            int(stage.getOrDefault("minHeight")),
-            int(stage.getOrDefault("minWidth")),
-        ),
+        decoding=_decoding(stage),
         keep=keep,
     )
     return _run(dataset, plan, image_type(), {}, bool(stage.getOrDefault("dropInvalid")))
@@ -1087,12 +1092,6 @@ def read_files(decoder: Any, files: Any, keep: tuple[str, ...] | None = None) ->
         require_column_type(
             decoder, files.schema, name, "string", lambda t: isinstance(t, T.StringType)
         )
-    mode = decoder.getOrDefault("colorMode")
-    reduce = int(decoder.getOrDefault("reduceFactor"))
-    if mode not in COLOR_MODES:
-        raise _fail(decoder, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'")
-    if reduce not in (1, 2, 4, 8):
-        raise _fail(decoder, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
     prior = f"__listing_error_{decoder.uid}"
     kept = tuple(c for c in files.columns if c != "error" and (keep is None or c in keep))
     plan = Plan(
@@ -1103,13 +1102,7 @@ def read_files(decoder: Any, files: Any, keep: tuple[str, ...] | None = None) ->
         error_col="error",
         setting=_setting(files),
         origin_col="path",
-        decoding=Decoding(
-            mode,
-            bool(decoder.getOrDefault("applyOrientation")),
-            reduce,
-            int(decoder.getOrDefault("minHeight")),
-            int(decoder.getOrDefault("minWidth")),
-        ),
+        decoding=_decoding(decoder),
         keep=kept,
         read_path=True,
         file_setting=files.sparkSession.conf.get(MAX_FILE_BYTES_KEY, None),
