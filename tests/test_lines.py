@@ -114,6 +114,30 @@ def test_camera_trap_demo_gives_the_same_predictions_on_every_line(spark, exchan
         _assert_same_predictions(_predictions(out), _predictions(theirs / "run" / "predictions"))
 
 
+def test_the_python_backend_classifies_as_the_jvm_on_every_line(spark, exchange, tmp_path):
+    """The demo's model (trained on the JVM) classifies the held-out photos on this line's Python
+    backend, the photos listed by binaryFile and read, featurized and scored in the Python
+    workers, with the classes the JVM gave them. On Spark 3.5 with JDK 21, whose Arrow cannot
+    run, the rows reach the Python workers pickled (mmlspark.core.arrow_map)."""
+    from mmlspark.core.arrow_map import transfer_of
+
+    run = exchange / LINE / "demo" / "run"
+    assert (run / "predictions").is_dir(), f"no demo run of Spark {LINE} in {exchange}"
+    on_java_21 = os.environ.get("MMLSPARK_LINES_JAVA") == "21"
+    assert transfer_of(spark) == ("rows" if LINE == "3.5" and on_java_21 else "arrow")
+    out = tmp_path / "python"
+    mmlspark.set_backend("python")
+    try:
+        job.classify(spark, str(run / "data" / "test"), str(run / "model"), str(out), log=print)
+    finally:
+        mmlspark.set_backend(None)
+    actual, expected = _predictions(out), _predictions(run / "predictions")
+    assert [r["path"] for r in actual] == [r["path"] for r in expected]
+    for a, e in zip(actual, expected, strict=True):
+        assert (a["predicted_label"], a["failure"]) == (e["predicted_label"], e["failure"]), a
+        assert a["confidence"] == pytest.approx(e["confidence"], abs=1e-3), a  # features: 1e-5
+
+
 def _tabular(spark: Any) -> Any:
     rows = [
         (float(i % 7), f"c{i % 3}", float(i % 5) / 2, "yes" if (i % 7 + i % 3) > 4 else "no")

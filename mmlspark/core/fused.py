@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mmlspark.core.arrow_map import map_in_arrow
+
 __all__ = ["Step", "run_step"]
 
 
@@ -95,7 +97,7 @@ def run_step(
         finishes = (*prior.finishes, finish)
     kept = [f for f in dataset.schema.fields if keep is None or f.name in keep]
     schema = T.StructType(kept + list(added))
-    out = source.mapInArrow(lambda batches: _chained(steps, batches), schema)
+    out = map_in_arrow(source, lambda batches: _chained(steps, batches), schema)
     for apply in finishes:
         out = apply(out)
     if not ends_chain:

@@ -1147,7 +1147,9 @@ def taken_times(files: Any, out_col: str) -> Any:
     for module in (sys.modules[__name__], _headers):
         cloudpickle.register_pickle_by_value(module)
     schema = T.StructType([*files.schema.fields, T.StructField(out_col, T.DoubleType(), True)])
-    return files.mapInArrow(lambda batches: _taken_partition(out_col, batches), schema)
+    from mmlspark.core.arrow_map import map_in_arrow
+
+    return map_in_arrow(files, lambda batches: _taken_partition(out_col, batches), schema)
 
 
 def transform_images(stage: Any, dataset: Any) -> Any:

@@ -6,6 +6,7 @@ import sys
 
 from pyspark.sql import DataFrame
 
+from mmlspark.core.arrow_map import map_in_arrow
 from mmlspark.core.checks import PythonParamChecks, at_least, batch_type
 from mmlspark.stages import _batching
 from mmlspark.stages._FixedMiniBatchTransformer import _FixedMiniBatchTransformer
@@ -30,6 +31,6 @@ class FixedMiniBatchTransformer(PythonParamChecks, _FixedMiniBatchTransformer):
         # pyarrow, not mmlspark.
         cloudpickle.register_pickle_by_value(sys.modules[_batching.__name__])
         fixed_batches = _batching.fixed_batches
-        return dataset.mapInArrow(
-            lambda batches: fixed_batches(size, batches), batch_type(dataset.schema)
+        return map_in_arrow(
+            dataset, lambda batches: fixed_batches(size, batches), batch_type(dataset.schema)
         )
