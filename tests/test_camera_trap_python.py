@@ -254,25 +254,42 @@ def test_relative_paths_are_made_absolute_without_the_jar(
 
 def test_read_images_on_python_spreads_the_files_over_whole_waves_of_tasks(spark, tmp_path):
     """Spark's binaryFile source puts as many files in a partition as its byte budget allows
-    (here three of 32 of 96 small files: two cores would run the last wave half idle); the
-    Python backend's read_images reads its listing spread evenly over a multiple of the cores,
-    and its workers read the files themselves."""
+    (here three of 32 of 96 small files: two cores would run the last wave half idle; with a
+    small ``maxPartitionBytes``, one file each, and each task's Python worker start would cost
+    more than its file); the Python backend's read_images reads its listing spread evenly over
+    whole waves of tasks of about FILES_PER_TASK files, and its workers read the files."""
     from pyspark.sql import functions as F
 
-    from mmlspark.image import read_images
+    from mmlspark.image import functions, read_images
 
     jpeg = encode(pattern(8, 8), ".jpg")
     for i in range(96):
         (tmp_path / f"{i:03d}.jpg").write_bytes(jpeg)
+
+    def partition_sizes(df):
+        return sorted(r["count"] for r in df.groupBy(F.spark_partition_id()).count().collect())
+
     source = spark.read.format("binaryFile").load(str(tmp_path))
     assert source.rdd.getNumPartitions() == 3
-    sizes = source.groupBy(F.spark_partition_id()).count().collect()
-    assert sorted(r["count"] for r in sizes) == [32, 32, 32]
+    assert partition_sizes(source) == [32, 32, 32]
+    assert functions.FILES_PER_TASK == 64  # 96 files on 2 cores: one wave of two tasks
     photos = read_images(spark, str(tmp_path), backend="python")
     assert photos.columns == ["path", "image", "error"]
-    counts = sorted(r["count"] for r in photos.groupBy(F.spark_partition_id()).count().collect())
-    assert counts == [24, 24, 24, 24]
+    assert partition_sizes(photos) == [48, 48]
     assert photos.filter("error IS NULL AND image.height = 8").count() == 96
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "1")
+    try:
+        assert spark.read.format("binaryFile").load(str(tmp_path)).rdd.getNumPartitions() == 96
+        # Spread round-robin from partitions of one file each: about even, not exactly.
+        sizes = partition_sizes(read_images(spark, str(tmp_path), backend="python"))
+        assert len(sizes) == 2 and sum(sizes) == 96 and min(sizes) >= 32, sizes
+        for i in range(96, 300):
+            (tmp_path / f"{i:03d}.jpg").write_bytes(jpeg)
+        # 300 files: ceil(300 / (2 * 64)) = 3 waves of two tasks
+        sizes = partition_sizes(read_images(spark, str(tmp_path), backend="python"))
+        assert len(sizes) == 6 and sum(sizes) == 300, sizes
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
 
 
 def test_default_parallelism_over_connect_is_the_servers(jarless_connect):

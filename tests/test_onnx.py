@@ -870,6 +870,106 @@ def test_the_inference_service_batches_rows_of_four_tasks_with_the_same_results(
     assert "ok: largest batch" in result.stdout
 
 
+KILLED_TASK_JOB = (
+    JOB_IMPORTS
+    + """import os
+import threading
+import time
+
+from pyspark.sql import functions as F
+
+spark = mmlspark.session(
+    "local[2]",
+    {"spark.ui.enabled": "false", "spark.mmlspark.onnx.inferenceService.maxWait": "10s"},
+)
+sc = spark.sparkContext
+jvm = sc._jvm
+service = jvm.mmlspark.onnx.InferenceService
+runs = jvm.mmlspark.onnx.OrtRuns
+trips = int(sys.argv[1])
+model = ONNXModel(inputCol="x", outputCol="y", miniBatchSize=64)
+model.setModelPayload(onnx_models.endless_loop(trips))
+# Both tasks hold the service (a task takes it at its first row) before either hands its 3 rows
+# over (after its last): each task's last row waits until both first rows were read. The
+# service then runs the 6 rows as one batch.
+gate = os.path.abspath("gate")
+os.makedirs(gate)
+
+
+def through_gate(i, v):
+    open(os.path.join(gate, f"row-{i}"), "w").close()
+    if i % 10 == 2:
+        deadline = time.time() + 120
+        while not all(os.path.exists(os.path.join(gate, f"row-{k}")) for k in (0, 10)):
+            assert time.time() < deadline, "the other task never started"
+            time.sleep(0.05)
+        time.sleep(0.5)  # the other task's first row reaches the service
+    return v
+
+
+gated = F.udf(through_gate, "array<float>")
+
+
+def three_rows(first):
+    data = [(first + i, [float(first + i)]) for i in range(3)]
+    df = spark.createDataFrame(data, "id int, x array<float>")
+    return df.coalesce(1).select("id", gated("id", "x").alias("x"))
+
+
+results, errors = {}, {}
+
+
+def score(group, first):
+    sc.setJobGroup(group, group, interruptOnCancel=True)
+    try:
+        rows = model.transform(three_rows(first)).select("id", "y", "onnxError").collect()
+        results[group] = sorted((r.id, r.y, r.onnxError) for r in rows)
+    except Exception as e:
+        errors[group] = str(e)
+
+
+def expected(first):
+    return [(first + i, [float(first + i + trips)], None) for i in range(3)]
+
+
+service.resetLargestBatch()
+threads = [threading.Thread(target=score, args=g) for g in (("killed", 0), ("kept", 10))]
+for thread in threads:
+    thread.start()
+deadline = time.time() + 120
+while not (runs.running() > 0 and service.largestBatch() == 6):
+    assert time.time() < deadline, f"no shared batch ran: largest {service.largestBatch()}"
+    time.sleep(0.02)
+# The shared batch is running: kill one of its two tasks.
+sc.cancelJobGroup("killed")
+for thread in threads:
+    thread.join(120)
+assert not any(t.is_alive() for t in threads)
+assert set(errors) == {"killed"} and "cancel" in errors["killed"].lower(), errors
+# The other task's rows of that batch come back, right.
+assert results["kept"] == expected(10), results
+assert service.batchesRun() >= 1
+deadline = time.time() + 30
+while runs.running() > 0 and time.time() < deadline:
+    time.sleep(0.1)
+assert runs.running() == 0, "a run is left behind"
+# The killed task's rows, run again (as Spark reruns a killed attempt), come back right too.
+score("again", 0)
+assert results["again"] == expected(0), (results, errors)
+print("ok: killed one task of a shared batch")
+"""
+)
+
+
+def test_a_task_killed_while_its_rows_share_a_batch_leaves_the_other_task_s_rows_right(tmp_path):
+    """Rows of two jobs' tasks run in one batch of the inference service; one job is cancelled
+    (its task killed) while the batch runs. The other task still gets its rows' results (the
+    batch is not stopped for it), no run is left running, and the service serves the
+    killed rows again afterwards."""
+    result = run_job(tmp_path, KILLED_TASK_JOB, str(300_000))
+    assert "ok: killed one task of a shared batch" in result.stdout
+
+
 SERVICE_SIZES_JOB = """
 import sys
 

@@ -230,11 +230,17 @@ def _python_readable(path: str) -> bool:
     return scheme is None or scheme.group(1).lower() in ("file", "dbfs")
 
 
+#: Files per task that `read_images` on the Python backend aims at: a task costs its Python
+#: worker about 50 ms to start (the UDF's code is unpickled each time), so a task of one file, as
+#: a small ``spark.sql.files.maxPartitionBytes`` makes them, runs several times slower.
+FILES_PER_TASK = 64
+
+
 def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> DataFrame:
     """`read_images`' columns from the files of Spark's binaryFile source without their contents:
-    the listing is spread evenly over a multiple of the cluster's cores (the source's partitions
-    hold as many files as fit its byte budget, often a few uneven ones) and each Python worker
-    reads and decodes its files, so the bytes never pass through the JVM."""
+    the listing is spread evenly over whole waves of tasks of about FILES_PER_TASK files (the
+    source's partitions are packed by bytes: a few uneven ones, or one per file) and each Python
+    worker reads and decodes its files, so the bytes never pass through the JVM."""
     from pyspark.sql import functions as F
     from pyspark.sql.utils import is_remote
 
@@ -243,8 +249,9 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
 
     cores = default_parallelism(spark)
     count = cores
-    if not is_remote():  # the source's partitions, rounded up to whole waves of tasks
-        count = max(1, -(-files.rdd.getNumPartitions() // cores)) * cores
+    if not is_remote():  # the number of files, from the driver's listing (no job, one call)
+        listed = len(files._jdf.inputFiles())
+        count = max(1, -(-listed // (cores * FILES_PER_TASK))) * cores
     listing = files.select("path", F.lit(None).cast("string").alias("error")).repartition(count)
     return _cv.read_files(decoder, listing, keep=("path",))  # type: ignore[no-any-return]
 
