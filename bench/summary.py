@@ -131,6 +131,54 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
     if scaling.exists():
         r = json.loads(scaling.read_text())
         rows.append(("scaling: local[2] / local[1]", r["speedup_local2_vs_local1"], 1.8))
+    return rows + python_backend(results)
+
+
+# The Python backend's figures: (file, workload, key of its ratio to the JVM backend, key of its
+# ratio to predict_batch_udf, that ratio's target: 1.2 on the end-to-end workloads).
+PYTHON_BACKEND = [
+    (
+        "onnx.json",
+        None,
+        "python_backend_vs_jvm_backend",
+        "python_backend_vs_predict_batch_udf",
+        None,
+    ),
+    (
+        "end_to_end.json",
+        "end to end",
+        "python_backend_vs_jvm_backend",
+        "python_backend_vs_predict_batch_udf",
+        1.2,
+    ),
+    (
+        "camera_trap.json",
+        "12 MP photos",
+        "python_backend_vs_jvm_backend",
+        "python_backend_vs_predict_batch_udf",
+        1.2,
+    ),
+    ("detection.json", "12 MP detection", "detector_python_backend_vs_jvm", None, None),
+    ("images.json", "image preprocessing", "python_backend_vs_jvm_backend", None, None),
+    ("scaling.json", "scaling local[2]", "python_backend_vs_jvm_backend_local2", None, None),
+]
+
+
+def python_backend(results: Path) -> list[tuple[str, float, float | None]]:
+    """The Python backend against the JVM backend (target 0.8 everywhere) and against
+    predict_batch_udf, from the JSON files present."""
+    rows: list[tuple[str, float, float | None]] = []
+    for name, workload, vs_jvm, vs_udf, udf_target in PYTHON_BACKEND:
+        path = results / name
+        if not path.exists():
+            continue
+        data = json.loads(path.read_text())
+        for r in data if isinstance(data, list) else [data]:
+            label = workload or {"resnet50": "ResNet-50", "tiny": "tiny CNN"}.get(r["model"])
+            if r.get(vs_jvm):
+                rows.append((f"{label}: Python backend / JVM backend", r[vs_jvm], 0.8))
+            if vs_udf and r.get(vs_udf):
+                rows.append((f"{label}: Python backend / predict_batch_udf", r[vs_udf], udf_target))
     return rows
 
 

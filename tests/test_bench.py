@@ -87,7 +87,13 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     (tmp_path / "onnx.json").write_text(
         json.dumps(
             [
-                {"model": "resnet50", "ratio_vs_raw": 0.9, "ratio_vs_predict_batch_udf": 1.1},
+                {
+                    "model": "resnet50",
+                    "ratio_vs_raw": 0.9,
+                    "ratio_vs_predict_batch_udf": 1.1,
+                    "python_backend_vs_jvm_backend": 0.85,
+                    "python_backend_vs_predict_batch_udf": 0.93,
+                },
                 {
                     "model": "tiny",
                     "ratio_vs_raw": 0.5,
@@ -98,6 +104,17 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
         )
     )
     (tmp_path / "scaling.json").write_text(json.dumps({"speedup_local2_vs_local1": 1.9}))
+    (tmp_path / "end_to_end.json").write_text(
+        json.dumps(
+            {
+                "ratio_vs_predict_batch_udf": 1.4,
+                "ratio_vs_raw_python": 0.8,
+                "python_backend_vs_jvm_backend": 0.75,
+                "python_backend_vs_predict_batch_udf": 1.25,
+                "images_per_s": {"mmlspark": 40.0},
+            }
+        )
+    )
     result = subprocess.run(
         [sys.executable, str(ROOT / "bench" / "summary.py"), "--results", str(tmp_path)],
         capture_output=True,
@@ -112,6 +129,12 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     assert "| tiny CNN: ONNXModel / raw ORT Java | 0.50 | 0.6 | no |" in summary
     assert "| tiny CNN: inference service on / off | 1.25 |  |  |" in summary
     assert "| scaling: local[2] / local[1] | 1.90 | 1.8 | yes |" in summary
+    # The Python backend: against the JVM backend (target 0.8) and predict_batch_udf (1.2 on the
+    # end-to-end workloads, none on the model alone).
+    assert "| ResNet-50: Python backend / JVM backend | 0.85 | 0.8 | yes |" in summary
+    assert "| ResNet-50: Python backend / predict_batch_udf | 0.93 |  |  |" in summary
+    assert "| end to end: Python backend / JVM backend | 0.75 | 0.8 | no |" in summary
+    assert "| end to end: Python backend / predict_batch_udf | 1.25 | 1.2 | yes |" in summary
     image = cv2.imread(str(tmp_path / "summary.png"))
     assert image is not None and image.shape[1] == 1200
     red = (image[:, :, 2] > 180) & (image[:, :, 1] < 80)  # bars of missed targets

@@ -238,8 +238,8 @@ FILES_PER_TASK = 64
 
 def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> DataFrame:
     """`read_images`' columns from the files of Spark's binaryFile source without their contents:
-    the listing is spread evenly over whole waves of tasks of about FILES_PER_TASK files (the
-    source's partitions are packed by bytes: a few uneven ones, or one per file) and each Python
+    the listing is spread over whole waves of tasks of about FILES_PER_TASK files (the source's
+    partitions are packed by bytes: a few uneven ones, or one per file) and each Python
     worker reads and decodes its files, so the bytes never pass through the JVM."""
     from pyspark.sql import functions as F
     from pyspark.sql.utils import is_remote
@@ -248,11 +248,18 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
     from mmlspark.opencv import _cv
 
     cores = default_parallelism(spark)
-    count = cores
-    if not is_remote():  # the number of files, from the driver's listing (no job, one call)
-        listed = len(files._jdf.inputFiles())
-        count = max(1, -(-listed // (cores * FILES_PER_TASK))) * cores
-    listing = files.select("path", F.lit(None).cast("string").alias("error")).repartition(count)
+    listing = files.select("path", F.lit(None).cast("string").alias("error"))
+    if is_remote():
+        return _cv.read_files(decoder, listing.repartition(cores), keep=("path",))  # type: ignore[no-any-return]
+    # The number of files, from the driver's listing (no job, one call).
+    listed = len(files._jdf.inputFiles())
+    count = max(1, -(-listed // (cores * FILES_PER_TASK))) * cores
+    if files.rdd.getNumPartitions() >= 4 * count:
+        # Many small partitions (one file each under a small maxPartitionBytes): merged, not
+        # shuffled, since a shuffle's map side would run a JVM task for each.
+        listing = listing.coalesce(count)
+    else:
+        listing = listing.repartition(count)
     return _cv.read_files(decoder, listing, keep=("path",))  # type: ignore[no-any-return]
 
 
