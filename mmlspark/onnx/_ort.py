@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import sys
 import threading
@@ -190,9 +191,8 @@ def resolve(
 ) -> tuple[int, ...]:
     """The shape a row of `shape` is fed as, for a model input of row shape `template` (the JVM
     stage's rules, Feed.scala)."""
-    count = int(np.prod(shape)) if shape else 1
-    known = [d for d in template if d >= 0]
-    expected = int(np.prod(known)) if known else 1
+    count = math.prod(shape)
+    expected = math.prod(d for d in template if d >= 0)
     unknown = sum(1 for d in template if d < 0)
     if shape and len(shape) == len(template) and min(shape) >= 0 and not _fits(shape, template):
         from itertools import permutations
@@ -204,23 +204,26 @@ def resolve(
                 "order (channels first against channels last?); transpose the tensor to the "
                 "model's layout"
             )
-    mismatch = RowError(
-        f"input column '{column}' holds {count} values (shape {_show(shape)}) but model input "
-        f"{spec.describe()} needs {_show(template)} per row"
-    )
+
+    def mismatch() -> RowError:  # made only for a row that fails (most rows fit)
+        return RowError(
+            f"input column '{column}' holds {count} values (shape {_show(shape)}) but model "
+            f"input {spec.describe()} needs {_show(template)} per row"
+        )
+
     if len(shape) == len(template):
         if any(t >= 0 and t != s for s, t in zip(shape, template, strict=True)):
             if unknown == 0 and count == expected:
                 return template
-            raise mismatch
+            raise mismatch()
         return shape
     if unknown == 0:
         if count == expected:
             return template
-        raise mismatch
+        raise mismatch()
     if unknown == 1 and expected > 0 and count % expected == 0:
         return tuple(count // expected if d < 0 else d for d in template)
-    raise mismatch
+    raise mismatch()
 
 
 def _nested_shape(value: Any) -> tuple[int, ...]:
