@@ -38,9 +38,10 @@ def _spark_arrow_works(spark: Any) -> bool:
         major = int(spark.version.split(".")[0])
         works = True
         if major < 4:
-            jvm = spark.sparkContext._jvm
-            java = str(jvm.java.lang.System.getProperty("java.specification.version"))
-            works = int(java.split(".")[0]) < 21 or java.startswith("1.")
+            from mmlspark.core.jvm import java_specification_version
+
+            java = java_specification_version(spark)
+            works = java.startswith("1.") or int(java.split(".")[0]) < 21
         _arrow_works[spark] = works
     return _arrow_works[spark]
 

@@ -13,7 +13,13 @@ from typing import Any
 
 from mmlspark.core.wrapper import require_classic_session
 
-__all__ = ["classic_jvm", "jvm_class", "qualified_path", "long_param_pair"]
+__all__ = [
+    "classic_jvm",
+    "jvm_class",
+    "qualified_path",
+    "long_param_pair",
+    "java_specification_version",
+]
 
 
 def classic_jvm(spark: Any, *, feature: str, instead: str) -> Any:
@@ -54,3 +60,10 @@ def long_param_pair(java_param: Any, value: int) -> Any:
 
     jvm = classic_jvm(SparkContext._active_spark_context, feature="LongParam", instead="")
     return jvm_class(jvm, "mmlspark.contracts.PythonParams").longPair(java_param, value)
+
+
+def java_specification_version(spark: Any) -> str:
+    """The Java version the driver's JVM implements (``"17"``, ``"21"``; ``"1.8"`` for Java 8)."""
+    jvm = classic_jvm(spark, feature="java_specification_version", instead="")
+    system = jvm_class(jvm, "java.lang.System")
+    return str(system.getProperty("java.specification.version"))
