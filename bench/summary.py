@@ -68,13 +68,17 @@ def service_row(workload: str, r: dict) -> list[tuple[str, float, float | None]]
     return [(f"{workload}: inference service on / off", ratio, None)]
 
 
+# onnx_inference.py's models by the names the summary gives them.
+MODEL_NAMES = {"resnet50": "ResNet-50", "tiny": "tiny CNN"}
+
+
 def headline(results: Path) -> list[tuple[str, float, float | None]]:
     """(figure, value, target) rows from the JSON files present."""
     rows: list[tuple[str, float, float | None]] = []
     onnx = results / "onnx.json"
     if onnx.exists():
         for r in json.loads(onnx.read_text()):
-            name = {"resnet50": "ResNet-50", "tiny": "tiny CNN"}.get(r["model"], r["model"])
+            name = MODEL_NAMES.get(r["model"], r["model"])
             rows.append(
                 (
                     f"{name}: ONNXModel / raw ORT Java",
@@ -174,7 +178,7 @@ def python_backend(results: Path) -> list[tuple[str, float, float | None]]:
             continue
         data = json.loads(path.read_text())
         for r in data if isinstance(data, list) else [data]:
-            label = workload or {"resnet50": "ResNet-50", "tiny": "tiny CNN"}.get(r["model"])
+            label = workload or MODEL_NAMES.get(r["model"], r["model"])
             if r.get(vs_jvm):
                 rows.append((f"{label}: Python backend / JVM backend", r[vs_jvm], 0.8))
             if vs_udf and r.get(vs_udf):

@@ -86,19 +86,24 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @contextmanager
-def transfer(spark, name: str | None) -> Iterator[None]:
-    previous = spark.conf.get(TRANSFER_CONF, None)
-    if name is None:
-        spark.conf.unset(TRANSFER_CONF)
+def conf(spark, key: str, value: str | None) -> Iterator[None]:
+    """The session setting `key` set to `value` (None: unset) inside the block, then restored."""
+    previous = spark.conf.get(key, None)
+    if value is None:
+        spark.conf.unset(key)
     else:
-        spark.conf.set(TRANSFER_CONF, name)
+        spark.conf.set(key, value)
     try:
         yield
     finally:
         if previous is None:
-            spark.conf.unset(TRANSFER_CONF)
+            spark.conf.unset(key)
         else:
-            spark.conf.set(TRANSFER_CONF, previous)
+            spark.conf.set(key, previous)
+
+
+def transfer(spark, name: str | None):
+    return conf(spark, TRANSFER_CONF, name)
 
 
 def _seen(batches):
@@ -147,11 +152,8 @@ def test_the_function_sees_the_batches_mapinarrow_gives_it_and_its_rows_come_bac
 def test_batches_hold_at_most_spark_s_arrow_records_per_batch(spark):
     data = spark.range(0, 25, numPartitions=1)
     schema = T.StructType([*data.schema.fields, T.StructField("seen", T.StringType())])
-    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "10")
-    try:
+    with conf(spark, "spark.sql.execution.arrow.maxRecordsPerBatch", "10"):
         arrow, rows = _collect_both(spark, data, _seen, schema)
-    finally:
-        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
     assert rows == arrow
     assert [r["seen"].split(" | ")[0] for r in rows] == ["10"] * 20 + ["5"] * 5
 

@@ -212,9 +212,9 @@ def _rows_partition(
         if chunk:
             yield _batch(arrow_schema, in_schema, chunk)
 
+    kinds = [f.dataType for f in out_schema.fields]
     for batch in function(batches()):
         columns = [batch.column(f.name).to_pylist() for f in out_schema.fields]
-        kinds = [f.dataType for f in out_schema.fields]
         for values in zip(*columns, strict=True):
             yield tuple(from_arrow_value(k, v) for k, v in zip(kinds, values, strict=True))
 
