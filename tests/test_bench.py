@@ -150,6 +150,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
         "mmlspark",
         "mmlspark_service_off",
         "mmlspark_python_backend",
+        "mmlspark_read_images",
         "mmlspark_read_images_full_decode",
         "predict_batch_udf",
         "raw_python",
@@ -158,6 +159,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert all(share >= 0.95 for share in figures["top_class_agreement_with_mmlspark"].values())
     assert figures["peak_jvm_rss_mb"]["mmlspark"] > 0
     assert figures["top_class_agreement_with_mmlspark"]["mmlspark_python_backend"] >= 0.95
+    assert figures["top_class_agreement_with_mmlspark"]["mmlspark_read_images"] >= 0.95
 
 
 def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):

@@ -203,12 +203,12 @@ class HasPredictionCol(Params):
 
 
 class HasReducedDecode(Params):
-    """Mixin for shared param ``reducedDecode``: when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size."""
+    """Mixin for shared param ``reducedDecode``: when the input is encoded image bytes (binary), or the image of read_images read at full size (its files are then decoded again from the image's origin): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size."""
 
     reducedDecode: "Param[bool]" = Param(
         Params._dummy(),
         "reducedDecode",
-        "when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size",
+        "when the input is encoded image bytes (binary), or the image of read_images read at full size (its files are then decoded again from the image's origin): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size",
         typeConverter=TypeConverters.toBoolean,
     )
 
@@ -217,7 +217,7 @@ class HasReducedDecode(Params):
         return self.getOrDefault(self.reducedDecode)
 
     def setReducedDecode(self: _P, value: bool) -> _P:
-        """Sets ``reducedDecode``: when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size."""
+        """Sets ``reducedDecode``: when the input is encoded image bytes (binary), or the image of read_images read at full size (its files are then decoded again from the image's origin): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size."""
         return self._set(reducedDecode=value)
 
 

@@ -44,7 +44,7 @@ class _ObjectDetector(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, Ha
     outputCol : str, optional
         name of the output column. Default: ``"detections"``.
     reducedDecode : bool, optional
-        when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
+        when the input is encoded image bytes (binary), or the image of read_images read at full size (its files are then decoded again from the image's origin): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
     """
 
     _java_class_name = "mmlspark.detection.ObjectDetector"

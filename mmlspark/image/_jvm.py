@@ -42,3 +42,37 @@ def read_files(files: DataFrame, *, decoder: Any) -> DataFrame:
     decoder._transfer_params_to_java()
     reader = jvm_class(jvm, _IMAGE_READER)
     return DataFrame(reader.readFiles(files._jdf, decoder._java_obj), spark)
+
+
+def read_images(
+    spark: SparkSession,
+    *,
+    path: str,
+    recursive: bool,
+    path_glob_filter: str | None,
+    sample_ratio: float,
+    seed: int,
+    decoder: Any,
+) -> DataFrame:
+    """``ImageReader.read``: lists ``path`` on the driver, then reads and decodes its files in the
+    tasks with ``decoder``'s settings."""
+    jvm = classic_jvm(spark, feature="read_images", instead="use read_images over Connect")
+    get = decoder.getOrDefault
+    reader = jvm_class(jvm, _IMAGE_READER)
+    return DataFrame(
+        reader.read(
+            spark._jsparkSession,
+            path,
+            recursive,
+            path_glob_filter,
+            float(sample_ratio),
+            int(seed),
+            get("colorMode"),
+            bool(get("applyOrientation")),
+            int(get("reduceFactor")),
+            bool(get("dropInvalid")),
+            int(get("minHeight")),
+            int(get("minWidth")),
+        ),
+        spark,
+    )

@@ -46,6 +46,13 @@ def read_images(
     cannot be decoded (not an image, truncated, empty) gives a null ``image`` and an ``error``
     saying why; its row is kept unless ``dropInvalid``.
 
+    ``image`` records how it was read in its column metadata: an ``ImageTransformer`` with
+    ``reducedDecode`` (the default) on it, whose operations start with a resize, decodes each file
+    again from the image's origin at the smallest JPEG scale that covers the resize, as it does on
+    encoded bytes. On this function's own output (classic session, JVM) the transformer reads the
+    files itself and ``image`` is computed only where something reads it (``ONNXModel`` passes it
+    on without computing it).
+
     Parameters
     ----------
     spark : SparkSession
@@ -98,10 +105,15 @@ def read_images(
         if decoder.getBackend() == "python" and _python_readable(path):
             return _read_in_python(spark, files, decoder)
         return _decoded(files, decoder)
-    listing = list_files(spark, path, recursive, pathGlobFilter)
-    if sampleRatio < 1.0:
-        listing = listing.sample(withReplacement=False, fraction=sampleRatio, seed=seed)
-    return read_files(listing, decoder).select("path", "image", "error")
+    return _jvm.read_images(
+        spark,
+        path=path,
+        recursive=recursive,
+        path_glob_filter=pathGlobFilter,
+        sample_ratio=sampleRatio,
+        seed=seed,
+        decoder=decoder,
+    )
 
 
 def list_files(
@@ -250,7 +262,8 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
     cores = default_parallelism(spark)
     listing = files.select("path", F.lit(None).cast("string").alias("error"))
     if is_remote():
-        return _cv.read_files(decoder, listing.repartition(cores), keep=("path",))  # type: ignore[no-any-return]
+        listing = listing.repartition(cores)
+        return _cv.read_files(decoder, listing, ("path",), _cv.read_metadata(decoder))  # type: ignore[no-any-return]
     # The number of files, from the driver's listing (no job, one call).
     listed = len(files._jdf.inputFiles())
     count = max(1, -(-listed // (cores * FILES_PER_TASK))) * cores
@@ -260,18 +273,21 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
         listing = listing.coalesce(count)
     else:
         listing = listing.repartition(count)
-    return _cv.read_files(decoder, listing, keep=("path",))  # type: ignore[no-any-return]
+    return _cv.read_files(decoder, listing, ("path",), _cv.read_metadata(decoder))  # type: ignore[no-any-return]
 
 
 def _decoded(files: DataFrame, decoder: Any) -> DataFrame:
-    """`read_images`' columns from the rows of Spark's binaryFile source."""
-    if decoder.getBackend() == "python":
-        from mmlspark.opencv import _cv
+    """`read_images`' columns from the rows of Spark's binaryFile source, ``image`` marked with
+    the read's settings (an ImageTransformer may decode its files again, smaller)."""
+    from mmlspark.opencv import _cv
 
+    read = _cv.read_metadata(decoder)
+    if decoder.getBackend() == "python":
         # only path, image and error leave the UDF (the next Python stage may join it)
-        return _cv.transform_decoder(decoder, files.select("path", "content"), keep=("path",))  # type: ignore[no-any-return]
+        return _cv.transform_decoder(decoder, files.select("path", "content"), ("path",), read)  # type: ignore[no-any-return]
     decoded = decoder.transform(files.select("path", "content"))
-    return decoded.select("path", "image", "error")  # type: ignore[no-any-return]
+    # withMetadata: Spark Connect's withColumn drops an alias's metadata
+    return decoded.select("path", "image", "error").withMetadata("image", read)  # type: ignore[no-any-return]
 
 
 def to_ndarray(image: Any) -> np.ndarray:

@@ -28,7 +28,7 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
     outputCol : str, optional
         name of the output column. Default: ``"transformed"``.
     reducedDecode : bool, optional
-        when the input is encoded image bytes (binary): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
+        when the input is encoded image bytes (binary), or the image of read_images read at full size (its files are then decoded again from the image's origin): decode each JPEG at the smallest of 1/8, 1/4, 1/2 and full scale that still covers the first resize's size, when only pixel-wise operations come before it (much faster and smaller for large photos; the pixels differ slightly from a full decode followed by the same resize). False: decode at full size. Default: ``True``.
     tensorChannelOrder : str, optional
         channel order of the tensor: 'RGB' or 'BGR' (any case). Default: ``"RGB"``.
     toTensor : bool, optional

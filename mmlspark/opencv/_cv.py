@@ -137,7 +137,7 @@ def local_file(path: str) -> str:
 
 
 def _reason(error: OSError) -> str:
-    """An OSError as ``FileListing.reason`` words the JVM's."""
+    """An OSError as ``ImageFiles.reason`` words the JVM's."""
     import errno
 
     if error.errno in (errno.EACCES, errno.EPERM):
@@ -151,7 +151,7 @@ def _reason(error: OSError) -> str:
 
 def read_file(path: str, limit: int, head: int | None = None) -> bytes:
     """The bytes of the file Spark names `path` (the first `head` bytes only, when given),
-    refused before reading when over `limit` bytes (the JVM's ``ImageReader.readBytes``)."""
+    refused before reading when over `limit` bytes (the JVM's ``ImageFiles.readBytes``)."""
     local = local_file(path)
     try:
         with open(local, "rb") as f:
@@ -786,6 +786,8 @@ class Plan:
     read_path: bool = False  # `input_col` names files to read (read_files), not their bytes
     file_setting: str | None = None  # spark.mmlspark.image.maxFileBytes, with read_path
     prior_error_col: str | None = None  # a row with an error here keeps it and is not read
+    reread: Decoding | None = None  # transform: read_images' settings; decode each image's
+    # origin again, at the first resize's scale
 
 
 def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
@@ -807,10 +809,18 @@ def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
     if plan.kind == "unroll":
         return lambda row, _: unroll(from_struct(row))
     ops, order = plan.ops, plan.tensor_order
-    target = reduced_decode_target(ops) if plan.reduced else None
+    target = reduced_decode_target(ops) if plan.reduced or plan.reread else None
+    file_limit = max_file_bytes(plan.file_setting) if plan.reread else 0
 
     def transformed(value: Any, _: Any) -> Any:
-        if plan.binary:
+        if plan.reread is not None:
+            if value is None:
+                raise RowError("no input image (null)")
+            origin = value["origin"]
+            r, (min_h, min_w) = plan.reread, target or (0, 0)
+            data = read_file(origin, file_limit)
+            first = decode(data, r.mode, r.orientation, 1, min_h, min_w, limit)
+        elif plan.binary:
             if value is None:
                 raise RowError("no input image (null)")
             min_h, min_w = target or (0, 0)
@@ -1053,7 +1063,48 @@ def _decoding(decoder: Any) -> Decoding:
     )
 
 
-def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = None) -> Any:
+#: The metadata key under which read_images records how it decoded its ``image`` column (the JVM's
+#: ``ReadSettings``).
+READ_KEY = "imageRead"
+
+
+def read_metadata(decoder: Any) -> dict[str, Any]:
+    """The metadata of read_images' ``image`` column, read with `decoder`'s settings."""
+    d = _decoding(decoder)
+    settings = {
+        "colorMode": d.mode,
+        "applyOrientation": d.orientation,
+        "reduceFactor": d.reduce,
+        "minHeight": d.min_h,
+        "minWidth": d.min_w,
+    }
+    return {READ_KEY: settings}
+
+
+def read_settings(field: Any) -> Decoding | None:
+    """read_images' settings recorded on `field`, when it read the images at full size in a mode
+    with reduced JPEG decodes (the JVM's ``ReadSettings.of`` and ``fullSize``)."""
+    m: Any = field.metadata.get(READ_KEY) if isinstance(field.metadata, dict) else None
+    try:
+        d = Decoding(
+            str(m["colorMode"]),
+            bool(m["applyOrientation"]),
+            int(m["reduceFactor"]),
+            int(m["minHeight"]),
+            int(m["minWidth"]),
+        )
+    except (TypeError, KeyError, ValueError):
+        return None
+    full = d.reduce == 1 and d.min_h == 0 and d.min_w == 0 and d.mode != "unchanged"
+    return d if full else None
+
+
+def transform_decoder(
+    stage: Any,
+    dataset: Any,
+    keep: tuple[str, ...] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
     """ImageDecoder's output on the Python backend (with only the input columns `keep`, when
     given, before its own)."""
     from pyspark.sql import types as T
@@ -1075,10 +1126,17 @@ def transform_decoder(stage: Any, dataset: Any, keep: tuple[str, ...] | None = N
         decoding=_decoding(stage),
         keep=keep,
     )
-    return _run(dataset, plan, image_type(), {}, bool(stage.getOrDefault("dropInvalid")))
+    return _run(
+        dataset, plan, image_type(), metadata or {}, bool(stage.getOrDefault("dropInvalid"))
+    )
 
 
-def read_files(decoder: Any, files: Any, keep: tuple[str, ...] | None = None) -> Any:
+def read_files(
+    decoder: Any,
+    files: Any,
+    keep: tuple[str, ...] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
     """``read_files`` on the Python backend: the files of a listing (``path``, ``error``, ...)
     read in the tasks from local and mounted paths and decoded with `decoder`'s settings; the
     listing's columns but ``error``, then ``image`` and ``error`` (the listing's, the read's or
@@ -1111,7 +1169,8 @@ def read_files(decoder: Any, files: Any, keep: tuple[str, ...] | None = None) ->
     if plan.file_setting is not None:
         max_file_bytes(plan.file_setting)  # a bad setting fails here, before any job
     listing = files.withColumnRenamed("error", prior)
-    return _run(listing, plan, image_type(), {}, bool(decoder.getOrDefault("dropInvalid")))
+    drop = bool(decoder.getOrDefault("dropInvalid"))
+    return _run(listing, plan, image_type(), metadata or {}, drop)
 
 
 #: EXIF lives in the JPEG's APP1 segment, at most 64 KiB, near the start of the file.
@@ -1178,14 +1237,19 @@ def transform_images(stage: Any, dataset: Any) -> Any:
             )
         order = "GRAY" if gray_tensor(ops) else requested
         metadata = {"tensorShape": tensor_shape(ops), "tensorChannelOrder": order}
+    reduced = bool(stage.getOrDefault("reducedDecode"))
+    read = read_settings(field) if reduced and not binary else None
+    reread = read if read is not None and reduced_decode_target(ops) else None
     plan = _stage_plan(
         stage,
         dataset,
         "transform",
         binary=binary,
-        reduced=binary and bool(stage.getOrDefault("reducedDecode")),
+        reduced=binary and reduced,
         ops=ops,
         tensor_order=order,
+        reread=reread,
+        file_setting=dataset.sparkSession.conf.get(MAX_FILE_BYTES_KEY, None) if reread else None,
     )
     output_type = T.ArrayType(T.FloatType(), False) if tensor else image_type()
     return _run(dataset, plan, output_type, metadata)

@@ -1,15 +1,7 @@
 package mmlspark.image
 
 import java.io.IOException
-import java.nio.file.{
-  AccessDeniedException,
-  FileSystemLoopException,
-  Files,
-  NoSuchFileException,
-  NotDirectoryException,
-  Path => NioPath,
-  Paths
-}
+import java.nio.file.{FileSystemLoopException, Files, NoSuchFileException, Path => NioPath, Paths}
 import java.nio.file.attribute.BasicFileAttributes
 import java.sql.Timestamp
 
@@ -17,6 +9,7 @@ import scala.collection.mutable
 import scala.jdk.CollectionConverters._
 import scala.util.Using
 
+import mmlspark.pixels.ImageFiles.reason
 import org.apache.hadoop.fs.{FileStatus, FileSystem, GlobFilter, Path}
 import org.apache.spark.sql.{DataFrame, Encoders, SparkSession}
 
@@ -84,15 +77,6 @@ object FileListing {
   }
 
   private def hidden(name: String): Boolean = name.startsWith(".") || name.startsWith("_")
-
-  /** Why an IO operation failed, in words (java.nio's exceptions carry only the path). */
-  def reason(e: Throwable): String = e match {
-    case _: AccessDeniedException => "permission denied"
-    case _: NoSuchFileException => "no such file (removed while reading?)"
-    case _: NotDirectoryException => "not a folder"
-    case other if other.getMessage != null => other.getMessage
-    case other => other.getClass.getSimpleName
-  }
 
   private final class Listing(fs: FileSystem, recursive: Boolean, nameFilter: Option[GlobFilter]) {
     val files = mutable.ArrayBuffer.empty[ListedFile]

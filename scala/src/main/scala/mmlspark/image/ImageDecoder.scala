@@ -11,6 +11,7 @@ import mmlspark.contracts.{
 }
 import mmlspark.pixels.{
   ImageCodec,
+  ImageFiles,
   ImageLimits,
   ImageSchemaUtils,
   ImageStruct,
@@ -53,7 +54,7 @@ trait HasDecodeParams extends RowwiseTransformer with HasDecodeParamsDecls {
     RowResults
       .udf2 { (pathValue: String, error: String) =>
         if (error != null) throw new UndecodableImageException(error)
-        val bytes = ImageReader.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes)
+        val bytes = ImageFiles.readBytes(pathValue, conf.value, ImageLimits.maxFileBytes)
         HasDecodeParams.toStruct(decode(bytes), pathValue)
       }
       .apply(path, listingError)

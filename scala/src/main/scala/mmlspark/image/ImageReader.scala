@@ -1,16 +1,13 @@
 package mmlspark.image
 
-import java.io.IOException
-import java.nio.file.{Files, Paths}
-
 import scala.util.control.NonFatal
 
-import mmlspark.contracts.{RowResults, SchemaUtils}
-import mmlspark.pixels.{ImageLimits, UndecodableImageException}
+import mmlspark.contracts.{Deferred, DeferredColumns, RowResults, SchemaUtils}
+import mmlspark.pixels.{ImageFiles, ImageLimits, ImageRead, ReadSettings, UndecodableImageException}
 import org.apache.hadoop.fs.Path
-import org.apache.hadoop.io.IOUtils
 import org.apache.spark.sql.{Column, DataFrame, SparkSession}
 import org.apache.spark.sql.functions.{col, udf}
+import org.apache.spark.sql.types.Metadata
 import org.apache.spark.util.SerializableConfiguration
 
 /** Reads image files into a DataFrame of `path`, `image` (Spark's image struct) and `error`. Files
@@ -49,7 +46,36 @@ object ImageReader {
       .setMinHeight(minHeight)
       .setMinWidth(minWidth)
       .setDropInvalid(dropInvalid)
-    readFiles(sampled, decoder).select("path", "image", "error")
+    // The listing, then the decode as a deferred step: an ImageTransformer on `image` can decode
+    // each file itself, at the size it needs, and later stages leave `image` to be computed only
+    // where it is read.
+    val settings = ReadSettings(colorMode, applyOrientation, reduceFactor, minHeight, minWidth)
+    val conf = ImageFiles.hadoopConf(spark)
+    val listingError = s"__listing_error_${decoder.uid}"
+    val base = sampled.select(col("path"), col("error").as(listingError))
+    val restore = decodeFiles(decoder, conf, listingError, settings.toMetadata) _
+    val order = Seq("path", "image", "error")
+    val read = restore(base).select(order.map(col): _*)
+    if (dropInvalid) read.filter(col("image").isNotNull)
+    else {
+      val image = (df: DataFrame) =>
+        df.withColumn(
+          "image",
+          decoder
+            .decodeFilesColumn(col("path"), col(listingError), conf)("value")
+            .as("image", settings.toMetadata)
+        )
+      DeferredColumns.register(
+        read,
+        Deferred(
+          base,
+          Set("image", "error"),
+          restore,
+          order,
+          Some(ImageRead(settings, listingError, conf, image))
+        )
+      )
+    }
   }
 
   /** Reads and decodes the files of a [[FileListing]] DataFrame (columns `path`, `length`,
@@ -57,47 +83,29 @@ object ImageReader {
     * becomes the listing's, the read's or the decode's error and `image` is added.
     */
   def readFiles(files: DataFrame, decoder: ImageDecoder): DataFrame = {
-    val spark = files.sparkSession
-    val conf = spark.sparkContext.broadcast(
-      new SerializableConfiguration(spark.sessionState.newHadoopConf())
-    )
     val tmp = s"__listing_error_${decoder.uid}"
-    val result = decoder.decodeFilesColumn(col("path"), col(tmp), conf)
-    val read =
-      RowResults.expand(files.withColumnRenamed("error", tmp), decoder, result, "image", "error")
+    val read = decodeFiles(decoder, ImageFiles.hadoopConf(files.sparkSession), tmp, Metadata.empty)(
+      files.withColumnRenamed("error", tmp)
+    )
     val kept = read.drop(tmp)
     if (decoder.getDropInvalid) kept.filter(col("image").isNotNull) else kept
   }
 
-  /** The bytes of one file, refused (before reading) when over `maxBytes`. */
-  def readBytes(path: String, conf: SerializableConfiguration, maxBytes: Long): Array[Byte] = {
-    val hadoopPath = new Path(path)
-    val fs = hadoopPath.getFileSystem(conf.value)
-    def tooLarge(length: Long) = new UndecodableImageException(
-      s"file is ${ImageLimits.megabytes(length)}, over the limit of " +
-        s"${ImageLimits.megabytes(maxBytes)} per file on this executor; raise " +
-        ImageLimits.MaxFileBytesKey
+  /** `files` (with `path` and the listing's error in `listingError`) with `image` and `error`. */
+  private def decodeFiles(
+      decoder: ImageDecoder,
+      conf: org.apache.spark.broadcast.Broadcast[SerializableConfiguration],
+      listingError: String,
+      metadata: Metadata
+  )(files: DataFrame): DataFrame =
+    RowResults.expand(
+      files,
+      decoder,
+      decoder.decodeFilesColumn(col("path"), col(listingError), conf),
+      "image",
+      "error",
+      metadata
     )
-    try {
-      if (fs.getScheme == "file") {
-        val file = Paths.get(hadoopPath.toUri)
-        val length = Files.size(file)
-        if (length > maxBytes) throw tooLarge(length)
-        Files.readAllBytes(file)
-      } else {
-        val length = fs.getFileStatus(hadoopPath).getLen
-        if (length > maxBytes) throw tooLarge(length)
-        val bytes = new Array[Byte](Math.toIntExact(length))
-        val in = fs.open(hadoopPath)
-        try IOUtils.readFully(in, bytes, 0, bytes.length)
-        finally in.close()
-        bytes
-      }
-    } catch {
-      case e: IOException =>
-        throw new UndecodableImageException(s"cannot read the file: ${FileListing.reason(e)}")
-    }
-  }
 
   /** Up to the first `maxBytes` bytes of a file (fewer for a shorter file). */
   def readHead(path: String, conf: SerializableConfiguration, maxBytes: Int): Array[Byte] = {

@@ -266,7 +266,15 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
   override def transformSchema(schema: StructType): StructType = outputSchema(schema, plan(schema))
 
   override def transform(dataset: Dataset[_]): DataFrame = {
-    // transformSchema's gate, keeping the plan it resolves instead of resolving it twice.
+    // transformSchema's gate, on the whole input.
+    val whole = plan(dataset.schema)
+    outputSchema(dataset.schema, whole)
+    // Columns left to be computed later (read_images' image) stay so: mapPartitions would make
+    // Spark compute every input column, read or not.
+    DeferredColumns.around(dataset, whole.feeds.map(_.column))(run)
+  }
+
+  private def run(dataset: DataFrame): DataFrame = {
     val conf = dataset.sparkSession.conf
     val p = plan(dataset.schema, RunLimits.from(conf), ServiceSettings.from(conf))
     val schema = outputSchema(dataset.schema, p)

@@ -5,7 +5,7 @@ import java.util.concurrent.{ConcurrentHashMap, Executors, ThreadFactory, TimeUn
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import ai.onnxruntime.{OnnxTensor, OrtSession}
+import ai.onnxruntime.{OnnxTensor, OnnxValue, OrtSession}
 import ai.onnxruntime.OrtSession.RunOptions
 import org.apache.spark.TaskContext
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
@@ -97,7 +97,8 @@ object OrtRuns extends Logging {
       runs: TaskRuns,
       session: OrtSession,
       inputs: java.util.Map[String, OnnxTensor],
-      outputs: java.util.Set[String]
+      outputs: java.util.Set[String],
+      pinned: java.util.Map[String, OnnxValue] = java.util.Collections.emptyMap()
   ): OrtSession.Result = {
     synchronized {
       if (shuttingDown)
@@ -106,7 +107,8 @@ object OrtRuns extends Logging {
     }
     try {
       check(runs)
-      session.run(inputs, outputs, runs.runOptions)
+      if (pinned.isEmpty) session.run(inputs, outputs, runs.runOptions)
+      else session.run(inputs, outputs, pinned, runs.runOptions)
     } finally {
       inFlight.remove(runs)
       synchronized(notifyAll())

@@ -59,7 +59,8 @@ object Outputs {
       element: ElementType,
       rows: Int,
       asVector: Boolean,
-      maxBytesPerRow: Long
+      maxBytesPerRow: Long,
+      written: Option[java.nio.Buffer] = None
   ): Array[Any] = {
     val tensor = value match {
       case t: OnnxTensor => t
@@ -98,14 +99,16 @@ object Outputs {
     }
     element match {
       case Float32 | Float16 | BFloat16 =>
-        val all = tensor.getFloatBuffer
+        val all =
+          written.collect { case b: java.nio.FloatBuffer => b }.getOrElse(tensor.getFloatBuffer)
         each { r =>
           val a = new Array[Float](per)
           all.get(r * per, a)
           if (scalar) a(0) else if (asVector) Vectors.dense(a.map(_.toDouble)) else a
         }
       case Float64 =>
-        val all = tensor.getDoubleBuffer
+        val all =
+          written.collect { case b: java.nio.DoubleBuffer => b }.getOrElse(tensor.getDoubleBuffer)
         each { r =>
           val a = new Array[Double](per)
           all.get(r * per, a)
@@ -128,12 +131,13 @@ object Outputs {
           val a = new Array[Short](per); all.get(r * per, a); if (scalar) a(0) else a
         }
       case Int32 =>
-        val all = tensor.getIntBuffer
+        val all = written.collect { case b: java.nio.IntBuffer => b }.getOrElse(tensor.getIntBuffer)
         each { r =>
           val a = new Array[Int](per); all.get(r * per, a); if (scalar) a(0) else a
         }
       case Int64 =>
-        val all = tensor.getLongBuffer
+        val all =
+          written.collect { case b: java.nio.LongBuffer => b }.getOrElse(tensor.getLongBuffer)
         each { r =>
           val a = new Array[Long](per); all.get(r * per, a); if (scalar) a(0) else a
         }
@@ -150,6 +154,7 @@ object Outputs {
   /** One map per row from a sequence of maps (ZipMap's output): keys and values as the column's
     * types (int64 keys as longs, floats as floats).
     */
+
   private def perRowMaps(maps: OnnxSequence, spec: TensorSpec, rows: Int): Array[Any] = {
     val values = maps.getValue
     if (values.size != rows)

@@ -6,7 +6,7 @@ import scala.collection.mutable.ArrayBuffer
 import scala.jdk.CollectionConverters._
 import scala.util.control.NonFatal
 
-import ai.onnxruntime.{OnnxTensor, OrtSession}
+import ai.onnxruntime.{OnnxTensor, OnnxValue, OrtSession}
 import mmlspark.contracts.RowResults
 import org.apache.spark.{TaskContext, TaskKilledException}
 import org.apache.spark.ml.mmlspark.{SparkInternals, TaskCpus}
@@ -277,9 +277,13 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
   import plan.{feeds, fetches, limits}
 
   private val batch = new TensorBatch(feeds)
+  private val outputs = new OutputBuffers(fetches)
 
-  /** Frees the input buffers (the next run allocates them again). */
-  def release(): Unit = batch.release()
+  /** Frees the input and output buffers (the next run allocates them again). */
+  def release(): Unit = {
+    batch.release()
+    outputs.release()
+  }
 
   def rowsPerRun(shapes: Seq[Seq[Long]]): Int = plan.rowsPerRun(key, shapes)
 
@@ -408,29 +412,51 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
         val batched = feeds(f).spec.batchDim.isDefined
         tensors.put(feeds(f).spec.name, batch.tensor(env, f, size, shapes(f), batched))
       }
-      val result = OrtRuns.run(runs, session, tensors, plan.fetchNames)
+      val pinned = outputs.pin(env, size)
       try {
-        learn(shapes, result, size)
-        val perOutput = fetches.map { case (_, spec, element) =>
-          Outputs.perRow(
-            result.get(spec.name).get(),
-            spec,
-            element,
-            size,
-            plan.asVector,
-            limits.maxOutputBytesPerRow
-          )
-        }
-        (0 until n).map(k => perOutput.map(_(k)).toArray)
-      } finally result.close()
+        val requested = new java.util.HashSet[String](plan.fetchNames)
+        requested.removeAll(pinned.keySet())
+        val result = OrtRuns.run(runs, session, tensors, requested, pinned)
+        try {
+          outputs.confirm(result, size)
+          learn(shapes, result, pinned, size)
+          val perOutput = fetches.map { case (_, spec, element) =>
+            Outputs.perRow(
+              output(result, pinned, spec.name),
+              spec,
+              element,
+              size,
+              plan.asVector,
+              limits.maxOutputBytesPerRow,
+              if (pinned.containsKey(spec.name)) outputs.written(spec.name) else None
+            )
+          }
+          (0 until n).map(k => perOutput.map(_(k)).toArray)
+        } finally result.close()
+      } finally pinned.values().forEach(_.close())
     } finally tensors.values().forEach(_.close())
   }
 
+  /** Output `name` of a run: ONNX Runtime's, or the pinned tensor it wrote into. */
+  private def output(
+      result: OrtSession.Result,
+      pinned: java.util.Map[String, OnnxValue],
+      name: String
+  ): OnnxValue = {
+    val own = result.get(name)
+    if (own.isPresent) own.get() else pinned.get(name)
+  }
+
   /** Records the output bytes per row of a run, for the batch sizes of later runs. */
-  private def learn(shapes: Seq[Seq[Long]], result: OrtSession.Result, rows: Int): Unit =
+  private def learn(
+      shapes: Seq[Seq[Long]],
+      result: OrtSession.Result,
+      pinned: java.util.Map[String, OnnxValue],
+      rows: Int
+  ): Unit =
     if (plan.fixedOutputBytes.isEmpty) {
       val perRow = fetches.foldLeft(BigInt(0)) { case (sum, (_, spec, element)) =>
-        result.get(spec.name).get() match {
+        output(result, pinned, spec.name) match {
           case t: OnnxTensor =>
             sum + BigInt(t.getInfo.getNumElements / rows) * RunPlan.bytesOf(element)
           case _ => sum

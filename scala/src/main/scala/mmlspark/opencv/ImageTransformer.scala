@@ -1,27 +1,47 @@
 package mmlspark.opencv
 
+import scala.reflect.runtime.universe.TypeTag
+import scala.util.control.NonFatal
+
 import mmlspark.contracts.{
   Choices,
   ColumnKind,
+  Deferred,
+  DeferredColumns,
   HasReducedDecode,
   HasTensorChannelOrder,
   RowResults,
   RowwiseTransformer,
+  SchemaUtils,
   StageReadable,
   StageWritable
 }
-import mmlspark.pixels.{ImageCodec, ImageLimits, ImageSchemaUtils}
+import mmlspark.pixels.{
+  ImageCodec,
+  ImageFiles,
+  ImageLimits,
+  ImageRead,
+  ImageSchemaUtils,
+  ImageStruct,
+  ReadSettings,
+  UndecodableImageException
+}
+import org.apache.spark.broadcast.Broadcast
+import org.apache.spark.util.SerializableConfiguration
 import org.apache.spark.ml.mmlspark.SparkInternals
 import org.apache.spark.ml.param.{Param, ParamMap}
 import org.apache.spark.ml.util.Identifiable
-import org.apache.spark.sql.{Column, Dataset, Row}
+import org.apache.spark.sql.{Column, DataFrame, Dataset, Row}
+import org.apache.spark.sql.expressions.UserDefinedFunction
+import org.apache.spark.sql.functions.{col, udf}
 import org.apache.spark.sql.types.{
   ArrayType,
   BinaryType,
   DataType,
   FloatType,
   Metadata,
-  MetadataBuilder
+  MetadataBuilder,
+  StructType
 }
 import org.opencv.core.{Core, CvType, Mat}
 
@@ -151,6 +171,29 @@ final class ImageTransformer(override val uid: String)
     val encoded = dataset.schema($(inputCol)).dataType == BinaryType
     val target = if ($(reducedDecode)) ImageOps.reducedDecodeTarget(ops) else None
     val transform = ($(toTensor), encoded) match {
+      case (tensor, false) if reread(dataset.schema).isDefined =>
+        val (settings, (height, width)) = reread(dataset.schema).get
+        val conf = ImageFiles.hadoopConf(dataset.sparkSession)
+        def decoded(row: Row): (Mat, String) = {
+          if (row == null) throw new IllegalArgumentException(ImageTransformer.NoImage)
+          val origin = row.getString(0)
+          (ImageTransformer.decodeFile(origin, conf, settings, (1, height, width)), origin)
+        }
+        if (tensor) RowResults.udf1 { (row: Row) =>
+          val (first, _) = decoded(row)
+          ImageTransformer.runOn(ops)(
+            Image(first, ImageOps.orderOf(first)),
+            image => ImageTransformer.toCHW(image, tensorOrder)
+          )
+        }
+        else
+          RowResults.udf1 { (row: Row) =>
+            val (first, origin) = decoded(row)
+            ImageTransformer.runOn(ops)(
+              Image(first, ImageOps.orderOf(first)),
+              image => ImageSchemaUtils.toStruct(image.mat, origin)
+            )
+          }
       case (true, false) =>
         RowResults.udf1 { (row: Row) =>
           ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
@@ -180,8 +223,67 @@ final class ImageTransformer(override val uid: String)
     transform(input)
   }
 
+  /** The settings of `read_images` and the size to decode at, when this stage decodes the files of
+    * its input again, smaller: with `reducedDecode`, on `read_images`' full-size image, when the
+    * operations start with a resize.
+    */
+  private def reread(schema: StructType): Option[(ReadSettings, (Int, Int))] =
+    if (! $(reducedDecode)) None
+    else
+      ReadSettings
+        .of(schema($(inputCol)))
+        .filter(_.fullSize)
+        .flatMap(s => ImageOps.reducedDecodeTarget(getOps).map(s -> _))
+
+  override def transform(dataset: Dataset[_]): DataFrame = {
+    transformSchema(dataset.schema, logging = true)
+    DeferredColumns.of(dataset) match {
+      case Some(d @ Deferred(_, _, _, _, Some(read: ImageRead))) if $(inputCol) == "image" =>
+        fromFiles(d, read, reread(dataset.schema).map(_._2))
+      case _ => DeferredColumns.around(dataset, Seq($(inputCol)))(super.transform)
+    }
+  }
+
+  /** This stage on `read_images`' own output, `d`: each task reads the file at `path` and decodes
+    * it once, at `target` when given (as [[reread]] does) or as the read decodes it, straight into
+    * the operations, with no image struct between. `error` is the read's error, from the same pass;
+    * `image` stays deferred, computed only where read.
+    */
+  private def fromFiles(d: Deferred, read: ImageRead, target: Option[(Int, Int)]): DataFrame = {
+    val ops = getOps
+    val tensorOrder = if (grayTensor(ops)) "GRAY" else Choices.channelOrder($(tensorChannelOrder))
+    val s = read.settings
+    val scale =
+      target.map { case (h, w) => (1, h, w) }.getOrElse((s.reduceFactor, s.minHeight, s.minWidth))
+    val fused = if ($(toTensor)) {
+      ImageTransformer.fileUdf(
+        read,
+        scale,
+        ops,
+        (image: Image, _: String) => ImageTransformer.toCHW(image, tensorOrder)
+      )
+    } else {
+      ImageTransformer.fileUdf(read, scale, ops, ImageTransformer.withOrigin)
+    }
+    val tmp = s"__result_$uid"
+    val base = d.base
+      .withColumn(tmp, fused(col("path"), col(read.listingErrorCol)))
+      .withColumn("error", col(s"$tmp.readError"))
+      .withColumn($(outputCol), col(s"$tmp.value").as($(outputCol), outputMetadata))
+      .withColumn($(errorCol), col(s"$tmp.error"))
+      .drop(tmp)
+    val order = d.order ++ Seq($(outputCol), $(errorCol))
+    val out = read.image(base).select(order.map(c => col(SchemaUtils.quoted(c))): _*)
+    DeferredColumns.register(out, Deferred(base, Set("image"), read.image, order))
+  }
+
   override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)
 }
+
+/** One row of [[ImageTransformer]] on files: its output or (null) the reason in `error`, and the
+  * read's error, where the file could not be read or decoded.
+  */
+final case class FileResult[T](value: T, error: String, readError: String)
 
 object ImageTransformer extends StageReadable[ImageTransformer] {
 
@@ -195,7 +297,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     * is released before this returns, whatever happens.
     */
   private[mmlspark] def run[T](ops: Seq[ImageOp])(row: Row, output: Image => T): T = {
-    if (row == null) throw new IllegalArgumentException("no input image (null)")
+    if (row == null) throw new IllegalArgumentException(NoImage)
     val first = ImageSchemaUtils.toMat(row)
     runOn(ops)(Image(first, ImageOps.orderOf(first)), output)
   }
@@ -207,10 +309,68 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
       bytes: Array[Byte],
       output: Image => T
   ): T = {
-    if (bytes == null) throw new IllegalArgumentException("no input image (null)")
+    if (bytes == null) throw new IllegalArgumentException(NoImage)
     val (height, width) = target.getOrElse((0, 0))
     val first = ImageCodec.decode(bytes, "color", applyOrientation = true, 1, height, width)
     runOn(ops)(Image(first, ImageOps.orderOf(first)), output)
+  }
+
+  private[opencv] val NoImage = "no input image (null)"
+
+  /** The image as an image struct, its origin the path it was read from. */
+  private[opencv] val withOrigin: (Image, String) => ImageStruct =
+    (image, path) => ImageSchemaUtils.toStruct(image.mat, path)
+
+  /** The UDF of [[ImageTransformer]] on files: (path, listing error) to a [[FileResult]] of
+    * `output` (of the image and its path). `scale` is (reduceFactor, minHeight, minWidth) of the
+    * decode.
+    */
+  private[opencv] def fileUdf[T: TypeTag](
+      read: ImageRead,
+      scale: (Int, Int, Int),
+      ops: Seq[ImageOp],
+      output: (Image, String) => T
+  ): UserDefinedFunction = udf { (path: String, listingError: String) =>
+    val decoded =
+      try {
+        if (listingError != null) throw new UndecodableImageException(listingError)
+        Right(decodeFile(path, read.conf, read.settings, scale))
+      } catch {
+        case NonFatal(e) => Left(RowResults.describe(e))
+        case e: OutOfMemoryError => Left(RowResults.describe(e))
+      }
+    decoded match {
+      case Left(readError) => FileResult(null.asInstanceOf[T], NoImage, readError)
+      case Right(first) =>
+        val result = RowResults.attempt(
+          runOn(ops)(Image(first, ImageOps.orderOf(first)), image => output(image, path))
+        )
+        FileResult(result.value, result.error, null)
+    }
+  }.asNondeterministic()
+
+  /** The file at `path` decoded as `settings` say, at `scale` (reduceFactor, minHeight, minWidth),
+    * into a new Mat the caller releases; what the read refuses (its size at the read's scale over
+    * the pixel limit, say) is refused whatever the scale.
+    */
+  private[opencv] def decodeFile(
+      path: String,
+      conf: Broadcast[SerializableConfiguration],
+      settings: ReadSettings,
+      scale: (Int, Int, Int)
+  ): Mat = {
+    val bytes = ImageFiles.readBytes(path, conf.value, ImageLimits.maxFileBytes)
+    val s = settings
+    ImageCodec.prepare(
+      bytes,
+      s.colorMode,
+      s.applyOrientation,
+      s.reduceFactor,
+      s.minHeight,
+      s.minWidth
+    )
+    val (reduce, height, width) = scale
+    ImageCodec.decode(bytes, s.colorMode, s.applyOrientation, reduce, height, width)
   }
 
   /** Runs `ops` on `image`, which it owns, and hands the result to `output`; every Mat is released

@@ -6,6 +6,16 @@ import org.opencv.imgcodecs.Imgcodecs
 /** Thrown for a file that cannot be turned into an image; the message says why. */
 final class UndecodableImageException(message: String) extends IllegalArgumentException(message)
 
+/** How [[ImageCodec.decode]] will decode some bytes: the EXIF orientation it applies, their header
+  * (when read), the JPEG scale (1, 2, 4 or 8) and, above 1, the step of a subsampled read.
+  */
+final case class Prepared(
+    orientation: Int,
+    header: Option[ImageHeader],
+    factor: Int,
+    subsampleStep: Int
+)
+
 /** Decoding of encoded image bytes with OpenCV's `imdecode`, shared by the reader and the stages
   * that take binary input.
   */
@@ -44,52 +54,10 @@ object ImageCodec {
       minWidth: Int = 0,
       maxPixels: Long = ImageLimits.maxPixels
   ): Mat = {
-    OpenCV.ensureLoaded()
-    if (bytes == null) throw new UndecodableImageException("no data (null)")
-    if (bytes.isEmpty) throw new UndecodableImageException("empty file (0 bytes)")
-    if (isJpeg(bytes) && !hasJpegEnd(bytes)) {
-      throw new UndecodableImageException(
-        s"truncated JPEG: no end-of-image marker in ${bytes.length} bytes"
-      )
-    }
-    val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
-    val header = ImageHeader.read(bytes)
-    val wanted = minHeight > 0 || minWidth > 0
-    val scaled = header.exists(_.scalable) && colorMode != "unchanged"
-    val factor = header match {
-      case Some(h) if scaled && (minHeight > 0 || minWidth > 0) =>
-        val (width, height) = if (orientation >= 5) (h.height, h.width) else (h.width, h.height)
-        Seq(8, 4, 2)
-          .find(f => ceilDiv(width, f) >= minWidth && ceilDiv(height, f) >= minHeight)
-          .getOrElse(1)
-      case _ if wanted => 1
-      case _ => reduceFactor
-    }
-    header.foreach { h =>
-      val decodedPixels =
-        if (scaled) ceilDiv(h.width, factor).toLong * ceilDiv(h.height, factor) else h.pixels
-      if (
-        decodedPixels > maxPixels && wanted && colorMode != "unchanged" &&
-        SubsampledDecode.Formats(h.format)
-      ) {
-        val step = SubsampledDecode.step(h, minHeight, minWidth)
-        if (step > 1 && SubsampledDecode.pixels(h, step) <= maxPixels) {
-          return SubsampledDecode.decode(bytes, colorMode, step)
-        }
-      }
-      if (decodedPixels > maxPixels) {
-        val atScale =
-          if (scaled && factor > 1)
-            s" (${ImageLimits.megapixels(decodedPixels)} at 1/$factor scale)"
-          else ""
-        throw new UndecodableImageException(
-          s"image is ${h.width}x${h.height} (${ImageLimits.megapixels(h.pixels)})$atScale, over " +
-            s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
-            s"decode it smaller (reduceFactor, or minHeight and minWidth where the image is resized " +
-            s"after), give the executors more memory, or raise ${ImageLimits.MaxPixelsKey}"
-        )
-      }
-    }
+    val plan =
+      prepare(bytes, colorMode, applyOrientation, reduceFactor, minHeight, minWidth, maxPixels)
+    if (plan.subsampleStep > 1) return SubsampledDecode.decode(bytes, colorMode, plan.subsampleStep)
+    val (orientation, header, factor) = (plan.orientation, plan.header, plan.factor)
     // Orientation is applied below, from our own EXIF reading, so that all modes agree.
     val flags = (colorMode, factor) match {
       case ("unchanged", _) => Imgcodecs.IMREAD_UNCHANGED
@@ -144,6 +112,69 @@ object ImageCodec {
         out
       } else decoded
     orient(reduced, orientation)
+  }
+
+  /** What [[decode]] will do with `bytes` under these settings, after the refusals it makes before
+    * decoding (no data, an empty file, a truncated JPEG, a header over `maxPixels`): they are
+    * thrown here, so a caller that decodes the same bytes otherwise can refuse what this decode
+    * would refuse.
+    */
+  def prepare(
+      bytes: Array[Byte],
+      colorMode: String,
+      applyOrientation: Boolean,
+      reduceFactor: Int,
+      minHeight: Int = 0,
+      minWidth: Int = 0,
+      maxPixels: Long = ImageLimits.maxPixels
+  ): Prepared = {
+    OpenCV.ensureLoaded()
+    if (bytes == null) throw new UndecodableImageException("no data (null)")
+    if (bytes.isEmpty) throw new UndecodableImageException("empty file (0 bytes)")
+    if (isJpeg(bytes) && !hasJpegEnd(bytes)) {
+      throw new UndecodableImageException(
+        s"truncated JPEG: no end-of-image marker in ${bytes.length} bytes"
+      )
+    }
+    val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
+    val header = ImageHeader.read(bytes)
+    val wanted = minHeight > 0 || minWidth > 0
+    val scaled = header.exists(_.scalable) && colorMode != "unchanged"
+    val factor = header match {
+      case Some(h) if scaled && (minHeight > 0 || minWidth > 0) =>
+        val (width, height) = if (orientation >= 5) (h.height, h.width) else (h.width, h.height)
+        Seq(8, 4, 2)
+          .find(f => ceilDiv(width, f) >= minWidth && ceilDiv(height, f) >= minHeight)
+          .getOrElse(1)
+      case _ if wanted => 1
+      case _ => reduceFactor
+    }
+    header.foreach { h =>
+      val decodedPixels =
+        if (scaled) ceilDiv(h.width, factor).toLong * ceilDiv(h.height, factor) else h.pixels
+      if (
+        decodedPixels > maxPixels && wanted && colorMode != "unchanged" &&
+        SubsampledDecode.Formats(h.format)
+      ) {
+        val step = SubsampledDecode.step(h, minHeight, minWidth)
+        if (step > 1 && SubsampledDecode.pixels(h, step) <= maxPixels) {
+          return Prepared(orientation, header, factor, step)
+        }
+      }
+      if (decodedPixels > maxPixels) {
+        val atScale =
+          if (scaled && factor > 1)
+            s" (${ImageLimits.megapixels(decodedPixels)} at 1/$factor scale)"
+          else ""
+        throw new UndecodableImageException(
+          s"image is ${h.width}x${h.height} (${ImageLimits.megapixels(h.pixels)})$atScale, over " +
+            s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
+            s"decode it smaller (reduceFactor, or minHeight and minWidth where the image is resized " +
+            s"after), give the executors more memory, or raise ${ImageLimits.MaxPixelsKey}"
+        )
+      }
+    }
+    Prepared(orientation, header, factor, 1)
   }
 
   /** Applies an EXIF orientation (1-8) the way OpenCV's own reader does; releases `mat` when it

@@ -79,6 +79,27 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
     )
   )
 
+  test("outputs of a declared shape are written into reused buffers, with the same values") {
+    val before = OutputBuffers.pinnedRuns.get()
+    val rows = {
+      val spark = SparkTestSession.spark
+      import spark.implicits._
+      (1L to 40L)
+        .map(i => (i, Array(i.toFloat, -i.toFloat, 0.5f), Array(2f, 3f, i.toFloat)))
+        .toDF("id", "a", "b")
+        .repartition(1)
+    }
+    val out = byId(pairModel.transform(rows))
+    // 20 runs of 2 rows: the first shows the outputs' shapes, the later ones are pinned.
+    assert(OutputBuffers.pinnedRuns.get() - before >= 10)
+    for ((id, r) <- out) {
+      val (a, b) = (floats(r, "a"), floats(r, "b"))
+      assert(floats(r, "sum") == a.zip(b).map { case (x, y) => x + y }, id)
+      assert(floats(r, "product") == a.zip(b).map { case (x, y) => x * y }, id)
+      assert(math.abs(r.getAs[Float]("total") - a.sum) < 1e-4, id)
+    }
+  }
+
   test("softmax and argmax of a fetched column, vectors in and out") {
     val spark = SparkTestSession.spark
     import spark.implicits._
