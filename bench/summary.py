@@ -115,6 +115,14 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
     if camera.exists():
         r = json.loads(camera.read_text())
         rows.append(("12 MP photos: mmlspark / raw Python", r["ratio_vs_raw_python"], 1.0))
+        if r.get("read_images_vs_raw_python") is not None:
+            rows.append(
+                (
+                    "12 MP photos: read_images -> ImageTransformer / raw Python",
+                    r["read_images_vs_raw_python"],
+                    1.0,
+                )
+            )
         rows.append(
             ("12 MP photos: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 2.0)
         )

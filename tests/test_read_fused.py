@@ -83,6 +83,7 @@ def _pixels_of(tensor) -> np.ndarray:
     return np.rint(rgb.transpose(1, 2, 0)[..., ::-1]).astype(np.int32)
 
 
+@pytest.mark.lines
 @pytest.mark.parametrize("backend", ["jvm", "python"])
 @pytest.mark.parametrize("cached", [False, True], ids=["as-read", "cached"])
 def test_read_images_then_a_resize_decodes_at_the_resize_s_scale(spark, photos, backend, cached):
@@ -129,6 +130,7 @@ def _udfs(df) -> int:
     return str(df._jdf.queryExecution().optimizedPlan().toString()).count("UDF(")
 
 
+@pytest.mark.lines
 def test_through_onnx_the_full_image_is_decoded_only_where_it_is_read(spark, photos):
     """read_images -> ImageTransformer -> ONNXModel: one decode per photo (the resize's), unless
     `image` is selected; the same scores as on the cached, fully decoded read."""
