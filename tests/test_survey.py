@@ -675,8 +675,9 @@ def test_24_megapixel_photos_go_through_with_the_default_settings(spark, model, 
     assert len(rows) == len(photos) and all(r["predicted_label"] and not r["failure"] for r in rows)
     print(f"classify of {len(photos)} 24 MP photos: Spark JVM peak RSS {peak:.0f} MiB")
 
-    # read_images -> ImageTransformer -> ONNXModel at full size, in the shared test session
-    # (mmlspark.session()'s defaults): every photo decoded whole, tensors equal opencv-python's.
+    # read_images -> ImageTransformer -> ONNXModel in the shared test session (mmlspark.session()'s
+    # defaults): by default each photo is decoded at 1/8 (750x500 still covers 224x224); with
+    # reducedDecode=False every photo is decoded whole. Tensors equal opencv-python's either way.
     import onnx
     from onnx import TensorProto, helper
 
@@ -686,21 +687,24 @@ def test_24_megapixel_photos_go_through_with_the_default_settings(spark, model, 
     mean_model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     mean_model.ir_version = 9
     onnx.checker.check_model(mean_model)
-    images = read_images(spark, str(tmp_path / "survey"))
-    tensors = (
-        ImageTransformer(inputCol="image", outputCol="x", toTensor=True)
-        .resize(size=224, keepAspectRatio=False)
-        .transform(images)
-    )
-    scored = (
-        ONNXModel(feedDict={"x": "x"}, fetchDict={"y": "y"})
-        .setModelPayload(mean_model.SerializeToString())
-        .transform(tensors)
-        .select("path", "error", "y")
-        .collect()
-    )
-    assert len(scored) == len(photos) and all(r.error is None for r in scored)
-    for r in scored:
-        reference = cv2.resize(cv2.imread(r.path[len("file:") :]), (224, 224))
-        means = reference[:, :, ::-1].reshape(-1, 3).mean(axis=0)  # RGB channel means
-        np.testing.assert_allclose(np.array(r.y).ravel(), means, rtol=1e-4)
+    for reduced, flags in ((True, cv2.IMREAD_REDUCED_COLOR_8), (False, cv2.IMREAD_COLOR)):
+        images = read_images(spark, str(tmp_path / "survey"))
+        tensors = (
+            ImageTransformer(inputCol="image", outputCol="x", toTensor=True, reducedDecode=reduced)
+            .resize(size=224, keepAspectRatio=False)
+            .transform(images)
+        )
+        scored = (
+            ONNXModel(feedDict={"x": "x"}, fetchDict={"y": "y"})
+            .setModelPayload(mean_model.SerializeToString())
+            .transform(tensors)
+            .select("path", "error", "y")
+            .collect()
+        )
+        assert len(scored) == len(photos) and all(r.error is None for r in scored)
+        for r in scored:
+            decoded = cv2.imread(r.path[len("file:") :], flags)
+            assert decoded.shape[:2] == ((500, 750) if reduced else (4000, 6000))
+            reference = cv2.resize(decoded, (224, 224))
+            means = reference[:, :, ::-1].reshape(-1, 3).mean(axis=0)  # RGB channel means
+            np.testing.assert_allclose(np.array(r.y).ravel(), means, rtol=1e-4)
