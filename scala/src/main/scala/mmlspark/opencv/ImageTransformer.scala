@@ -170,30 +170,21 @@ final class ImageTransformer(override val uid: String)
     val tensorOrder = if (grayTensor(ops)) "GRAY" else Choices.channelOrder($(tensorChannelOrder))
     val encoded = dataset.schema($(inputCol)).dataType == BinaryType
     val target = if ($(reducedDecode)) ImageOps.reducedDecodeTarget(ops) else None
+    val again = if (encoded) None else reread(dataset.schema)
     val transform = ($(toTensor), encoded) match {
-      case (tensor, false) if reread(dataset.schema).isDefined =>
-        val (settings, (height, width)) = reread(dataset.schema).get
+      case (tensor, false) if again.isDefined =>
+        val (settings, (height, width)) = again.get
         val conf = ImageFiles.hadoopConf(dataset.sparkSession)
-        def decoded(row: Row): (Mat, String) = {
-          if (row == null) throw new IllegalArgumentException(ImageTransformer.NoImage)
-          val origin = row.getString(0)
-          (ImageTransformer.decodeFile(origin, conf, settings, (1, height, width)), origin)
-        }
-        if (tensor) RowResults.udf1 { (row: Row) =>
-          val (first, _) = decoded(row)
-          ImageTransformer.runOn(ops)(
-            Image(first, ImageOps.orderOf(first)),
-            image => ImageTransformer.toCHW(image, tensorOrder)
+        val scale = (1, height, width)
+        if (tensor) {
+          ImageTransformer.rereadUdf(
+            conf,
+            settings,
+            scale,
+            ops,
+            (image: Image, _: String) => ImageTransformer.toCHW(image, tensorOrder)
           )
-        }
-        else
-          RowResults.udf1 { (row: Row) =>
-            val (first, origin) = decoded(row)
-            ImageTransformer.runOn(ops)(
-              Image(first, ImageOps.orderOf(first)),
-              image => ImageSchemaUtils.toStruct(image.mat, origin)
-            )
-          }
+        } else ImageTransformer.rereadUdf(conf, settings, scale, ops, ImageTransformer.withOrigin)
       case (true, false) =>
         RowResults.udf1 { (row: Row) =>
           ImageTransformer.run(ops)(row, image => ImageTransformer.toCHW(image, tensorOrder))
@@ -342,12 +333,34 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     decoded match {
       case Left(readError) => FileResult(null.asInstanceOf[T], NoImage, readError)
       case Right(first) =>
-        val result = RowResults.attempt(
-          runOn(ops)(Image(first, ImageOps.orderOf(first)), image => output(image, path))
-        )
+        val result = RowResults.attempt(runFile(ops, first, path, output))
         FileResult(result.value, result.error, null)
     }
   }.asNondeterministic()
+
+  /** The UDF of [[ImageTransformer]] on `read_images`' images decoded again: each image's origin
+    * read and decoded at `scale`, then `ops`, into a `RowResult` of `output`.
+    */
+  private[opencv] def rereadUdf[T: TypeTag](
+      conf: Broadcast[SerializableConfiguration],
+      settings: ReadSettings,
+      scale: (Int, Int, Int),
+      ops: Seq[ImageOp],
+      output: (Image, String) => T
+  ): UserDefinedFunction = RowResults.udf1 { (row: Row) =>
+    if (row == null) throw new IllegalArgumentException(NoImage)
+    val origin = row.getString(0)
+    runFile(ops, decodeFile(origin, conf, settings, scale), origin, output)
+  }
+
+  /** `ops` on `first`, decoded from the file at `path`, which it owns. */
+  private def runFile[T](
+      ops: Seq[ImageOp],
+      first: Mat,
+      path: String,
+      output: (Image, String) => T
+  ): T =
+    runOn(ops)(Image(first, ImageOps.orderOf(first)), image => output(image, path))
 
   /** The file at `path` decoded as `settings` say, at `scale` (reduceFactor, minHeight, minWidth),
     * into a new Mat the caller releases; what the read refuses (its size at the read's scale over
