@@ -27,8 +27,8 @@ Usage: python bench/camera_trap.py [--images N] [--repeats R] [--quick]
 from __future__ import annotations
 
 import argparse
-import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -151,20 +151,21 @@ def feature_node(model: bytes) -> str:
 
 
 def survey(paths: list[Path], folder: Path, count: int) -> Path:
-    """A survey of `count` photos in `folder`, hard links to `paths` in turn (no more disk)."""
+    """A survey of `count` photos in `folder`, copies of `paths` in turn. Copies, not links: the
+    job lists a file reached by two links once, so a survey of links is only `paths` again."""
     for i in range(count):
         source = paths[i % len(paths)]
         target = folder / source.parent.name / f"{i:06d}_{source.name}"
         target.parent.mkdir(parents=True, exist_ok=True)
-        os.link(source, target)
+        shutil.copyfile(source, target)
     return folder
 
 
 def run_cli(
-    folder: Path, survey_folder: Path, model_path: Path, work: Path, node: str
+    folder: Path, survey_folder: Path, count: int, model_path: Path, work: Path, node: str
 ) -> tuple[float, int]:
-    """Trains with the CLI on `folder`, then times `classify` of `survey_folder`; its photos/s
-    and the JVM's peak RSS."""
+    """Trains with the CLI on `folder`, then times `classify` of the `count` photos in
+    `survey_folder`; its photos/s and the JVM's peak RSS."""
     cli = [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]"]
     train = [*cli, "train", "--images", str(folder), "--featurizer", str(model_path)]
     train += ["--feature-node", node, "--image-size", str(SIZE), "--model-out", str(work / "m")]
@@ -178,10 +179,18 @@ def run_cli(
         output, _ = process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"classify failed:\n{output[-3000:]}")
-    match = re.search(r"\[classify\].*\(([\d.]+) photos/s\)", output)
+    return cli_rate(output, count), rss.peak
+
+
+def cli_rate(output: str, count: int) -> float:
+    """The photos/s of classify's summary line in `output`, checked to be of all `count` photos."""
+    match = re.search(r"\[classify\].*this run (\d+) photos in .*\(([\d.]+) photos/s\)", output)
     if match is None:
         raise RuntimeError(f"no summary line in:\n{output[-3000:]}")
-    return float(match.group(1)), rss.peak
+    scored = int(match.group(1))
+    if scored != count:
+        raise RuntimeError(f"classify scored {scored} photos, not the survey's {count}")
+    return float(match.group(2))
 
 
 def main() -> None:
@@ -191,7 +200,7 @@ def main() -> None:
         "--survey",
         type=int,
         default=960,
-        help="photos the CLI classifies (links to the --images photos): a run long enough that"
+        help="photos the CLI classifies (copies of the --images photos): a run long enough that"
         " its start, listing and final outputs weigh as they do in a survey; 0 leaves the CLI out",
     )
     parser.add_argument("--repeats", type=int, default=2)
@@ -247,7 +256,9 @@ def main() -> None:
         spark.stop()
         if with_cli:
             survey_folder = survey(paths, Path(tmp) / "survey", args.survey)
-            rate, rss = run_cli(folder, survey_folder, model_path, Path(tmp), feature_node(model))
+            rate, rss = run_cli(
+                folder, survey_folder, args.survey, model_path, Path(tmp), feature_node(model)
+            )
             rates["camera_trap_cli"], peak_rss_mb["camera_trap_cli"] = rate, rss / 1e6
     raw = rates["raw_python"]
     figures = {
@@ -273,7 +284,7 @@ def main() -> None:
         f"{' --quick' if args.quick else ''}",
         f"{WIDTH}x{HEIGHT} JPEGs ({photo_mb:.1f} MB) -> decode at 1/8 -> resize {SIZE}x{SIZE} ->"
         " normalize -> ResNet-50 architecture (random weights) -> top class; the CLI classifies"
-        f" a survey of {args.survey} such photos (links to these) with a logistic regression on"
+        f" a survey of {args.survey} such photos (copies of these) with a logistic regression on"
         " the pooled features, its rate from its own summary line. Peak JVM RSS (MB):"
         f" {', '.join(f'{k} {v:.0f}' for k, v in peak_rss_mb.items())}.",
         "contender | photos/s | mmlspark / contender",

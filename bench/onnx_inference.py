@@ -112,15 +112,19 @@ def report(
 
 
 @contextlib.contextmanager
-def service_off(spark):
-    """ONNXModel without the executor's inference service: each task runs its own batches on the
-    shared session (the path before the service; a contender beside it)."""
-    key = "spark.mmlspark.onnx.inferenceService"
-    spark.conf.set(key, "false")
+def setting(spark, key: str, value: str):
+    """Spark setting `key` at `value` inside the block, unset after it."""
+    spark.conf.set(key, value)
     try:
         yield
     finally:
         spark.conf.unset(key)
+
+
+def service_off(spark):
+    """ONNXModel without the executor's inference service: each task runs its own batches on the
+    shared session (the path before the service; a contender beside it)."""
+    return setting(spark, "spark.mmlspark.onnx.inferenceService", "false")
 
 
 def best_of(repeats: int, run) -> float:
@@ -131,6 +135,20 @@ def best_of(repeats: int, run) -> float:
         run()
         times.append(time.perf_counter() - start)
     return min(times)
+
+
+def best_of_alternating(repeats: int, runs: dict) -> dict:
+    """Seconds of the best of `repeats` timed runs of each of `runs` (name -> function), taken in
+    turn (a, b, a, b, ...) after one warm-up each, so that neither gains from running second."""
+    for run in runs.values():
+        run()
+    times: dict = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, run in runs.items():
+            start = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - start)
+    return {name: min(t) for name, t in times.items()}
 
 
 def run_raw(
@@ -273,6 +291,17 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
         figures["mmlspark_images_per_s"] / figures["mmlspark_service_off_images_per_s"]
     )
 
+    def unpinned_run() -> None:
+        with setting(spark, "spark.mmlspark.onnx.pinOutputs", "false"):
+            onnx_run()
+
+    # Output buffers reused run after run (the default) against outputs ONNX Runtime allocates
+    # each run, in turn in one loop.
+    pins = best_of_alternating(args.repeats, {"pinned": onnx_run, "unpinned": unpinned_run})
+    figures["mmlspark_pinned_images_per_s"] = n / pins["pinned"]
+    figures["mmlspark_unpinned_images_per_s"] = n / pins["unpinned"]
+    figures["pinned_vs_unpinned"] = pins["unpinned"] / pins["pinned"]
+
     ort_jar = next(
         j for j in spark.sparkContext.getConf().get("spark.jars").split(",") if "onnxruntime" in j
     ).replace("file://", "")
@@ -374,8 +403,9 @@ def table(results: list[dict], args) -> str:
         " ONNXModel / predict_batch_udf | ONNXModel / SynapseML |"
         " Python backend / (ONNXModel / raw ORT Python / predict_batch_udf) |"
         " Python backend's top classes equal to ONNXModel's | sessions created |"
-        " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |"
+        " outputs pinned / unpinned img/s (in turn) | pinned / unpinned |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
@@ -393,7 +423,9 @@ def table(results: list[dict], args) -> str:
             f" | {r['mmlspark_sessions_created']} | {f(r['mmlspark_jvm_peak_rss_mb'], '.0f')} /"
             f" {f(r['raw_ort_java_peak_rss_mb'], '.0f')} /"
             f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} /"
-            f" {f(r.get('synapseml_jvm_peak_rss_mb'), '.0f')} |"
+            f" {f(r.get('synapseml_jvm_peak_rss_mb'), '.0f')}"
+            f" | {f(r['mmlspark_pinned_images_per_s'])} / {f(r['mmlspark_unpinned_images_per_s'])}"
+            f" | {f(r['pinned_vs_unpinned'], '.2f')} |"
         )
     lines += [
         "",

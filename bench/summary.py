@@ -89,6 +89,9 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
             if r.get("service_on_vs_off"):
                 ratio = r["service_on_vs_off"]
                 rows.append((f"{name}: inference service on / off", ratio, None))
+            if r.get("pinned_vs_unpinned"):
+                ratio = r["pinned_vs_unpinned"]
+                rows.append((f"{name}: pinned outputs on / off", ratio, None))
             if r.get("ratio_vs_predict_batch_udf"):
                 target = 1.5 if name == "tiny CNN" else None
                 rows.append(

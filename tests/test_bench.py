@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import cv2
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,6 +46,11 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
     assert figures["predict_batch_udf_images_per_s"] > 0
     assert figures["mmlspark_sessions_created"] == 1
     assert figures["mmlspark_service_off_images_per_s"] > 0
+    assert figures["mmlspark_pinned_images_per_s"] > 0
+    assert figures["mmlspark_unpinned_images_per_s"] > 0
+    assert figures["pinned_vs_unpinned"] == pytest.approx(
+        figures["mmlspark_pinned_images_per_s"] / figures["mmlspark_unpinned_images_per_s"]
+    )
     assert figures["mmlspark_python_backend_images_per_s"] > 0
     for contender in ("jvm_backend", "raw_ort_python", "predict_batch_udf"):
         assert figures[f"python_backend_vs_{contender}"] > 0
@@ -99,6 +105,7 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
                     "ratio_vs_raw": 0.5,
                     "ratio_vs_synapseml": 3.0,
                     "service_on_vs_off": 1.25,
+                    "pinned_vs_unpinned": 1.04,
                 },
             ]
         )
@@ -128,6 +135,7 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     assert "| tiny CNN: ONNXModel / SynapseML | 3.00 | 2.0 | yes |" in summary
     assert "| tiny CNN: ONNXModel / raw ORT Java | 0.50 | 0.6 | no |" in summary
     assert "| tiny CNN: inference service on / off | 1.25 |  |  |" in summary
+    assert "| tiny CNN: pinned outputs on / off | 1.04 |  |  |" in summary
     assert "| scaling: local[2] / local[1] | 1.90 | 1.8 | yes |" in summary
     # The Python backend: against the JVM backend (target 0.8) and predict_batch_udf (1.2 on the
     # end-to-end workloads, none on the model alone).
@@ -160,6 +168,23 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert figures["peak_jvm_rss_mb"]["mmlspark"] > 0
     assert figures["top_class_agreement_with_mmlspark"]["mmlspark_python_backend"] >= 0.95
     assert figures["top_class_agreement_with_mmlspark"]["mmlspark_read_images"] >= 0.95
+
+
+def test_camera_trap_benchmark_takes_the_cli_rate_only_of_the_whole_survey():
+    sys.path.insert(0, str(ROOT / "bench"))
+    from camera_trap import cli_rate
+
+    line = (
+        "[classify] 960 photos (0 failures) in /tmp/out; this run {} photos in 108.2 s"
+        " ({} photos/s)"
+    )
+    assert cli_rate("log\n" + line.format(960, 8.9), 960) == 8.9
+    # A survey the job lists as fewer photos (a file reached by two links is listed once) is not
+    # the survey measured.
+    with pytest.raises(RuntimeError, match="scored 96 photos, not the survey's 960"):
+        cli_rate(line.format(96, 4.0), 960)
+    with pytest.raises(RuntimeError, match="no summary line"):
+        cli_rate("[classify] stopped", 960)
 
 
 def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):

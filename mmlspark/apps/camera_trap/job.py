@@ -663,7 +663,13 @@ def _run(
         listing = with_bursts(spark, listing, run["images"], bursts, cct, burst_gap)
     else:
         listing = listing.withColumn("burst", F.lit(None).cast("string"))
-    listing = listing.withColumn("unit", F.coalesce("burst", "path")).cache()
+    # The listing is metadata only: one partition per core keeps the jobs over it (numbering the
+    # units, the joins with the committed table) from running a task per few files.
+    listing = (
+        listing.coalesce(default_parallelism(spark))
+        .withColumn("unit", F.coalesce("burst", "path"))
+        .cache()
+    )
     table = committed(spark, folder)
     before = 0
     todo = listing

@@ -31,12 +31,17 @@ import org.apache.spark.sql.{Row, RuntimeConfig}
   *   whether a batch shorter than a full run is padded with zero rows to the full size
   *   (`spark.mmlspark.onnx.padBatches`, default false), so that a GPU graph sees one batch shape
   *   and is not planned again for the last, partial batch; the padding rows' outputs are dropped
+  * @param pinOutputs
+  *   whether outputs of a declared shape are written into reused buffers ([[OutputBuffers]],
+  *   `spark.mmlspark.onnx.pinOutputs`, default true); off, ONNX Runtime allocates each run's
+  *   outputs, as it does for outputs of no fixed shape
   */
 final case class ServiceSettings(
     enabled: Boolean,
     maxWaitNanos: Long,
     batchesInFlight: Int,
-    padBatches: Boolean = false
+    padBatches: Boolean = false,
+    pinOutputs: Boolean = true
 )
 
 object ServiceSettings {
@@ -44,6 +49,7 @@ object ServiceSettings {
   val MaxWaitKey = "spark.mmlspark.onnx.inferenceService.maxWait"
   val BatchesInFlightKey = "spark.mmlspark.onnx.inferenceService.batchesInFlight"
   val PadBatchesKey = "spark.mmlspark.onnx.padBatches"
+  val PinOutputsKey = "spark.mmlspark.onnx.pinOutputs"
 
   val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
 
@@ -77,7 +83,13 @@ object ServiceSettings {
       require(n >= 1 && n <= 16)
       n
     })
-    ServiceSettings(enabled, maxWaitMicros * 1000L, inFlight, flag(PadBatchesKey, "false"))
+    ServiceSettings(
+      enabled,
+      maxWaitMicros * 1000L,
+      inFlight,
+      padBatches = flag(PadBatchesKey, "false"),
+      pinOutputs = flag(PinOutputsKey, "true")
+    )
   }
 }
 

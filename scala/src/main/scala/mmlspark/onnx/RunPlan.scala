@@ -86,7 +86,8 @@ final case class RunPlan(
   private[onnx] def fetchNames: java.util.Set[String] = fetches.map(_._2.name).toSet.asJava
 
   /** What rows must share to run in one batch (the model's session aside). */
-  private[onnx] lazy val batchKey: Any = (feeds, fetches, asVector, limits, service.padBatches)
+  private[onnx] lazy val batchKey: Any =
+    (feeds, fetches, asVector, limits, service.padBatches, service.pinOutputs)
 
   /** The output rows of a partition: each input row, its outputs and its error, in input order.
     * Rows are read a mini-batch at a time and given back a run at a time, so that the outputs of
@@ -412,7 +413,9 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
         val batched = feeds(f).spec.batchDim.isDefined
         tensors.put(feeds(f).spec.name, batch.tensor(env, f, size, shapes(f), batched))
       }
-      val pinned = outputs.pin(env, size)
+      val pinned =
+        if (plan.service.pinOutputs) outputs.pin(env, size)
+        else new java.util.HashMap[String, OnnxValue]()
       try {
         val requested = new java.util.HashSet[String](plan.fetchNames)
         requested.removeAll(pinned.keySet())

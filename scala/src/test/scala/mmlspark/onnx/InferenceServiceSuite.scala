@@ -135,7 +135,8 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
         ServiceSettings.MaxWaitKey -> "soon",
         ServiceSettings.MaxWaitKey -> "1h",
         ServiceSettings.BatchesInFlightKey -> "0",
-        ServiceSettings.PadBatchesKey -> "often"
+        ServiceSettings.PadBatchesKey -> "often",
+        ServiceSettings.PinOutputsKey -> "yes"
       )
     ) {
       val error = withConf(key -> value) {
@@ -148,6 +149,10 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     }
     withConf(ServiceSettings.MaxWaitKey -> "5") {
       assert(ServiceSettings.from(spark.conf).maxWaitNanos == 5000000L)
+    }
+    assert(ServiceSettings.from(spark.conf).pinOutputs)
+    withConf(ServiceSettings.PinOutputsKey -> "False") {
+      assert(!ServiceSettings.from(spark.conf).pinOutputs)
     }
   }
 }

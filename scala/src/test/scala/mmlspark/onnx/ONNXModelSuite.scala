@@ -80,24 +80,31 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
   )
 
   test("outputs of a declared shape are written into reused buffers, with the same values") {
-    val before = OutputBuffers.pinnedRuns.get()
+    val spark = SparkTestSession.spark
     val rows = {
-      val spark = SparkTestSession.spark
       import spark.implicits._
       (1L to 40L)
         .map(i => (i, Array(i.toFloat, -i.toFloat, 0.5f), Array(2f, 3f, i.toFloat)))
         .toDF("id", "a", "b")
         .repartition(1)
     }
-    val out = byId(pairModel.transform(rows))
-    // 20 runs of 2 rows: the first shows the outputs' shapes, the later ones are pinned.
-    assert(OutputBuffers.pinnedRuns.get() - before >= 10)
-    for ((id, r) <- out) {
+    def check(out: Map[Long, Row]): Unit = for ((id, r) <- out) {
       val (a, b) = (floats(r, "a"), floats(r, "b"))
       assert(floats(r, "sum") == a.zip(b).map { case (x, y) => x + y }, id)
       assert(floats(r, "product") == a.zip(b).map { case (x, y) => x * y }, id)
       assert(math.abs(r.getAs[Float]("total") - a.sum) < 1e-4, id)
     }
+    val before = OutputBuffers.pinnedRuns.get()
+    check(byId(pairModel.transform(rows)))
+    // 20 runs of 2 rows: the first shows the outputs' shapes, the later ones are pinned.
+    assert(OutputBuffers.pinnedRuns.get() - before >= 10)
+    // With pinOutputs off, ONNX Runtime allocates every run's outputs: none is pinned.
+    spark.conf.set(ServiceSettings.PinOutputsKey, "false")
+    try {
+      val unpinned = OutputBuffers.pinnedRuns.get()
+      check(byId(pairModel.transform(rows)))
+      assert(OutputBuffers.pinnedRuns.get() == unpinned)
+    } finally spark.conf.unset(ServiceSettings.PinOutputsKey)
   }
 
   test("softmax and argmax of a fetched column, vectors in and out") {
