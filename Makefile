@@ -82,6 +82,7 @@ bench: jar
 	$(PY) bench/scaling.py
 	$(PY) bench/end_to_end.py
 	$(PY) bench/camera_trap.py
+	$(PY) bench/where_time_goes.py
 	$(PY) bench/detection.py
 	$(PY) bench/summary.py
 

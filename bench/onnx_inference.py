@@ -139,12 +139,14 @@ def best_of(repeats: int, run) -> float:
 
 def best_of_alternating(repeats: int, runs: dict) -> dict:
     """Seconds of the best of `repeats` timed runs of each of `runs` (name -> function), taken in
-    turn (a, b, a, b, ...) after one warm-up each, so that neither gains from running second."""
+    turn, the order reversed every round (a, b, b, a, a, b, ...) after one warm-up each, so that
+    none gains from its place."""
     for run in runs.values():
         run()
     times: dict = {name: [] for name in runs}
-    for _ in range(repeats):
-        for name, run in runs.items():
+    for round_ in range(repeats):
+        order = list(runs.items())
+        for name, run in order if round_ % 2 == 0 else reversed(order):
             start = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - start)

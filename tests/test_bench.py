@@ -187,6 +187,27 @@ def test_camera_trap_benchmark_takes_the_cli_rate_only_of_the_whole_survey():
         cli_rate("[classify] stopped", 960)
 
 
+def test_profile_splits_the_cpu_of_both_workloads_by_thread_and_phase(tmp_path):
+    out = tmp_path / "where_time_goes.md"
+    figures = quick_run("where_time_goes.py", out)
+    assert (figures["images"], figures["jpegs"]) == (8, 40)
+    for workload, peer in (("camera_trap", "raw_python"), ("preprocessing", "opencv_python")):
+        for contender in ("mmlspark", peer):
+            assert figures[workload][contender]["photos_per_s"] > 0
+            assert figures[workload][contender]["cpu_s_per_photo"] > 0
+        threads = figures[workload]["mmlspark"]["thread_cpu_s_per_photo"]
+        # The task threads read and decode every photo; the threads' CPU is the JVM's, or less
+        # (threads that ended are not counted).
+        assert threads["task threads (read, decode, transform, rows)"] > 0
+        assert sum(threads.values()) <= figures[workload]["mmlspark"]["cpu_s_per_photo"] * 1.05
+    # Only the camera-trap workload has a model: the inference service's workers run it.
+    camera = figures["camera_trap"]
+    assert camera["mmlspark"]["thread_cpu_s_per_photo"]["inference service (batches, model)"] > 0
+    phases = camera["raw_python"]["phase_cpu_s_per_photo"]
+    assert sum(phases.values()) == pytest.approx(camera["raw_python"]["cpu_s_per_photo"])
+    assert "## 8 photos of 4000x3000" in out.read_text()
+
+
 def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):
     out = tmp_path / "detection.md"
     figures = quick_run("detection.py", out)
