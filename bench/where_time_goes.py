@@ -52,10 +52,12 @@ THREADS = [
 
 
 def thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of the threads of process `pid` by kind (the rest under 'other threads')."""
+    """CPU seconds of the threads of process `pid` by kind (the rest under 'other threads');
+    empty where the system has no /proc (the split is then left out)."""
     ticks = os.sysconf("SC_CLK_TCK")
     kinds: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
+    tasks = Path(f"/proc/{pid}/task")
+    for task in tasks.iterdir() if tasks.is_dir() else []:
         try:
             stat = (task / "stat").read_text()
         except OSError:  # the thread ended
