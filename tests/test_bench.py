@@ -111,6 +111,15 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
         )
     )
     (tmp_path / "scaling.json").write_text(json.dumps({"speedup_local2_vs_local1": 1.9}))
+    (tmp_path / "camera_trap.json").write_text(
+        json.dumps(
+            {
+                "ratio_vs_raw_python": 0.77,
+                "ratio_vs_predict_batch_udf": 1.13,
+                "images_per_s": {"mmlspark": 11.5, "raw_python": 15.0, "predict_batch_udf": 10.0},
+            }
+        )
+    )
     (tmp_path / "end_to_end.json").write_text(
         json.dumps(
             {
@@ -137,6 +146,9 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     assert "| tiny CNN: inference service on / off | 1.25 |  |  |" in summary
     assert "| tiny CNN: pinned outputs on / off | 1.04 |  |  |" in summary
     assert "| scaling: local[2] / local[1] | 1.90 | 1.8 | yes |" in summary
+    # Beside mmlspark / predict_batch_udf, what raw Python reaches against it (no target).
+    assert "| 12 MP photos: mmlspark / predict_batch_udf | 1.13 | 2.0 | no |" in summary
+    assert "| 12 MP photos: raw Python / predict_batch_udf | 1.50 |  |  |" in summary
     # The Python backend: against the JVM backend (target 0.8) and predict_batch_udf (1.2 on the
     # end-to-end workloads, none on the model alone).
     assert "| ResNet-50: Python backend / JVM backend | 0.85 | 0.8 | yes |" in summary
