@@ -81,32 +81,29 @@ def measured(processes: list[psutil.Process], run) -> tuple[float, float]:
     return time.perf_counter() - start, cpu_seconds(processes) - cpu
 
 
-def profiled(jvm: psutil.Process, run, images: int, warmups: int) -> dict:
-    """One timed call of `run` (after `warmups` calls), with the CPU of `jvm`'s threads by kind."""
+def timed(processes: list[psutil.Process], run, images: int, warmups: int = 1) -> dict:
+    """One timed call of `run` after `warmups` calls, its CPU that of `processes`."""
     for _ in range(warmups):  # sessions, JIT
         run()
-    before = thread_cpu(jvm.pid)
-    wall, cpu = measured([jvm], run)
-    after = thread_cpu(jvm.pid)
-    return {
-        "photos_per_s": images / wall,
-        "cpu_s_per_photo": cpu / images,
-        "busy_cores": cpu / wall,
-        "thread_cpu_s_per_photo": {
-            k: (after[k] - before.get(k, 0.0)) / images for k in sorted(after, key=after.get)
-        },
-    }
-
-
-def timed(processes: list[psutil.Process], run, images: int) -> dict:
-    """One timed call of `run` after a warm-up, its CPU that of `processes`."""
-    run()
     wall, cpu = measured(processes, run)
     return {
         "photos_per_s": images / wall,
         "cpu_s_per_photo": cpu / images,
         "busy_cores": cpu / wall,
     }
+
+
+def profiled(jvm: psutil.Process, run, images: int, warmups: int) -> dict:
+    """`timed` on the JVM, with the CPU of its threads by kind."""
+    for _ in range(warmups):
+        run()
+    before = thread_cpu(jvm.pid)
+    figures = timed([jvm], run, images, warmups=0)
+    after = thread_cpu(jvm.pid)
+    figures["thread_cpu_s_per_photo"] = {
+        k: (after[k] - before.get(k, 0.0)) / images for k in sorted(after, key=after.get)
+    }
+    return figures
 
 
 def camera_trap(spark, jvm: psutil.Process, folder: Path, images: int, warmups: int) -> dict:
@@ -143,14 +140,16 @@ def camera_trap(spark, jvm: psutil.Process, folder: Path, images: int, warmups: 
     # Raw Python runs its two phases one after the other: timed apart, then added up.
     this = [psutil.Process()]
     prepared, inferred = timed(this, raw_preprocess, images), timed(this, raw_infer, images)
+    prepare_s = prepared["cpu_s_per_photo"]
+    infer_s = inferred["cpu_s_per_photo"]
+    seconds_per_photo = 1 / prepared["photos_per_s"] + 1 / inferred["photos_per_s"]
     figures["raw_python"] = {
-        "photos_per_s": 1 / (1 / prepared["photos_per_s"] + 1 / inferred["photos_per_s"]),
-        "cpu_s_per_photo": prepared["cpu_s_per_photo"] + inferred["cpu_s_per_photo"],
-        "busy_cores": (prepared["cpu_s_per_photo"] + inferred["cpu_s_per_photo"])
-        / (1 / prepared["photos_per_s"] + 1 / inferred["photos_per_s"]),
+        "photos_per_s": 1 / seconds_per_photo,
+        "cpu_s_per_photo": prepare_s + infer_s,
+        "busy_cores": (prepare_s + infer_s) / seconds_per_photo,
         "phase_cpu_s_per_photo": {
-            "decode and transform (2 threads)": prepared["cpu_s_per_photo"],
-            "model (onnxruntime, 2 threads)": inferred["cpu_s_per_photo"],
+            "decode and transform (2 threads)": prepare_s,
+            "model (onnxruntime, 2 threads)": infer_s,
         },
     }
     return figures

@@ -415,7 +415,7 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
       }
       val pinned =
         if (plan.service.pinOutputs) outputs.pin(env, size)
-        else new java.util.HashMap[String, OnnxValue]()
+        else java.util.Collections.emptyMap[String, OnnxValue]()
       try {
         val requested = new java.util.HashSet[String](plan.fetchNames)
         requested.removeAll(pinned.keySet())
