@@ -4,6 +4,7 @@ runs and folders it must not touch. Bombs are made here in a few bytes, never st
 from __future__ import annotations
 
 import csv
+import errno
 import json
 import os
 import shutil
@@ -160,7 +161,8 @@ def test_overwrite_and_demo_remove_only_their_own_files(spark, model, tmp_path, 
     (foreign / "report.txt").write_text("x")
     assert cli.main(classify_args(images, model, foreign)) == 2
     err = capsys.readouterr().err
-    assert "not a classify output" in err and "report.txt" in err and "--overwrite" not in err
+    assert "not a results folder of this job" in err and "report.txt" in err
+    assert "--overwrite" not in err
     assert cli.main(classify_args(images, model, foreign, "--overwrite")) == 2
     assert (foreign / "report.txt").read_text() == "x"
 
@@ -365,7 +367,9 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
     assert table.num_rows == 6000 and len(parts) == 1  # exactly one row a photo, one file
     assert len(rows_of(out)) == 6000
     assert not (out / store.STAGING).exists() or not any((out / store.STAGING).iterdir())
-    assert not (out / store.LOCK).exists() and not (out / store.INFLIGHT).exists()
+    assert not (out / store.INFLIGHT).exists()
+    with store.OutputLock(out):  # released: the kernel lock went with the process
+        pass
 
 
 def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark, model, tmp_path):
@@ -373,15 +377,21 @@ def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark,
     photos = copy_photos(images, per_label=3)
     out = tmp_path / "run"
     folder = store.RunFolder(out)
-    run = {"images": job._qualified(spark, str(images)), "model": str(model), "bursts": "off"}
+    run = {
+        "images": job._qualified(spark, str(images)),
+        "model": str(model),
+        "model_sha256": store.content_hash(model),
+        "bursts": "off",
+    }
     folder.start(run)
     poison = f"file:{photos[4]}"
-    folder.set_inflight([poison], level=2)  # what a run that died on one photo alone leaves
+    folder.set_inflight([poison], level=2)  # what a run that saw its JVM die on one photo leaves
+    folder.mark_died()
     assert cli.main(classify_args(images, model, out)) == 0
     rows = {r["path"]: r for r in rows_of(out)}
     assert len(rows) == len(photos)
     failure = rows[str(photos[4].relative_to(images))]["failure"]
-    assert "the process died while scoring this file" in failure
+    assert "the process died while scoring this file alone" in failure
     assert sum(bool(r["failure"]) for r in rows.values()) == 1
     assert not (out / store.INFLIGHT).exists()
 
@@ -390,6 +400,7 @@ def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark,
     folder = store.RunFolder(again)
     folder.start(run)
     folder.set_inflight([f"file:{p}" for p in photos[:5]], level=0)
+    folder.mark_died()
     lines: list[str] = []
     job.classify(spark, str(images), str(model), str(again), log=lines.append)
     assert any("scoring them in smaller parts first" in line for line in lines)
@@ -452,7 +463,12 @@ def test_changed_and_deleted_photos_are_rescored_and_dropped(spark, model, tmp_p
     deleted.unlink()
     lines: list[str] = []
     summary = job.classify(spark, str(images), str(model), str(out), log=lines.append)
-    assert summary["scored"] == 1 and summary["removed"] == 1, lines
+    # The deleted photo's row is kept (counted as missing) until --prune-missing drops it.
+    assert summary["scored"] == 1 and summary["missing"] == 1 and summary["removed"] == 0, lines
+    assert {r["path"] for r in rows_of(out)} == set(first)
+    settings = job.ClassifySettings(prune_missing=True)
+    summary = job.classify(spark, str(images), str(model), str(out), settings=settings)
+    assert summary["scored"] == 0 and summary["removed"] == 1 and summary["missing"] == 0
     after = {r["path"]: r for r in rows_of(out)}
     name = str(changed.relative_to(images))
     assert set(after) == set(first) - {str(deleted.relative_to(images))}
@@ -477,7 +493,7 @@ def test_concurrent_runs_are_refused_or_wait(spark, model, tmp_path):
     outputs = [finish(p) for p in processes]
     codes = sorted(p.returncode for p in processes)
     assert codes == [0, 2], outputs
-    assert any("in use by another classify run" in o for o in outputs)
+    assert any("in use by another run of this job" in o for o in outputs)
     assert len(rows_of(out)) == len(photos) and len(committed_rows(out)) == len(photos)
 
     # --wait: waits for the holder to let go, then runs.
@@ -496,7 +512,7 @@ def test_concurrent_runs_are_refused_or_wait(spark, model, tmp_path):
     waiter.join(timeout=600)
     assert done.is_set() and len(rows_of(other)) == len(photos)
 
-    # A lock left by a process that no longer exists is taken over.
+    # A lock file a process that no longer exists wrote: no process holds its OS lock.
     (other / store.LOCK).write_text(json.dumps({"host": os.uname().nodename, "pid": 2**22 + 7}))
     assert cli.main(classify_args(images, model, other)) == 0
 
@@ -612,7 +628,11 @@ def test_outputs_escape_names_and_match_the_megadetector_format(spark, tmp_path)
         "d\u00e9j\u00e0.jpg",
     ]
     assert written[0]["predicted_label"] == levels[0] and written[0]["confidence"] == "0.7000"
-    assert written[0]["top_k"] == f"{levels[0]}:0.7000;fox:0.2000"
+    assert json.loads(written[0]["top_k"]) == [
+        {"label": levels[0], "probability": 0.7},
+        {"label": "fox", "probability": 0.2},
+    ]
+    assert json.loads(written[1]["top_k"])[1] == {"label": "fox", "probability": 0.0001}
     assert written[2]["failure"] == 'bad "file", truly' and written[2]["confidence"] == ""
     results = json.loads((folder.folder / "results.json").read_text())
     expected = [
@@ -708,3 +728,400 @@ def test_24_megapixel_photos_go_through_with_the_default_settings(spark, model, 
             reference = cv2.resize(decoded, (224, 224))
             means = reference[:, :, ::-1].reshape(-1, 3).mean(axis=0)  # RGB channel means
             np.testing.assert_allclose(np.array(r.y).ravel(), means, rtol=1e-4)
+
+
+# -- one owner: results are never lost or mixed, whatever the field team does ---------------
+
+
+def train_args(images: Path, model_out: Path) -> list[str]:
+    featurizer = str(DEMO / "featurizer.onnx")
+    return ["train", "--images", str(images), "--featurizer", featurizer,
+            "--model-out", str(model_out)]  # fmt: skip
+
+
+def folder_bytes(folder: Path) -> dict[str, bytes]:
+    """Every regular file under `folder` (links not followed) and its bytes, by relative name."""
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def test_a_retrained_model_at_the_same_path_is_refused_and_a_moved_one_resumes(
+    spark, model, tmp_path, capsys
+):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=3)
+    mine = tmp_path / "model"
+    shutil.copytree(model, mine)
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, mine, out)) == 0
+    before = folder_bytes(out)
+    # train replaces the model in place; a new photo arrives from the field.
+    other = tmp_path / "other-photos"
+    copy_photos(other, per_label=2)
+    assert cli.main(train_args(other, mine)) == 0
+    new_photo = images / "g00" / "deer" / "new.jpg"
+    shutil.copyfile(photos[0], new_photo)
+    capsys.readouterr()
+    assert cli.main(classify_args(images, mine, out)) == 2
+    err = capsys.readouterr().err
+    assert "model's content changed" in err and "same path" in err, err
+    assert "another --out" in err and "--overwrite" in err
+    assert folder_bytes(out) == before  # nothing of the retrained model mixed in
+
+    # The first model moved to another folder is the same run: it resumes, scoring the new photo.
+    moved = tmp_path / "archive" / "model-v1"
+    shutil.copytree(model, moved)
+    summary = job.classify(spark, str(images), str(moved), str(out))
+    assert summary["scored"] == 1 and summary["photos"] == len(photos) + 1
+    rows = committed_rows(out)
+    reference = tmp_path / "reference-v1"
+    job.classify(spark, str(images), str(model), str(reference))
+    assert committed_rows(reference).keys() == rows.keys()
+    assert all(same(rows[p], committed_rows(reference)[p]) for p in rows)
+
+    # --overwrite with the retrained model: every row is the new model's.
+    assert cli.main(classify_args(images, mine, out, "--overwrite")) == 0
+    retrained = tmp_path / "reference-v2"
+    job.classify(spark, str(images), str(mine), str(retrained))
+    rows, expected = committed_rows(out), committed_rows(retrained)
+    assert rows.keys() == expected.keys() and all(same(rows[p], expected[p]) for p in rows)
+
+
+def test_an_unmounted_card_or_a_moved_folder_loses_no_result(spark, model, tmp_path, capsys):
+    card = tmp_path / "card"
+    photos = copy_photos(card, per_label=3)
+    out = tmp_path / "run"
+    assert cli.main(classify_args(card, model, out)) == 0
+    before, table = rows_of(out), committed_rows(out)
+    # Unmounted: the mount point is an empty folder. Every command is refused, whatever the flags.
+    archive = tmp_path / "archive"
+    shutil.move(card, archive)
+    card.mkdir()
+    for extra in ([], ["--overwrite"], ["--prune-missing"]):
+        assert cli.main(classify_args(card, model, out, *extra)) == 2
+        err = capsys.readouterr().err
+        assert "lists no photos" in err and "unmounted card" in err, err
+        assert rows_of(out) == before and committed_rows(out) == table
+    # A typo in --images with --overwrite: the listing fails before anything is removed.
+    assert cli.main(classify_args(tmp_path / "crad", model, out, "--overwrite")) == 2
+    assert "crad" in capsys.readouterr().err and committed_rows(out) == table
+    # A model that cannot be loaded with --overwrite: refused before anything is removed.
+    empty_model = tmp_path / "empty-model"
+    empty_model.mkdir()
+    assert cli.main(classify_args(archive, empty_model, out, "--overwrite")) == 2
+    assert committed_rows(out) == table
+
+    # Part of the survey back (the rest moved to an archive): every row stays, counted missing.
+    shutil.copytree(archive / "g00" / "deer", card / "g00" / "deer")  # times kept: not rescored
+    lines: list[str] = []
+    summary = job.classify(spark, str(card), str(model), str(out), log=lines.append)
+    assert summary["scored"] == 0 and summary["photos"] == len(photos)
+    assert summary["missing"] == len(photos) - 3 and summary["removed"] == 0
+    assert committed_rows(out) == table and len(rows_of(out)) == len(photos)
+    assert any("kept (--prune-missing drops them)" in line for line in lines), lines
+    # Dropping them takes --prune-missing.
+    assert cli.main(classify_args(card, model, out, "--prune-missing")) == 0
+    assert sorted(r["path"] for r in rows_of(out)) == sorted(
+        f"g00/deer/{p.name}" for p in (card / "g00" / "deer").iterdir()
+    )
+
+
+def test_a_foreign_or_forged_manifest_gets_nothing_deleted(spark, model, tmp_path, capsys):
+    images = tmp_path / "survey"
+    copy_photos(images, per_label=1)
+    home = tmp_path / "home"
+    home.mkdir()
+    thesis, sibling = home / "thesis.docx", home / "sibling.txt"
+    thesis.write_text("years of work")
+    sibling.write_text("next door")
+    out = home / "results"
+    out.mkdir()
+    forged = [
+        {"files": [str(thesis), "../sibling.txt"]},  # another tool's run.json
+        {"images": "file:/elsewhere"},  # one without a file list
+        {"format": store.FORMAT, "run_id": "1", "files": [str(thesis), "../sibling.txt"]},
+        {"format": store.FORMAT, "run_id": "1", "files": ["run.json"], "staging": [".."]},
+        {"format": store.FORMAT, "run_id": "1", "files": ["predictions.parquet/../../sibling.txt"]},
+    ]
+    for manifest in forged:
+        (out / "run.json").write_text(json.dumps(manifest))
+        for extra in ([], ["--overwrite"]):
+            assert cli.main(classify_args(images, model, out, *extra)) == 2
+            err = capsys.readouterr().err
+            assert "run.json" in err and "--overwrite" not in err, err
+        assert thesis.read_text() == "years of work" and sibling.read_text() == "next door"
+        assert json.loads((out / "run.json").read_text()) == manifest  # not rewritten either
+        assert sorted(p.name for p in out.iterdir()) == ["run.json"]  # no lock file left there
+    # demo.json: the same rules.
+    demo = home / "demo"
+    demo.mkdir()
+    for manifest in (
+        {"files": ["../thesis.docx"]},
+        {"format": job.DemoFiles.FORMAT, "files": ["../thesis.docx"]},
+        {"format": job.DemoFiles.FORMAT, "files": [str(thesis)]},
+    ):
+        (demo / "demo.json").write_text(json.dumps(manifest))
+        assert cli.main(["demo", "--out", str(demo)]) == 2
+        assert "demo.json" in capsys.readouterr().err
+        assert thesis.read_text() == "years of work"
+    # A demo folder holding a link to a folder outside: a listed name under it is not deleted.
+    (demo / "data").symlink_to(home, target_is_directory=True)
+    (demo / "demo.json").write_text(
+        json.dumps({"format": job.DemoFiles.FORMAT, "files": ["data/thesis.docx"]})
+    )
+    assert cli.main(["demo", "--out", str(demo)]) == 2
+    assert thesis.read_text() == "years of work"
+
+
+def test_links_inside_the_results_folder_are_never_followed(spark, model, tmp_path, capsys):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=2)
+    out, other = tmp_path / "run", tmp_path / "other-run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    assert cli.main(classify_args(images, model, other)) == 0
+    precious = tmp_path / "precious"
+    shutil.copytree(images, precious)
+    kept = folder_bytes(precious)
+    other_table = folder_bytes(other)
+    # _staging a link to a photo folder: refused at once (staging is cleared at every start).
+    (out / store.STAGING).symlink_to(precious, target_is_directory=True)
+    for extra in ([], ["--overwrite"]):
+        assert cli.main(classify_args(images, model, out, *extra)) == 2
+        assert "not a real directory" in capsys.readouterr().err
+    assert folder_bytes(precious) == kept
+    (out / store.STAGING).unlink()
+    # The table a link to another run's table: neither read as this run's rows nor compacted.
+    shutil.move(out / store.TABLE, tmp_path / "own-table")
+    (out / store.TABLE).symlink_to(other / store.TABLE, target_is_directory=True)
+    for extra in ([], ["--overwrite"]):
+        assert cli.main(classify_args(images, model, out, *extra)) == 2
+        assert "not a real directory" in capsys.readouterr().err
+    assert folder_bytes(other) == other_table
+    (out / store.TABLE).unlink()
+    shutil.move(tmp_path / "own-table", out / store.TABLE)
+    # An output file replaced by a link to a precious file: --overwrite removes the link only.
+    thesis = tmp_path / "thesis.docx"
+    thesis.write_text("years of work")
+    (out / "predictions.csv").unlink()
+    (out / "predictions.csv").symlink_to(thesis)
+    assert cli.main(classify_args(images, model, out, "--overwrite")) == 0
+    assert thesis.read_text() == "years of work"
+    assert not (out / "predictions.csv").is_symlink() and len(rows_of(out)) == len(photos)
+
+
+def test_runs_delete_only_the_files_their_manifest_lists(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=3)
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    # Files named like the job's own that it did not write: a copy of a committed part (reading
+    # it would count every photo twice) and a folder in staging.
+    own_part = next((out / store.TABLE).glob("part-*.parquet"))
+    stray_part = out / store.TABLE / "part-00000099-0000-deadbeef.parquet"
+    shutil.copyfile(own_part, stray_part)
+    stray_staging = out / store.STAGING / "commit-00000001-cafebabe" / "keep.txt"
+    stray_staging.parent.mkdir(parents=True)
+    stray_staging.write_text("not the job's")
+    # A new photo: the run commits it one photo at a time, then compacts the table.
+    shutil.copyfile(photos[0], images / "g00" / "fox" / "late.jpg")
+    assert cli.main(classify_args(images, model, out, "--commit-every", "1")) == 0
+    assert stray_part.exists() and stray_staging.read_text() == "not the job's"
+    assert len(rows_of(out)) == len(photos) + 1
+    listed = json.loads((out / store.MANIFEST).read_text())["files"]
+    assert f"{store.TABLE}/{stray_part.name}" not in listed
+    table = pq.ParquetDataset([str(out / n) for n in listed if n.startswith(store.TABLE)]).read()
+    assert table.num_rows == len(photos) + 1
+    # --overwrite removes its own files only.
+    assert cli.main(classify_args(images, model, out, "--overwrite")) == 0
+    assert stray_part.exists() and stray_staging.read_text() == "not the job's"
+    assert len(rows_of(out)) == len(photos) + 1
+
+
+LOCK_HOLDER = """
+import os, sys, time
+from pathlib import Path
+from mmlspark.apps.camera_trap.store import OutputLock
+folder, log, hold = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+with OutputLock(folder, wait=True, poll_seconds=0.02):
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    os.write(fd, f"in {os.getpid()}\\n".encode())
+    time.sleep(hold)
+    os.write(fd, f"out {os.getpid()}\\n".encode())
+"""
+
+
+def hold_lock(folder: Path, log: Path, seconds: float) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", LOCK_HOLDER, str(folder), str(log), str(seconds)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+
+
+def test_the_lock_goes_with_a_killed_holder_and_is_never_held_twice(tmp_path):
+    for racers in (2, 3, 5):
+        folder, log = tmp_path / f"run{racers}", tmp_path / f"log{racers}"
+        folder.mkdir()
+        holder = hold_lock(folder, log, 600)
+        wait_for(lambda lg=log: lg.exists() and "in" in lg.read_text(), 60, "the holder")
+        waiting = [hold_lock(folder, log, 0.3) for _ in range(racers)]
+        time.sleep(1.0)
+        assert log.read_text().count("in ") == 1  # the others wait
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        assert all(p.wait(timeout=120) == 0 for p in waiting)
+        events = log.read_text().split()[2:]  # after the killed holder's "in"
+        pairs = list(zip(events[0::4], events[1::4], events[2::4], events[3::4], strict=True))
+        # in pid, out pid, in pid, out pid...: never two holders at once, each racer once.
+        assert all(a == "in" and c == "out" and b == d for a, b, c, d in pairs), events
+        assert sorted(int(b) for _, b, _, _ in pairs) == sorted(p.pid for p in waiting)
+
+
+def test_without_file_locks_the_lock_is_an_exclusive_file(tmp_path, monkeypatch):
+    import fcntl
+
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    with store.OutputLock(tmp_path):
+        assert (tmp_path / store.EXCLUSIVE_LOCK).exists()
+        with pytest.raises(store.FolderError, match="without file locks"):
+            store.OutputLock(tmp_path).__enter__()
+    assert not (tmp_path / store.EXCLUSIVE_LOCK).exists()
+
+
+def test_concurrent_waiting_runs_over_a_killed_holder_end_with_one_row_per_photo(
+    spark, model, tmp_path
+):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=2)
+    reference = tmp_path / "reference"
+    job.classify(spark, str(images), str(model), str(reference))
+    expected = committed_rows(reference)
+    for runs in (2, 3, 5):
+        out, log = tmp_path / f"run{runs}", tmp_path / f"log{runs}"
+        out.mkdir()
+        holder = hold_lock(out, log, 600)
+        wait_for(lambda lg=log: lg.exists() and "in" in lg.read_text(), 60, "the holder")
+        codes: list[int] = []
+        args = classify_args(images, model, out, "--wait", "--commit-every", "2")
+        threads = [
+            threading.Thread(target=lambda a=args, c=codes: c.append(cli.main(a)))
+            for _ in range(runs)
+        ]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        for t in threads:
+            t.join(timeout=600)
+        assert codes == [0] * runs
+        rows = committed_rows(out)
+        assert rows.keys() == expected.keys() and all(same(rows[p], expected[p]) for p in rows)
+        listed = json.loads((out / store.MANIFEST).read_text())["files"]
+        parts = [str(out / n) for n in listed if n.startswith(store.TABLE)]
+        assert pq.ParquetDataset(parts).read().num_rows == len(photos)  # one row a photo
+        assert len(rows_of(out)) == len(photos)
+
+
+def test_runs_lost_from_outside_fail_no_photo_and_failures_can_be_retried(
+    spark, model, tmp_path, monkeypatch
+):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=2)
+    reference = tmp_path / "reference"
+    job.classify(spark, str(images), str(model), str(reference))
+    expected = committed_rows(reference)
+    run = {
+        "images": job._qualified(spark, str(images)),
+        "model": str(model),
+        "model_sha256": store.content_hash(model),
+        "bursts": "off",
+    }
+    out = tmp_path / "run"
+    photo = f"file:{photos[0]}"
+    # Runs killed from outside (no record of why) while this photo was scored alone, fewer
+    # times than it takes to suspect it: scored again, normally.
+    for vanished in range(job.VANISHED_RUNS - 1):
+        folder = store.RunFolder(out)
+        folder.start(run)
+        folder.set_inflight([photo], level=2, vanished=vanished)
+        lines: list[str] = []
+        job.classify(spark, str(images), str(model), str(out), log=lines.append)
+        assert committed_rows(out)[photo] == expected[photo], lines
+    # The same photo lost once more: now a failure row, which --retry-failures scores again.
+    folder = store.RunFolder(out)
+    folder.start(run)
+    folder.set_inflight([photo], level=2, vanished=job.VANISHED_RUNS - 1)
+    job.classify(spark, str(images), str(model), str(out))
+    assert "the process died while scoring this file alone" in committed_rows(out)[photo][2]
+    job.classify(spark, str(images), str(model), str(out))
+    assert committed_rows(out)[photo][2] is not None  # failures stay without the flag
+    assert cli.main(classify_args(images, model, out, "--retry-failures")) == 0
+    rows = committed_rows(out)
+    assert rows.keys() == expected.keys() and all(same(rows[p], expected[p]) for p in rows)
+
+    # A scoring error in a one-photo commit is tried once more before it becomes a failure.
+    original = job.score
+    failing = {"left": 0}
+
+    def flaky(photos_df, *args, **kwargs):
+        scored = original(photos_df, *args, **kwargs)
+        if failing["left"] > 0:
+            failing["left"] -= 1
+            return scored.filter(F.raise_error(F.lit("transient scoring error")).isNull())
+        return scored
+
+    from pyspark.sql import functions as F
+
+    monkeypatch.setattr(job, "score", flaky)
+    for failures, outcome in ((1, None), (2, "scoring failed: ")):
+        again = tmp_path / f"flaky{failures}"
+        single = copy_photos(tmp_path / f"one{failures}", per_label=1)[:1]
+        failing["left"] = failures
+        lines = []
+        job.classify(spark, str(single[0].parent), str(model), str(again), log=lines.append)
+        (failure,) = [row[2] for row in committed_rows(again).values()]
+        assert any("trying it once more" in line for line in lines), lines
+        if outcome is None:
+            assert failure is None
+        else:
+            assert failure.startswith(outcome) and "transient scoring error" in failure
+
+
+def test_file_uris_names_with_spaces_and_evaluate_folders(spark, model, tmp_path, capsys):
+    images = tmp_path / "survey"
+    site = images / " Site A " / "deer"
+    site.mkdir(parents=True)
+    shutil.copyfile(next((DEMO / "images" / "deer").glob("*.jpg")), site / "a.jpg")
+    # --out inside --images written as a file: URI in any of its forms: refused.
+    for uri in (f"file://{images}", f"file:{images}", f"file://localhost{images}"):
+        args = ["classify", "--images", uri, "--model", str(model), "--out", str(images / "out")]
+        assert cli.main(args) == 2
+        assert "overlap" in capsys.readouterr().err
+    assert not (images / "out").exists()
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    (row,) = rows_of(out)
+    assert row["path"] == " Site A /deer/a.jpg"  # the CSV keeps leading and trailing spaces
+    top = json.loads(row["top_k"])
+    assert top[0]["label"] == row["predicted_label"] and len(top) == 3
+    assert json.loads((out / "results.json").read_text())["images"][0]["file"] == row["path"]
+
+    # evaluate: refuses a folder holding anything else; rewrites its own files.
+    report = tmp_path / "report"
+    report.mkdir()
+    (report / "notes.txt").write_text("mine")
+    assert cli.main(["evaluate", "--predictions", str(out), "--out", str(report)]) == 2
+    assert "not an evaluate output" in capsys.readouterr().err
+    assert sorted(p.name for p in report.iterdir()) == ["notes.txt"]
+    evaluation = tmp_path / "evaluation"
+    for _ in range(2):
+        assert cli.main(["evaluate", "--predictions", str(out), "--out", str(evaluation)]) == 0
+    metrics = json.loads((evaluation / "metrics.json").read_text())
+    assert metrics["photos"] == 1
+    assert not [p for p in evaluation.iterdir() if p.name.endswith(".tmp")]

@@ -19,6 +19,7 @@ __all__ = [
     "qualified_path",
     "long_param_pair",
     "java_specification_version",
+    "jvm_alive",
 ]
 
 
@@ -67,3 +68,18 @@ def java_specification_version(spark: Any) -> str:
     jvm = classic_jvm(spark, feature="java_specification_version", instead="")
     system = jvm_class(jvm, "java.lang.System")
     return str(system.getProperty("java.specification.version"))
+
+
+def jvm_alive(spark: Any) -> bool:
+    """Whether the driver JVM of a classic ``spark`` still answers (a native crash in local mode
+    takes it down with the tasks). A Spark Connect session has no JVM of its own here: True."""
+    from pyspark.sql.utils import is_remote
+
+    jvm = None if is_remote() else getattr(getattr(spark, "sparkContext", None), "_jvm", None)
+    if jvm is None:
+        return True
+    try:
+        jvm.java.lang.System.currentTimeMillis()
+    except Exception:  # noqa: BLE001 - any failure to reach the JVM means it is gone
+        return False
+    return True

@@ -27,8 +27,19 @@ def run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overwrite",
         action="store_true",
-        help="start over in --out: removes the files an earlier run wrote there (as its "
-        "run.json lists them), nothing else",
+        help="start over in --out: once the photos and models are checked, removes the files an "
+        "earlier run of this job wrote there (as its run.json lists them), nothing else",
+    )
+    p.add_argument(
+        "--retry-failures",
+        action="store_true",
+        help="score again the photos whose committed row is a failure",
+    )
+    p.add_argument(
+        "--prune-missing",
+        action="store_true",
+        help="drop the results of photos no longer under --images (by default they are kept and "
+        "counted as missing, so a moved folder or an unmounted card loses nothing)",
     )
     p.add_argument("--wait", action="store_true", help="wait for another run using --out to finish")
     p.add_argument(
@@ -41,7 +52,8 @@ def run_options(p: argparse.ArgumentParser) -> None:
         "--commit-seconds",
         type=float,
         default=60.0,
-        help="and at least every this many seconds (default 60)",
+        help="and about every this many seconds (default 60; an estimate from the rate so "
+        "far, not a bound)",
     )
 
 
@@ -151,7 +163,12 @@ def run(spark: Any, args: argparse.Namespace) -> Any:
     option's dest is the function's parameter name), plus the two built from several options."""
     values = dict(vars(args))
     if "commit_every" in values:
-        values["settings"] = job.ClassifySettings(args.commit_every, args.commit_seconds)
+        values["settings"] = job.ClassifySettings(
+            args.commit_every,
+            args.commit_seconds,
+            retry_failures=args.retry_failures,
+            prune_missing=args.prune_missing,
+        )
     if values.get("classes"):
         values["class_names"] = args.classes.split(",")
     function = getattr(job, args.command)

@@ -24,6 +24,7 @@ import shutil
 import signal
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,16 +39,17 @@ from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
 import mmlspark
-from mmlspark.apps.camera_trap import _charts, _jvm
+from mmlspark.apps.camera_trap import _charts, _jvm, store
 from mmlspark.apps.camera_trap.store import (
     FolderError,
     OutputLock,
     RunFolder,
     atomic_write,
+    content_hash,
     inside,
 )
 from mmlspark.core.backend import files_in_python
-from mmlspark.core.jvm import qualified_path
+from mmlspark.core.jvm import jvm_alive, qualified_path
 from mmlspark.core.session import default_parallelism
 from mmlspark.detection import CropDetections, ObjectDetector
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
@@ -394,11 +396,17 @@ def _levels(model: PipelineModel) -> list[str]:
 
 @dataclass
 class ClassifySettings:
-    """How often classify commits: every `commit_every` photos or `commit_seconds` seconds,
-    whichever comes first (the size of each Spark job is set from the rate measured so far)."""
+    """How a resumable run (classify, detect) goes. It commits every `commit_every` photos or,
+    by estimate, every `commit_seconds` seconds, whichever comes first: the size of each commit
+    is set from the rate measured so far, so a commit aims at 0.8 `commit_seconds` and can run
+    over it when the rate drops. `retry_failures` scores again the photos whose committed row is
+    a failure; `prune_missing` drops the committed rows of photos no longer listed under
+    --images (by default they stay, counted as missing)."""
 
     commit_every: int = 500
     commit_seconds: float = 60.0
+    retry_failures: bool = False
+    prune_missing: bool = False
 
 
 @dataclass
@@ -466,14 +474,25 @@ class _StopOnSignal:
             signal.signal(s, handler)
 
 
+def local_path(path: str) -> Path | None:
+    """The local filesystem path `path` names (a plain path or a `file:` URI in any of its
+    forms), or None for another filesystem's URI (hdfs:, s3a:, dbfs:, ...)."""
+    if path.startswith("file:"):
+        parsed = urllib.parse.urlparse(path)
+        if parsed.netloc not in ("", "localhost"):
+            return None
+        return Path(urllib.parse.unquote(parsed.path))
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path):
+        return None
+    return Path(path)
+
+
 def check_folders(images: str, out: Path) -> None:
     """Refuses an --out that is a file, or that lies inside --images or holds it."""
     if out.exists() and not out.is_dir():
         raise JobError(f"--out {out} is a file, not a folder; choose a folder for the results")
-    if "://" in images or images.startswith(("hdfs:", "s3a:", "abfss:", "gs:", "dbfs:")):
-        return
-    local = Path(images[len("file:") :] if images.startswith("file:") else images)
-    if not local.exists():
+    local = local_path(images)
+    if local is None or not local.exists():
         return
     if inside(out, local) or inside(local, out):
         raise JobError(
@@ -482,35 +501,71 @@ def check_folders(images: str, out: Path) -> None:
         )
 
 
-def open_folder(out: Path, run: dict[str, Any], overwrite: bool, log: Log) -> RunFolder:
-    """The output folder for `run`: new, empty, or holding results of the same run (resumed).
-    Results of another run are replaced only with `overwrite`, and then only the files its
-    manifest lists; a folder holding anything this job did not write is refused."""
+#: Settings that name where a model is, not what it is: a run is identified by the rest.
+_LOCATIONS = ("model", "detector")
+
+
+def _identity(run: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in run.items() if k not in _LOCATIONS}
+
+
+def _changes(before: dict[str, Any], now: dict[str, Any]) -> str:
+    """What differs between two runs' identities, in words."""
+    said = []
+    for key in sorted(set(before) | set(now)):
+        old, new = before.get(key), now.get(key)
+        if old == new:
+            continue
+        if key.endswith("_sha256"):
+            what = key[: -len("_sha256")]
+            where = ", same path" if before.get(what) == now.get(what) else ""
+            said.append(
+                f"the {what}'s content changed (sha256 {str(old)[:12]}... then, "
+                f"{str(new)[:12]}... now{where})"
+            )
+        else:
+            said.append(f"{key} was {old!r}, now {new!r}")
+    return "; ".join(said)
+
+
+def open_folder(out: Path, run: dict[str, Any], overwrite: bool) -> RunFolder:
+    """The output folder for `run`, checked but not yet changed: new, empty, or holding results
+    of the same run (resumed), or with `overwrite` results of another run of this job (their
+    files are removed by `begin`, once the inputs are known to be usable). A folder holding
+    anything this job did not write, or a manifest it cannot prove it wrote, is refused."""
     try:
         folder = RunFolder(out)
     except FolderError as e:
-        raise JobError(str(e)) from None
+        raise JobError(f"{e}; nothing in {out} was changed") from None
     if folder.manifest is None:
         count, names = folder.foreign_files()
         if count:
             raise JobError(
-                f"{out} is not empty and is not a classify output ({count} entries, e.g. "
-                f"{', '.join(names)}); choose a new or empty folder for --out"
+                f"{out} is not empty and is not a results folder of this job ({count} entries, "
+                f"e.g. {', '.join(names)}); choose a new or empty folder for --out"
             )
-    else:
-        previous = {k: folder.manifest.get(k) for k in run}
-        if overwrite:
-            removed = folder.remove_own_files()
-            log(f"[classify] --overwrite: removed {removed} files of the earlier results in {out}")
-        elif previous != run:
-            raise JobError(
-                f"{out} holds results of another run ({previous}); choose another --out, or pass "
-                "--overwrite to replace those results (only the files its run.json lists are "
-                "removed)"
-            )
+        return folder
+    before = _identity(folder.manifest)
+    before.pop("format", None)
+    for key in ("layout", "run_id", "files", "staging"):
+        before.pop(key, None)
+    if before != _identity(run) and not overwrite:
+        raise JobError(
+            f"{out} holds results of another run: {_changes(before, _identity(run))}. Results "
+            "of two runs are never mixed: choose another --out for this run, or pass --overwrite "
+            "to replace the earlier results (only the files its run.json lists are removed)"
+        )
+    return folder
+
+
+def begin(folder: RunFolder, run: dict[str, Any], overwrite: bool, log: Log) -> None:
+    """Starts `run` in the checked `folder`: with `overwrite` the earlier run's own files go
+    first; staging left by a killed run is cleared."""
+    if overwrite and folder.manifest is not None:
+        removed = folder.remove_own_files()
+        log(f"[run] --overwrite: removed {removed} files of the earlier results in {folder.folder}")
     folder.start(run)
     folder.clean_staging()
-    return folder
 
 
 def _featurizer(model: PipelineModel) -> ImageFeaturizer | None:
@@ -593,13 +648,19 @@ def classify(
     run: dict[str, Any] = {
         "images": _qualified(spark, images),
         "model": str(Path(model_dir).resolve()),
+        "model_sha256": content_hash(model_dir),
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
     }
     if detector is None:
         work = _classify_work(model, levels, bursts != "off")
     else:
         found = load_detector(spark, detector)
-        run.update(detector=found.path, threshold=threshold, image_size=found.size)
+        run.update(
+            detector=found.path,
+            detector_sha256=content_hash(found.path),
+            threshold=threshold,
+            image_size=found.size,
+        )
         work = _two_stage_work(
             model, levels, found, threshold, bursts != "off", Path(model_dir).name
         )
@@ -620,17 +681,24 @@ def _locked_run(
 ) -> dict[str, Any]:
     """Runs `work` on the photos of `run` into `out`, holding the folder's lock."""
     out_dir = Path(out)
+    if out_dir.is_dir():
+        open_folder(out_dir, run, overwrite)  # refuses a folder not ours before writing a lock
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         lock = OutputLock(out_dir, wait=wait).__enter__()
     except FolderError as e:
         raise JobError(str(e)) from None
+    folder: RunFolder | None = None
     try:
-        folder = open_folder(out_dir, run, overwrite, log)
-        return _run(spark, folder, work, run, cct, burst_gap, settings or ClassifySettings(), log)
+        folder = open_folder(out_dir, run, overwrite)
+        return _run(
+            spark, folder, work, run, overwrite, cct, burst_gap, settings or ClassifySettings(), log
+        )
     except (OSError, Py4JError) as e:
         if not _disk_full(e):
             raise
+        if folder is not None:
+            folder.clear_inflight()  # a full disk says nothing about the photos being scored
         raise JobError(
             f"cannot write to {out}: no space left on device. What was committed is kept: free "
             "some space and run the same command to continue"
@@ -651,6 +719,7 @@ def _run(
     folder: RunFolder,
     work: _Work,
     run: dict[str, Any],
+    overwrite: bool,
     cct: CctLabels | None,
     burst_gap: float,
     settings: ClassifySettings,
@@ -658,24 +727,44 @@ def _run(
 ) -> dict[str, Any]:
     start = time.perf_counter()
     bursts = run.get("bursts", "off").split(":")[0]
-    listing = list_files(spark, run["images"])
-    if bursts != "off":
-        listing = with_bursts(spark, listing, run["images"], bursts, cct, burst_gap)
-    else:
-        listing = listing.withColumn("burst", F.lit(None).cast("string"))
-    # The listing is metadata only: one partition per core keeps the jobs over it (numbering the
-    # units, the joins with the committed table) from running a task per few files.
-    listing = (
-        listing.coalesce(default_parallelism(spark))
-        .withColumn("unit", F.coalesce("burst", "path"))
-        .cache()
-    )
+    try:
+        listing = list_files(spark, run["images"])
+        if bursts != "off":
+            listing = with_bursts(spark, listing, run["images"], bursts, cct, burst_gap)
+        else:
+            listing = listing.withColumn("burst", F.lit(None).cast("string"))
+        # The listing is metadata only: one partition per core keeps the jobs over it (numbering
+        # the units, the joins with the committed table) from running a task per few files.
+        listing = (
+            listing.coalesce(default_parallelism(spark))
+            .withColumn("unit", F.coalesce("burst", "path"))
+            .cache()
+        )
+        empty = listing.isEmpty()
+    except JobError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a path that is not there, or cannot be listed
+        raise JobError(f"cannot list --images {run['images']}: {_first_line(e)}") from None
     table = committed(spark, folder)
+    if empty and (table is not None or overwrite):
+        listing.unpersist()
+        why = f"{folder.folder} holds results" if table is not None else "--overwrite was asked"
+        raise JobError(
+            f"--images {run['images']} lists no photos, and {why}: refused, so that an "
+            "unmounted card or an empty folder never replaces a survey's results. Check that the "
+            "photos are there (mounted, the path spelt right) and run the command again"
+        )
+    begin(folder, run, overwrite, log)
+    if overwrite:
+        table = None
     before = 0
     todo = listing
     if table is not None:
-        latest = current(table).select("path", "length", "modificationTime")
+        latest = current(table)
         before = latest.join(listing.select("path"), "path", "left_semi").count()
+        if settings.retry_failures:
+            latest = latest.filter("failure IS NULL")
+        latest = latest.select("path", "length", "modificationTime")
         same = (
             (todo["path"] == latest["path"])
             & todo["length"].eqNullSafe(latest["length"])
@@ -683,7 +772,7 @@ def _run(
         )
         todo = todo.join(latest, same, "left_anti")
     scorer = _Scorer(spark, folder, work, settings, log)
-    suspects, level = folder.inflight()
+    suspects, level, died, vanished = folder.inflight()
     try:
         with _StopOnSignal(spark) as stop:
             scorer.stop = stop
@@ -691,14 +780,9 @@ def _run(
                 if suspects:
                     held = todo.filter(F.col("path").isin(suspects))
                     todo = todo.filter(~F.col("path").isin(suspects))
-                    if level >= 2:
-                        scorer.record_crashed(held)
-                    else:
-                        log(
-                            f"[{work.command}] an earlier run died while scoring {len(suspects)} "
-                            "photos; scoring them in smaller parts first"
-                        )
-                        scorer.score_all(held, level + 1)
+                    _rescore_suspects(
+                        scorer, work.command, held, len(suspects), level, died, vanished
+                    )
                 scorer.score_all(todo, 0)
             except Exception:
                 stop.check()  # a signal's cancelled job fails whichever Spark call was running
@@ -712,7 +796,9 @@ def _run(
         listing.unpersist()
         raise
     folder.clear_inflight()
-    summary = finish(spark, folder, listing, work.outputs, log, work.schema)
+    summary = finish(
+        spark, folder, listing, work.outputs, log, work.schema, prune=settings.prune_missing
+    )
     listing.unpersist()
     seconds = time.perf_counter() - start
     summary["seconds"] = round(seconds, 2)
@@ -723,8 +809,48 @@ def _run(
         f"; this run {scorer.scored} photos in {seconds:.1f} s "
         f"({scorer.scored / max(seconds, 1e-9):.1f} photos/s)"
         + (f"; {summary['removed']} photos no longer there dropped" if summary["removed"] else "")
+        + (
+            f"; {summary['missing']} photos no longer under --images kept (--prune-missing "
+            "drops them)"
+            if summary["missing"]
+            else ""
+        )
     )
     return summary
+
+
+#: How often a run may vanish unseen (killed from outside, a power cut) while scoring the same
+#: photos before they are split to find one that kills the process.
+VANISHED_RUNS = 3
+
+
+def _rescore_suspects(
+    scorer: _Scorer,
+    command: str,
+    held: DataFrame,
+    count: int,
+    level: int,
+    died: bool,
+    vanished: int,
+) -> None:
+    """Scores again the photos an earlier run was scoring when it stopped unseen. A run that saw
+    its process die of them (`died`) splits them finer, down to one photo alone; one that died
+    of a photo alone makes it a failure row. A run that vanished (no record of why: SIGKILL from
+    outside, OOM of the whole driver, power cut) is not held against the photos: they are scored
+    as before, and only after `VANISHED_RUNS` such losses on the same photos split finer."""
+    if not died and vanished + 1 < VANISHED_RUNS:
+        scorer.log(
+            f"[{command}] an earlier run stopped while scoring {count} photos; scoring them again"
+        )
+        scorer.score_all(held, level, vanished=vanished + 1)
+    elif level >= 2:
+        scorer.record_crashed(held)
+    else:
+        scorer.log(
+            f"[{command}] an earlier run died while scoring {count} photos; scoring them in "
+            "smaller parts first"
+        )
+        scorer.score_all(held, level + 1)
 
 
 class _Scorer:
@@ -754,7 +880,7 @@ class _Scorer:
         by_time = int(self.rate * self.settings.commit_seconds * 0.8)
         return max(1, min(self.settings.commit_every, by_time))
 
-    def score_all(self, todo: DataFrame, level: int) -> None:
+    def score_all(self, todo: DataFrame, level: int, *, vanished: int = 0) -> None:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
         died on) in sixteenths of a chunk and one photo at a time."""
         # Numbered in one partition: a unit is a short string, a survey 10^6 of them at most.
@@ -777,16 +903,18 @@ class _Scorer:
                 n = {0: n, 1: max(1, n // 16), 2: 1}[min(level, 2)]
                 last = min(count, first + max(1, round(n / per_unit)))
                 chunk = work.filter((F.col("_unit") >= first) & (F.col("_unit") < last))
-                self.commit(chunk, level)
+                self.commit(chunk, level, vanished=vanished)
                 first = last
         finally:
             work.unpersist()
 
-    def commit(self, chunk: DataFrame, level: int) -> None:
+    def commit(
+        self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False
+    ) -> None:
         paths = [r.path for r in chunk.select("path").collect()]
         if not paths:
             return
-        self.folder.set_inflight(paths, level)
+        self.folder.set_inflight(paths, level, vanished=vanished)
         started = time.perf_counter()
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
@@ -799,7 +927,22 @@ class _Scorer:
                 self.stop.check()
             if _disk_full(e):
                 raise
+            if not jvm_alive(self.spark):
+                self.folder.mark_died()
+                raise JobError(
+                    f"the Spark JVM died while scoring {len(paths)} photos ({_first_line(e)}); "
+                    "run the same command to continue: those photos are scored in smaller parts "
+                    "first, and one that kills the process alone becomes a failure row"
+                ) from None
+            self.folder.drop_staged(staged)
             if level >= 2 or len(paths) == 1:
+                if not retried:
+                    self.log(
+                        f"[{self.work.command}] scoring {paths[0]} failed ({_first_line(e)}); "
+                        "trying it once more"
+                    )
+                    self.commit(chunk, level, vanished=vanished, retried=True)
+                    return
                 self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
                 self.folder.clear_inflight()
                 return
@@ -839,11 +982,11 @@ class _Scorer:
         self.scored += rows.count()
 
     def record_crashed(self, chunk: DataFrame) -> None:
-        """Photos the process died on twice: listed as failures and skipped."""
+        """Photos the process died of, scored alone: listed as failures and skipped."""
         self.record_failed(
             chunk,
-            "the process died while scoring this file in an earlier run, twice; it was skipped "
-            "(classify with --overwrite to try it again)",
+            "the process died while scoring this file alone in an earlier run; it was skipped "
+            "(run again with --retry-failures to try it once more)",
         )
         self.folder.clear_inflight()
 
@@ -924,20 +1067,25 @@ def finish(
     outputs: Callable[[SparkSession, DataFrame, RunFolder], None],
     log: Log,
     schema: str = SCHEMA,
+    *,
+    prune: bool = False,
 ) -> dict[str, Any]:
-    """Rewrites the committed table as one current row per photo still present (few large
-    files), then rebuilds the CSV and results.json from it (`outputs`; an empty table of
-    `schema` when nothing was committed), each written atomically."""
+    """Rewrites the committed table as one current row per photo (few large files), then
+    rebuilds the CSV and results.json from it (`outputs`; an empty table of `schema` when nothing
+    was committed), each written atomically. Photos no longer in `listing` keep their rows and
+    are counted as missing; with `prune` their rows are dropped."""
     table = committed(spark, folder)
-    if table is None:
-        photos = 0
-        removed = 0
-    else:
+    photos = removed = missing = 0
+    if table is not None:
         old = folder.parts()
         latest = current(table)
-        present = latest.join(listing.select("path"), "path", "left_semi")
-        photos = present.count()
-        removed = latest.count() - photos
+        listed = latest.join(listing.select("path"), "path", "left_semi")
+        total = latest.count()
+        missing = total - listed.count()
+        present = listed if prune else latest
+        removed = missing if prune else 0
+        missing -= removed
+        photos = total - removed
         if len(old) > max(1, -(-photos // ROWS_PER_FILE)) or removed or photos < table.count():
             number = folder.next_commit()
             staged = folder.staged(f"compact-{number:08d}")
@@ -952,7 +1100,7 @@ def finish(
     rows = committed(spark, folder) or spark.createDataFrame([], schema)
     failures = rows.filter("failure IS NOT NULL").count()
     outputs(spark, rows, folder)
-    return {"photos": photos, "failures": failures, "removed": removed}
+    return {"photos": photos, "failures": failures, "removed": removed, "missing": missing}
 
 
 def write_outputs(
@@ -990,9 +1138,10 @@ def _write_predictions(folder: RunFolder, ordered: DataFrame) -> None:
         F.when(F.col("confidence").isNull(), "")
         .otherwise(F.expr(_FOUR.format("confidence")))
         .alias("confidence"),
+        # A JSON list, so that labels holding ':' or ';' read back unchanged.
         F.expr(
-            "coalesce(array_join(transform(top_k, t -> concat(t.label, ':', "
-            f"{_FOUR.format('t.probability')})), ';'), '')"
+            "coalesce(to_json(transform(top_k, t -> named_struct('label', t.label, "
+            "'probability', round(t.probability, 4)))), '')"
         ).alias("top_k"),
         F.coalesce("failure", F.lit("")).alias("failure"),
     )
@@ -1168,6 +1317,7 @@ def detect(
     run = {
         "images": _qualified(spark, images),
         "detector": found.path,
+        "detector_sha256": content_hash(found.path),
         "threshold": threshold,
         "image_size": found.size,
     }
@@ -1385,9 +1535,14 @@ def _relative_files(rows: DataFrame, root: str) -> DataFrame:
 def _write_csv(folder: RunFolder, table: DataFrame, name: str) -> None:
     """`table` (one partition) as the CSV output `name`, with a header, moved into place."""
     staged = folder.staged("csv")
-    table.write.option("header", "true").option("escape", '"').option("emptyValue", "").csv(
-        str(staged)
-    )
+    # Spark's CSV writer trims values by default: a folder named " Site A" must keep its space.
+    table.write.options(
+        header="true",
+        escape='"',
+        emptyValue="",
+        ignoreLeadingWhiteSpace="false",
+        ignoreTrailingWhiteSpace="false",
+    ).csv(str(staged))
     folder.move_output(next(staged.glob("part-*")), name)
 
 
@@ -1557,6 +1712,32 @@ def with_bursts(
     )
 
 
+#: What evaluate writes into its --out.
+EVALUATION_FILES = frozenset({"metrics.json", "confusion_matrix.png", "samples.png"})
+
+
+def _evaluation_lock(out: str) -> OutputLock:
+    """The lock of evaluate's --out, after checking that the folder is new, empty or holds only
+    evaluate's own files (regular files, no links): what else is there is never overwritten."""
+    folder = Path(out)
+    if os.path.lexists(folder) and not folder.is_dir():
+        raise JobError(f"--out {out} is not a folder; choose a folder for the metrics")
+    if folder.is_dir():
+        foreign = sorted(
+            p.name
+            for p in folder.iterdir()
+            if p.name not in (store.LOCK, store.EXCLUSIVE_LOCK)
+            and (p.name not in EVALUATION_FILES or p.is_symlink() or not p.is_file())
+        )
+        if foreign:
+            raise JobError(
+                f"{out} is not empty and is not an evaluate output ({len(foreign)} entries, e.g. "
+                f"{', '.join(foreign[:3])}); choose a new or empty folder for --out"
+            )
+    folder.mkdir(parents=True, exist_ok=True)
+    return OutputLock(folder)
+
+
 def evaluate(
     spark: SparkSession,
     predictions: str,
@@ -1569,8 +1750,31 @@ def evaluate(
     """Metrics of classify results against the truth; of detect results, see
     :func:`evaluate_detections` (`threshold` is theirs: by default 0.2). Two-stage classify
     results get both: the classes of the photos (empty among them) and the detections' (by
-    default at the run's crop threshold)."""
-    folder = RunFolder(Path(predictions))
+    default at the run's crop threshold). `out` is locked while it is written, and refused when
+    it holds anything evaluate does not write; metrics.json is replaced atomically."""
+    try:
+        lock = _evaluation_lock(out).__enter__()
+    except FolderError as e:
+        raise JobError(str(e)) from None
+    try:
+        return _evaluate(spark, predictions, out, labels=labels, threshold=threshold, log=log)
+    finally:
+        lock.__exit__()
+
+
+def _evaluate(
+    spark: SparkSession,
+    predictions: str,
+    out: str,
+    *,
+    labels: str | None,
+    threshold: float | None,
+    log: Log,
+) -> dict[str, Any]:
+    try:
+        folder = RunFolder(Path(predictions))
+    except FolderError as e:
+        raise JobError(str(e)) from None
     table = committed(spark, folder)
     if folder.manifest is None or table is None:
         raise JobError(f"{predictions} holds no classify results (no run.json or no predictions)")
@@ -1607,8 +1811,7 @@ def evaluate(
     if metrics["bursts"] != "off":
         # The effect of burst ensembling: the same photos judged by their own predictions.
         metrics["accuracy_per_photo"] = class_metrics(judged, "label", "image_label")["accuracy"]
-    Path(out).mkdir(parents=True, exist_ok=True)
-    (Path(out) / "metrics.json").write_text(json.dumps({**detected, **metrics}, indent=1))
+    atomic_write(Path(out) / "metrics.json", json.dumps({**detected, **metrics}, indent=1))
     # The detections' samples.png (boxes and species) stays where there are detections.
     draw_plots(spark, judged, metrics, Path(out), samples=not detected)
     log(f"[evaluate] {metrics['photos']} photos: accuracy {metrics['accuracy']:.3f}")
@@ -1749,8 +1952,7 @@ def evaluate_detections(
             **boxes,
         }
     out_dir = Path(out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    atomic_write(out_dir / "metrics.json", json.dumps(metrics, indent=1))
     chosen = [s for ok, s in samples if not ok] + [s for ok, s in samples if ok]
     if chosen:
         _charts_of(spark).draw_image_grid(
@@ -1848,21 +2050,19 @@ DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
 class DemoFiles:
     """The files a demo run wrote, listed in ``demo.json`` as it goes. A new demo into the same
     folder removes those files (and the folders they leave empty) and nothing else; a folder
-    that is not empty and holds no ``demo.json`` is refused."""
+    that is not empty and holds no ``demo.json`` of this job (its marker, relative names inside
+    the folder, reached through no link) is refused."""
 
     NAME = "demo.json"
+    FORMAT = "mmlspark camera-trap demo"
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.path = folder / self.NAME
         if folder.exists() and not folder.is_dir():
             raise JobError(f"--out {folder} is a file, not a folder")
-        if self.path.exists():
-            try:
-                previous = json.loads(self.path.read_text())["files"]
-            except (ValueError, KeyError, TypeError) as e:
-                raise JobError(f"{self.path} is not a readable demo manifest: {e}") from None
-            self._remove(previous)
+        if os.path.lexists(self.path):
+            self._remove(self._read())
         elif folder.exists() and any(folder.iterdir()):
             names = sorted(p.name for p in folder.iterdir())
             raise JobError(
@@ -1873,28 +2073,63 @@ class DemoFiles:
         folder.mkdir(parents=True, exist_ok=True)
         self._save()
 
+    def _read(self) -> list[str]:
+        """The names demo.json lists, each checked: a manifest this job cannot prove it wrote
+        is refused, and nothing is deleted for it."""
+        try:
+            if self.path.is_symlink():
+                raise ValueError("it is a symbolic link")
+            manifest = json.loads(self.path.read_text())
+            if not isinstance(manifest, dict) or manifest.get("format") != self.FORMAT:
+                raise ValueError(f"no 'format': '{self.FORMAT}' marker")
+            names = manifest["files"]
+            bad = [n for n in names if not self._own_name(n)]
+            if bad:
+                raise ValueError(f"it lists names outside its folder ({bad[:3]})")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise JobError(
+                f"{self.path} is not a demo manifest this job wrote ({e}); nothing in "
+                f"{self.folder} was changed: choose a new or empty folder for --out"
+            ) from None
+        return list(names)
+
+    def _own_name(self, name: Any) -> bool:
+        """A relative name inside the folder whose folders are real directories (no links)."""
+        if not isinstance(name, str) or name.startswith("/") or "\\" in name:
+            return False
+        parts = name.split("/")
+        if any(p in ("", ".", "..") for p in parts):
+            return False
+        folder = self.folder
+        for part in parts[:-1]:
+            folder = folder / part
+            if os.path.lexists(folder) and not store.real_directory(folder):
+                return False
+        return True
+
     def _remove(self, names: list[str]) -> None:
         folders: set[Path] = set()
         for name in names:
             path = self.folder / name
-            if path.is_file() or path.is_symlink():
-                path.unlink()
+            store.remove_name(path)
             folders.update(p for p in path.parents if self.folder in p.parents)
         for folder in sorted(folders, key=lambda p: len(p.parts), reverse=True):
             try:
-                folder.rmdir()
+                if store.real_directory(folder):
+                    folder.rmdir()
             except OSError:
                 pass  # holds something the demo did not write
 
     def _save(self) -> None:
-        atomic_write(self.path, json.dumps({"files": sorted(self.files)}, indent=1))
+        manifest = {"format": self.FORMAT, "files": sorted(self.files)}
+        atomic_write(self.path, json.dumps(manifest, indent=1))
 
     def add(self, *paths: Path) -> None:
-        self.files.update(str(p.relative_to(self.folder)) for p in paths)
+        self.files.update(p.relative_to(self.folder).as_posix() for p in paths)
         self._save()
 
     def add_tree(self, folder: Path) -> None:
-        self.add(*[p for p in folder.rglob("*") if p.is_file()])
+        self.add(*[p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()])
 
     def copy_photos(self, source: Path, target: Path, *, split: bool = False) -> None:
         """Copies the embedded photos `source`/<label>/<name>_<index>.jpg to `target`/<label>/,

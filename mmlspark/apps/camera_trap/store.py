@@ -1,19 +1,31 @@
-"""The classify output folder, kept like a small database.
+"""The results folder of the camera-trap job, kept like a small database with one owner.
 
-- It deletes only what it wrote: every file it writes is listed in ``run.json`` first, and
-  ``--overwrite`` removes those files and nothing else.
+- It deletes only what it can prove it wrote: ``run.json`` carries the job's format marker and a
+  run id, and lists (before they are written) the relative names of the files and staging
+  folders of the job's own layout. A manifest without the marker, or naming anything outside
+  that layout (an absolute path, ``..``, another name), is foreign: nothing is deleted for it.
+- Nothing in the folder is followed through a symbolic link: the job's folders must be real
+  directories, and a delete removes the name itself, never what a link points to.
 - Results are committed incrementally: each commit is one Parquet file written in a staging
   folder and renamed into ``predictions.parquet/``, so a reader sees whole commits or nothing.
-- One run at a time: a lock file holding the host and process id, with a stale-lock check.
+- One run at a time: an OS lock (``flock``) on ``.lock``, held for the life of the process, so
+  the kernel releases it when the holder dies, however it dies.
 - What was being scored when a run died is recorded (``inflight.json``), so that a file that
-  kills the process is isolated and listed as a failure, not retried forever.
+  kills the process is isolated and listed as a failure, not retried forever; a death the run
+  could not see (an outside SIGKILL, a power cut) is not held against the photos.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import hashlib
 import json
 import os
+import re
+import shutil
 import socket
+import stat
 import time
 import uuid
 from collections.abc import Iterable
@@ -25,6 +37,17 @@ TABLE = "predictions.parquet"
 STAGING = "_staging"
 INFLIGHT = "inflight.json"
 LOCK = ".lock"
+#: Where the lock cannot be an OS lock (a filesystem without flock): created exclusively.
+EXCLUSIVE_LOCK = ".lock.exclusive"
+
+#: The marker that makes a run.json this job's own.
+FORMAT = "mmlspark camera-trap results"
+LAYOUT_VERSION = 2
+
+#: The names the job writes at the top of its folder.
+OUTPUT_NAMES = frozenset({MANIFEST, INFLIGHT, "predictions.csv", "detections.csv", "results.json"})
+_PART = re.compile(r"part-\d{8}-\d{4}-[0-9a-f]{8}\.parquet")
+_STAGED = re.compile(r"[a-z][a-z0-9-]{0,40}-[0-9a-f]{8}")
 
 
 class FolderError(Exception):
@@ -36,7 +59,8 @@ def atomic_write(path: Path, text: str | Iterable[str]) -> None:
     rename, so that `path` holds the old content or the new, never a part."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with open(fd, "w", encoding="utf-8", newline="") as f:
             for piece in [text] if isinstance(text, str) else text:
                 f.write(piece)
             f.flush()
@@ -46,76 +70,155 @@ def atomic_write(path: Path, text: str | Iterable[str]) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _alive(pid: int) -> bool:
+def content_hash(path: str | Path) -> str:
+    """The SHA-256 of a model file, or of a saved model folder (every file's relative name and
+    bytes, in name order): what identifies a model whatever its path."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+        with file.open("rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
+def real_directory(path: Path) -> bool:
+    """Whether `path` is a directory itself, not a link to one (False when it is missing)."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
         return False
-    except PermissionError:
-        return True
+
+
+def remove_name(path: Path) -> bool:
+    """Unlinks `path` if it is a file or a link (never what a link points to)."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return False
+    if stat.S_ISDIR(mode):
+        return False
+    path.unlink()
     return True
 
 
-class OutputLock:
-    """An exclusive lock on an output folder: a file created with O_EXCL that holds the host,
-    the process id and the start time. A lock left by a dead process of this host is taken over;
-    one held by a live process (or another host) makes the caller wait (`wait`) or fail."""
+def _own_folder(path: Path) -> None:
+    """Makes the job's folder `path` if needed; refuses one that is a link (or not a folder)."""
+    if os.path.lexists(path) and not real_directory(path):
+        raise FolderError(f"{path} is not a real directory; the job writes nothing through it")
+    path.mkdir(exist_ok=True)
 
-    def __init__(self, folder: Path, *, wait: bool = False, poll_seconds: float = 1.0) -> None:
+
+def _remove_tree(path: Path) -> None:
+    """Removes the real directory `path` and what is in it; links inside are removed as names,
+    never followed (`shutil.rmtree` works through directory descriptors on this platform)."""
+    if real_directory(path):
+        shutil.rmtree(path)
+    else:
+        remove_name(path)
+
+
+# -- the lock --------------------------------------------------------------------------------
+
+#: errno values of a filesystem that has no flock (some network and FUSE filesystems).
+_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
+
+
+class OutputLock:
+    """An exclusive lock on an output folder: `flock` on ``.lock``, held while this object is
+    entered. The kernel releases it when the process ends, so a dead holder needs no takeover;
+    the file stays (removing it could let two processes lock two different files). It holds the
+    holder's host, process and start time, for the message a second run gets.
+
+    Where the filesystem has no locks, the lock is the exclusive creation of ``.lock.exclusive``:
+    a run refuses while it exists, and a holder that died leaves it behind (the message says so).
+    """
+
+    def __init__(self, folder: Path, *, wait: bool = False, poll_seconds: float = 0.5) -> None:
         self.path = folder / LOCK
+        self.exclusive_path = folder / EXCLUSIVE_LOCK
         self.wait = wait
         self.poll_seconds = poll_seconds
-        self.held = False
+        self._fd: int | None = None
+        self._exclusive = False
 
-    def _holder(self) -> dict[str, Any] | None:
+    @staticmethod
+    def _me() -> bytes:
+        holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+        return json.dumps(holder).encode()
+
+    @staticmethod
+    def _holder(path: Path) -> str:
         try:
-            return json.loads(self.path.read_text())  # type: ignore[no-any-return]
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError):
-            return {}
-
-    def _stale(self, holder: dict[str, Any]) -> bool:
-        if not holder:  # unreadable or half-written: stale once it is old
-            try:
-                return time.time() - self.path.stat().st_mtime > 60
-            except FileNotFoundError:
-                return True
-        return holder.get("host") == socket.gethostname() and not _alive(int(holder["pid"]))
+            holder = json.loads(path.read_text())
+            since = time.strftime(
+                "%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started", 0)))
+            )
+            host, pid = holder.get("host", "?"), holder.get("pid", "?")
+            return f"host {host}, process {pid}, since {since}"
+        except (OSError, ValueError, TypeError, AttributeError):
+            return "holder unknown"
 
     def __enter__(self) -> OutputLock:
-        me = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not self.wait:
+                        raise FolderError(
+                            f"{self.path.parent} is in use by another run of this job "
+                            f"({self._holder(self.path)}); wait for it to finish (or pass "
+                            "--wait), or choose another --out"
+                        ) from None
+                    time.sleep(self.poll_seconds)
+                except OSError as e:
+                    if e.errno not in _NO_LOCKS:
+                        raise
+                    os.close(fd)
+                    fd = -1
+                    self._take_exclusive()
+                    return self
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, self._me(), 0)
+        except BaseException:
+            if fd >= 0:
+                os.close(fd)
+            raise
+        self._fd = fd
+        return self
+
+    def _take_exclusive(self) -> None:
         while True:
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                fd = os.open(self.exclusive_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
             except FileExistsError:
-                holder = self._holder()
-                if holder is None:
-                    continue
-                if self._stale(holder):
-                    self.path.unlink(missing_ok=True)
-                    continue
                 if self.wait:
                     time.sleep(self.poll_seconds)
                     continue
-                since = time.strftime(
-                    "%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started", 0)))
-                )
                 raise FolderError(
-                    f"{self.path.parent} is in use by another classify run (host "
-                    f"{holder.get('host', '?')}, process {holder.get('pid', '?')}, since {since}); "
-                    f"wait for it to finish (or pass --wait), or choose another --out. If that "
-                    f"process no longer exists, delete {self.path}"
+                    f"{self.path.parent} is on a filesystem without file locks and "
+                    f"{self.exclusive_path.name} says another run of this job uses it "
+                    f"({self._holder(self.exclusive_path)}); wait for it to finish, or, if no "
+                    f"such run is alive, delete {self.exclusive_path}"
                 ) from None
-            with os.fdopen(fd, "w") as f:
-                f.write(json.dumps(me))
-            self.held = True
-            return self
+            with os.fdopen(fd, "wb") as f:
+                f.write(self._me())
+            self._exclusive = True
+            return
 
     def __exit__(self, *exc: object) -> None:
-        if self.held:
-            self.path.unlink(missing_ok=True)
-            self.held = False
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor releases the flock
+            self._fd = None
+        if self._exclusive:
+            self.exclusive_path.unlink(missing_ok=True)
+            self._exclusive = False
 
 
 def inside(a: Path, b: Path) -> bool:
@@ -124,84 +227,145 @@ def inside(a: Path, b: Path) -> bool:
     return a == b or b in a.parents
 
 
+# -- the manifest ----------------------------------------------------------------------------
+
+
+def layout_name(name: Any) -> bool:
+    """Whether `name` is a relative name of the job's own layout: a top-level output, a
+    committed Parquet part, or a staging folder."""
+    if not isinstance(name, str) or name.startswith("/") or "\\" in name:
+        return False
+    parts = name.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        return False
+    if len(parts) == 1:
+        return name in OUTPUT_NAMES
+    if len(parts) == 2 and parts[0] == TABLE:
+        return _PART.fullmatch(parts[1]) is not None
+    return len(parts) == 2 and parts[0] == STAGING and _STAGED.fullmatch(parts[1]) is not None
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The job's manifest at `path`: None where there is none; FolderError where the file is
+    not one this job can prove it wrote (no marker, no run id, a name outside its layout)."""
+    try:
+        if not stat.S_ISREG(os.lstat(path).st_mode):
+            raise FolderError(f"{path} is not a regular file; it is not this job's manifest")
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        manifest = json.loads(text)
+    except ValueError as e:
+        raise FolderError(f"{path} is not a readable run manifest: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise FolderError(
+            f"{path} was not written by this version of the camera-trap job (it has no "
+            f"'format': '{FORMAT}' marker), so nothing in its folder is treated as the job's own"
+        )
+    names = [*manifest.get("files", []), *manifest.get("staging", [])]
+    strange = [n for n in names if not layout_name(n)]
+    if not isinstance(manifest.get("run_id"), str) or strange:
+        what = f"names outside the job's layout ({strange[:3]})" if strange else "no run id"
+        raise FolderError(f"{path} is not a valid run manifest: it lists {what}")
+    return manifest
+
+
 class RunFolder:
-    """The files of one classify output folder, and what ``run.json`` says about them."""
+    """The files of one results folder, and what ``run.json`` says about them."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.table = folder / TABLE
         self.staging = folder / STAGING
         self.manifest_path = folder / MANIFEST
-        self.manifest: dict[str, Any] | None = None
-        if self.manifest_path.exists():
-            try:
-                self.manifest = json.loads(self.manifest_path.read_text())
-            except ValueError as e:
+        for own in (self.table, self.staging):
+            if os.path.lexists(own) and not real_directory(own):
                 raise FolderError(
-                    f"{self.manifest_path} is not a readable run manifest: {e}"
-                ) from None
-
-    # -- the manifest ------------------------------------------------------------------------
+                    f"{own} is not a real directory (a link or a file); the job writes its own "
+                    "folders there and follows no link inside its output folder. Move it away or "
+                    "choose another --out"
+                )
+        self.manifest = read_manifest(self.manifest_path)
 
     @property
     def written(self) -> set[str]:
         return set(self.manifest.get("files", [])) if self.manifest else set()
 
+    @property
+    def staged_folders(self) -> set[str]:
+        return set(self.manifest.get("staging", [])) if self.manifest else set()
+
     def _save(self) -> None:
         assert self.manifest is not None
         self.manifest["files"] = sorted(self.manifest.get("files", []))
+        self.manifest["staging"] = sorted(self.manifest.get("staging", []))
         atomic_write(self.manifest_path, json.dumps(self.manifest, indent=1))
 
     def start(self, run: dict[str, Any]) -> None:
-        """Writes the manifest of a new run (keeping the list of files already written)."""
+        """Writes the manifest of a run (a new run id; the files already written stay listed)."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        self.manifest = {**run, "files": sorted(self.written | {MANIFEST})}
+        self.manifest = {
+            "format": FORMAT,
+            "layout": LAYOUT_VERSION,
+            "run_id": uuid.uuid4().hex,
+            **run,
+            "files": sorted(self.written | {MANIFEST}),
+            "staging": sorted(self.staged_folders),
+        }
         self._save()
+
+    def _names(self, paths: Iterable[Path]) -> set[str]:
+        names = {p.relative_to(self.folder).as_posix() for p in paths}
+        bad = [n for n in names if not layout_name(n)]
+        if bad:
+            raise ValueError(f"not a name of the job's layout: {bad}")
+        return names
 
     def record(self, *paths: Path) -> None:
         """Lists files in the manifest before they are written."""
         assert self.manifest is not None
-        names = {str(p.relative_to(self.folder)) for p in paths}
+        names = self._names(paths)
         if not names <= self.written:
             self.manifest["files"] = sorted(self.written | names)
             self._save()
 
     def forget(self, paths: Iterable[Path]) -> None:
         assert self.manifest is not None
-        names = {str(p.relative_to(self.folder)) for p in paths}
+        names = self._names(paths)
         self.manifest["files"] = sorted(self.written - names)
         self._save()
 
     def foreign_files(self, limit: int = 3) -> tuple[int, list[str]]:
-        """How many entries of the folder this job did not write, and the first few names."""
-        written = self.written
+        """How many entries of the folder this job did not write, and the first few names
+        (links are entries, never followed)."""
+        written = self.written | self.staged_folders
         found: list[str] = []
         count = 0
         for root, dirs, files in os.walk(self.folder):
-            for name in files + [d for d in dirs if not os.listdir(os.path.join(root, d))]:
+            links = [d for d in dirs if os.path.islink(os.path.join(root, d))]
+            empty = [d for d in dirs if d not in links and not os.listdir(os.path.join(root, d))]
+            for name in files + links + empty:
                 relative = os.path.relpath(os.path.join(root, name), self.folder)
                 # An empty staging folder is the job's own (earlier runs left it behind).
-                if relative not in written and relative not in (LOCK, STAGING):
+                if relative not in written and relative not in (LOCK, EXCLUSIVE_LOCK, STAGING):
                     count += 1
                     if len(found) < limit:
                         found.append(relative)
+            dirs[:] = [d for d in dirs if d not in links]
         return count, found
 
     def remove_own_files(self) -> int:
-        """Deletes the files the manifest lists (the lock aside) and then the folders this job
-        makes if they are left empty; returns how many files went. Nothing else is touched."""
+        """Deletes the files and staging folders the manifest lists, then the job's folders if
+        they are left empty; returns how many files went. Nothing else is touched."""
         removed = 0
         for name in sorted(self.written - {MANIFEST}):
-            path = self.folder / name
-            if path.is_file() or path.is_symlink():
-                path.unlink()
-                removed += 1
+            removed += remove_name(self.folder / name)
         self.clean_staging()
-        for folder in (self.table, self.staging):
-            try:
-                folder.rmdir()
-            except OSError:
-                pass  # missing, or holds something this job did not write
+        try:
+            self.table.rmdir()
+        except OSError:
+            pass  # missing, or holds something this job did not write
         if self.manifest is not None:
             self.manifest["files"] = [MANIFEST]
             self._save()
@@ -210,36 +374,58 @@ class RunFolder:
     # -- staging, commits, in-flight work ----------------------------------------------------
 
     def clean_staging(self) -> None:
-        """Removes what a killed run left half-written in the staging folder (never read), and
-        the folder itself, which `staged` makes again when needed."""
-        if not self.staging.is_dir():
+        """Removes the staging folders the manifest lists (what a killed run left half-written,
+        never read), and the staging folder itself if that leaves it empty."""
+        if self.manifest is None:
             return
-        for root, dirs, files in os.walk(self.staging, topdown=False):
-            for name in files:
-                os.unlink(os.path.join(root, name))
-            for name in dirs:
-                os.rmdir(os.path.join(root, name))
-        self.staging.rmdir()
+        for name in sorted(self.staged_folders):
+            _remove_tree(self.folder / name)
+        if self.staged_folders:
+            self.manifest["staging"] = []
+            self._save()
+        try:
+            self.staging.rmdir()
+        except OSError:
+            pass  # missing, or holds something this job did not write
 
     def staged(self, name: str) -> Path:
-        self.staging.mkdir(parents=True, exist_ok=True)
-        return self.staging / f"{name}-{uuid.uuid4().hex[:8]}"
+        """A new staging folder for Spark to write into, listed in the manifest first."""
+        assert self.manifest is not None
+        if os.path.lexists(self.staging) and not real_directory(self.staging):
+            raise FolderError(
+                f"{self.staging} is not a real directory; the job writes no files there"
+            )
+        self.staging.mkdir(exist_ok=True)
+        path = self.staging / f"{name}-{uuid.uuid4().hex[:8]}"
+        self.manifest["staging"] = sorted(self.staged_folders | self._names([path]))
+        self._save()
+        return path
 
     def parts(self) -> list[Path]:
-        """The committed Parquet files, oldest commit first."""
-        if not self.table.is_dir():
-            return []
-        return sorted(p for p in self.table.glob("part-*.parquet") if p.is_file())
+        """The committed Parquet files the manifest lists, oldest commit first."""
+        prefix = TABLE + "/"
+        names = sorted(n for n in self.written if n.startswith(prefix))
+        return [
+            self.folder / n
+            for n in names
+            if os.path.lexists(self.folder / n) and stat.S_ISREG(os.lstat(self.folder / n).st_mode)
+        ]
 
     def next_commit(self) -> int:
-        numbers = [int(p.name.split("-")[1]) for p in self.parts()]
+        prefix = TABLE + "/part-"
+        names = [n[len(prefix) :] for n in self.written if n.startswith(prefix)]
+        numbers = [int(n.split("-")[0]) for n in names]
         return max(numbers, default=0) + 1
 
     def commit(self, staged_dir: Path, number: int) -> list[Path]:
         """Moves the Parquet files Spark wrote into `staged_dir` into the table, each with one
         rename; returns the new files."""
         files = sorted(staged_dir.glob("part-*.parquet"))
-        self.table.mkdir(parents=True, exist_ok=True)
+        if os.path.lexists(self.table) and not real_directory(self.table):
+            raise FolderError(
+                f"{self.table} is not a real directory; the job writes no files there"
+            )
+        self.table.mkdir(exist_ok=True)
         targets = [
             self.table / f"part-{number:08d}-{i:04d}-{uuid.uuid4().hex[:8]}.parquet"
             for i in range(len(files))
@@ -247,35 +433,65 @@ class RunFolder:
         self.record(*targets)
         for source, target in zip(files, targets, strict=True):
             os.rename(source, target)
-        for leftover in staged_dir.iterdir():
-            leftover.unlink()
-        staged_dir.rmdir()
+        self.drop_staged(staged_dir)
         return targets
+
+    def drop_staged(self, staged_dir: Path) -> None:
+        """Removes one staging folder the manifest lists (with what Spark left in it)."""
+        name = staged_dir.relative_to(self.folder).as_posix()
+        assert self.manifest is not None and name in self.staged_folders, name
+        _remove_tree(staged_dir)
+        self.manifest["staging"] = sorted(self.staged_folders - {name})
+        self._save()
 
     def drop_parts(self, parts: Iterable[Path]) -> None:
         parts = list(parts)
         for p in parts:
-            p.unlink(missing_ok=True)
+            remove_name(p)
         self.forget(parts)
 
     @property
     def inflight_path(self) -> Path:
         return self.folder / INFLIGHT
 
-    def set_inflight(self, paths: list[str], level: int) -> None:
+    def set_inflight(self, paths: list[str], level: int, *, vanished: int = 0) -> None:
+        """Records what is being scored: `level` is how finely it was split (0 a commit, 1 a
+        sixteenth, 2 one unit alone), `vanished` how often a run was already lost (killed from
+        outside, power cut) while scoring these photos."""
         self.record(self.inflight_path)
-        atomic_write(self.inflight_path, json.dumps({"level": level, "paths": paths}))
+        state = {"level": level, "paths": paths, "vanished": vanished, "died": False}
+        atomic_write(self.inflight_path, json.dumps(state))
+
+    def mark_died(self) -> None:
+        """Records that the process scoring the in-flight photos died of them (its Spark JVM or
+        worker crashed while they were being scored)."""
+        state = self._inflight_state()
+        if state is not None:
+            atomic_write(self.inflight_path, json.dumps({**state, "died": True}))
 
     def clear_inflight(self) -> None:
-        self.inflight_path.unlink(missing_ok=True)
+        remove_name(self.inflight_path)
 
-    def inflight(self) -> tuple[list[str], int]:
-        """What a run that died was scoring: its photos and how finely they were split."""
+    def _inflight_state(self) -> dict[str, Any] | None:
         try:
             data = json.loads(self.inflight_path.read_text())
-            return list(data["paths"]), int(data["level"])
-        except (FileNotFoundError, ValueError, KeyError, TypeError):
-            return [], 0
+            if not isinstance(data, dict) or not isinstance(data.get("paths"), list):
+                return None
+            return data
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def inflight(self) -> tuple[list[str], int, bool, int]:
+        """What a run that stopped unseen was scoring: its photos, how finely they were split,
+        whether the run saw its process die of them, and how often runs vanished on them."""
+        data = self._inflight_state()
+        if data is None:
+            return [], 0, False, 0
+        try:
+            level, vanished = int(data.get("level", 0)), int(data.get("vanished", 0))
+        except (TypeError, ValueError):
+            level, vanished = 0, 0
+        return [str(p) for p in data["paths"]], level, bool(data.get("died")), vanished
 
     def move_output(self, source: Path, name: str) -> Path:
         """Moves a finished file into place as `name`, with one rename."""
