@@ -1042,11 +1042,11 @@ def test_runs_lost_from_outside_fail_no_photo_and_failures_can_be_retried(
         "model_sha256": store.content_hash(model),
         "bursts": "off",
     }
-    out = tmp_path / "run"
     photo = f"file:{photos[0]}"
-    # Runs killed from outside (no record of why) while this photo was scored alone, fewer
-    # times than it takes to suspect it: scored again, normally.
+    # A run killed from outside (no record of why) while this photo was scored alone, fewer
+    # times than it takes to suspect it: the photo is scored again, normally.
     for vanished in range(job.VANISHED_RUNS - 1):
+        out = tmp_path / f"run{vanished}"
         folder = store.RunFolder(out)
         folder.start(run)
         folder.set_inflight([photo], level=2, vanished=vanished)
@@ -1054,6 +1054,7 @@ def test_runs_lost_from_outside_fail_no_photo_and_failures_can_be_retried(
         job.classify(spark, str(images), str(model), str(out), log=lines.append)
         assert committed_rows(out)[photo] == expected[photo], lines
     # The same photo lost once more: now a failure row, which --retry-failures scores again.
+    out = tmp_path / "run"
     folder = store.RunFolder(out)
     folder.start(run)
     folder.set_inflight([photo], level=2, vanished=job.VANISHED_RUNS - 1)
