@@ -21,6 +21,7 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -84,10 +85,54 @@ def _positive_setting(key: str, setting: str) -> int:
     return value
 
 
-def _slot_budget() -> float:
-    """Bytes of this machine's memory one core's task may take: its share of 60%."""
+#: Where the kernel shows this process's control group (its memory and CPU limits).
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+
+
+def _cgroup_value(*names: str) -> str | None:
+    """The first of the cgroup files `names` (v2, then v1) that can be read, stripped."""
+    for name in names:
+        try:
+            return (CGROUP_ROOT / name).read_text().strip()
+        except OSError:
+            continue
+    return None
+
+
+def _memory_limit() -> int:
+    """Bytes this process may use: the machine's memory, or its cgroup's limit where lower (a
+    container on a large host)."""
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return memory * 0.6 / (os.cpu_count() or 1)
+    limit = _cgroup_value("memory.max", "memory/memory.limit_in_bytes")
+    if limit and limit.isdigit():
+        memory = min(memory, int(limit))
+    return memory
+
+
+def _cpus() -> int:
+    """The cores this process may run on: its CPU affinity, or its cgroup's CPU quota where
+    lower."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    quota = _cgroup_value("cpu.max")
+    if quota and quota.split()[0].isdigit():
+        share, period = quota.split()[:2]
+        cpus = min(cpus or 1, max(1, -(-int(share) // int(period))))
+    else:
+        v1 = _cgroup_value("cpu/cpu.cfs_quota_us"), _cgroup_value("cpu/cpu.cfs_period_us")
+        if v1[0] and v1[1] and v1[0].isdigit() and v1[1].isdigit():
+            cpus = min(cpus or 1, max(1, -(-int(v1[0]) // int(v1[1]))))
+    return max(1, cpus or 1)
+
+
+def _slot_budget() -> float:
+    """Bytes one task's Python worker may take: 60% of its share of the memory it really has.
+    Under ``spark.executor.pyspark.memory`` Spark gives each worker its share
+    (``PYSPARK_EXECUTOR_MEMORY_MB``); else the process's memory (the cgroup's limit in a
+    container) is shared by the cores it may use, as the JVM shares its heap by task slots."""
+    worker_mb = os.environ.get("PYSPARK_EXECUTOR_MEMORY_MB", "")
+    if worker_mb.isdigit() and int(worker_mb) > 0:
+        return int(worker_mb) * 2**20 * 0.6
+    return _memory_limit() * 0.6 / _cpus()
 
 
 def max_file_bytes(setting: str | None) -> int:
