@@ -1126,3 +1126,19 @@ def test_file_uris_names_with_spaces_and_evaluate_folders(spark, model, tmp_path
     metrics = json.loads((evaluation / "metrics.json").read_text())
     assert metrics["photos"] == 1
     assert not [p for p in evaluation.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_a_model_off_this_machine_is_identified_by_its_saved_uid(spark, model, tmp_path):
+    """Where the model's files cannot be hashed here (hdfs:, s3a:), the run is identified by the
+    pipeline's uid: Spark keeps it through save and load, and a new training draws another."""
+    import mmlspark
+
+    loaded = mmlspark.load_pipeline(str(model))
+    assert job._model_identity(str(model), loaded) == {"model_sha256": store.content_hash(model)}
+    assert job._model_identity("s3a://bucket/model", loaded) == {"model_uid": loaded.uid}
+    loaded.write().save(str(tmp_path / "copy"))
+    assert mmlspark.load_pipeline(str(tmp_path / "copy")).uid == loaded.uid
+    images = tmp_path / "few"
+    copy_photos(images, per_label=2)
+    job.train(spark, str(images), str(DEMO / "featurizer.onnx"), str(tmp_path / "again"))
+    assert mmlspark.load_pipeline(str(tmp_path / "again")).uid != loaded.uid

@@ -501,6 +501,16 @@ def check_folders(images: str, out: Path) -> None:
         )
 
 
+def _model_identity(model_dir: str, model: PipelineModel) -> dict[str, str]:
+    """What identifies a saved model whatever its path: the SHA-256 of its files where they are
+    local; elsewhere (hdfs:, s3a:, ...) the pipeline's uid, which a save keeps and a new
+    training draws afresh."""
+    local = local_path(model_dir)
+    if local is not None and local.is_dir():
+        return {"model_sha256": content_hash(local)}
+    return {"model_uid": str(model.uid)}
+
+
 #: Settings that name where a model is, not what it is: a run is identified by the rest.
 _LOCATIONS = ("model", "detector")
 
@@ -648,7 +658,7 @@ def classify(
     run: dict[str, Any] = {
         "images": _qualified(spark, images),
         "model": str(Path(model_dir).resolve()),
-        "model_sha256": content_hash(model_dir),
+        **_model_identity(model_dir, model),
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
     }
     if detector is None:
