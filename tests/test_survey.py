@@ -348,6 +348,7 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
             assert time.monotonic() - stopped < 30  # prompt
             assert process.returncode == 128 + signal.SIGINT, output[-3000:]
             assert "run the same command to continue" in output
+            assert "Traceback" not in output and "py4j" not in output.lower(), output[-3000:]
         else:
             assert process.returncode == -signal.SIGKILL
         rows = committed_rows(out)
@@ -1142,3 +1143,38 @@ def test_a_model_off_this_machine_is_identified_by_its_saved_uid(spark, model, t
     copy_photos(images, per_label=2)
     job.train(spark, str(images), str(DEMO / "featurizer.onnx"), str(tmp_path / "again"))
     assert mmlspark.load_pipeline(str(tmp_path / "again")).uid != loaded.uid
+
+
+def test_hidden_names_are_failure_rows_until_included(spark, model, tmp_path):
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=2)
+    review = images / "_to_review"
+    review.mkdir()
+    shutil.copyfile(photos[0], review / "a.jpg")
+    shutil.copyfile(photos[2], images / "g00" / "deer" / ".IMG_0001.jpg")
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    rows = {r["path"]: r for r in rows_of(out)}
+    assert len(rows) == len(photos) + 2  # every name under --images gives a row
+    for name in ("_to_review", "g00/deer/.IMG_0001.jpg"):
+        assert rows[name]["failure"].startswith("skipped: its name starts with '.' or '_'")
+        assert "--include-hidden" in rows[name]["failure"] and rows[name]["predicted_label"] == ""
+    # --include-hidden scores them as the same photos are scored elsewhere; the folder's
+    # "skipped" row gives way to the rows of what is in it.
+    assert cli.main(classify_args(images, model, out, "--include-hidden")) == 0
+    rows = {r["path"]: r for r in rows_of(out)}
+    by_name = {str(p.relative_to(images)): rows[str(p.relative_to(images))] for p in photos}
+    assert set(rows) == set(by_name) | {"_to_review/a.jpg", "g00/deer/.IMG_0001.jpg"}
+    first, third = (
+        by_name[str(photos[0].relative_to(images))],
+        by_name[str(photos[2].relative_to(images))],
+    )
+    review_row = rows["_to_review/a.jpg"]
+    assert (review_row["predicted_label"], review_row["confidence"]) == (
+        first["predicted_label"], first["confidence"])  # fmt: skip
+    assert rows["g00/deer/.IMG_0001.jpg"]["confidence"] == third["confidence"]
+    assert not any(r["failure"] for r in rows.values())
+    # Without the flag again: the scored rows stay (their files did not change).
+    assert cli.main(classify_args(images, model, out)) == 0
+    again = {r["path"]: r for r in rows_of(out)}
+    assert again["_to_review/a.jpg"] == rows["_to_review/a.jpg"]

@@ -36,6 +36,12 @@ def run_options(p: argparse.ArgumentParser) -> None:
         help="score again the photos whose committed row is a failure",
     )
     p.add_argument(
+        "--include-hidden",
+        action="store_true",
+        help="score files whose names (or whose folders' names) start with '.' or '_'; by "
+        "default each is a failure row saying it was skipped",
+    )
+    p.add_argument(
         "--prune-missing",
         action="store_true",
         help="drop the results of photos no longer under --images (by default they are kept and "
@@ -168,6 +174,7 @@ def run(spark: Any, args: argparse.Namespace) -> Any:
             args.commit_seconds,
             retry_failures=args.retry_failures,
             prune_missing=args.prune_missing,
+            include_hidden=args.include_hidden,
         )
     if values.get("classes"):
         values["class_names"] = args.classes.split(",")

@@ -24,7 +24,6 @@ import shutil
 import signal
 import threading
 import time
-import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from pyspark.sql import functions as F
 
 import mmlspark
 from mmlspark.apps.camera_trap import _charts, _jvm, store
+from mmlspark.apps.camera_trap.listing import HIDDEN_SKIPPED, hidden_entries, local_path
 from mmlspark.apps.camera_trap.store import (
     FolderError,
     OutputLock,
@@ -401,12 +401,14 @@ class ClassifySettings:
     is set from the rate measured so far, so a commit aims at 0.8 `commit_seconds` and can run
     over it when the rate drops. `retry_failures` scores again the photos whose committed row is
     a failure; `prune_missing` drops the committed rows of photos no longer listed under
-    --images (by default they stay, counted as missing)."""
+    --images (by default they stay, counted as missing). Names starting with '.' or '_' under a
+    local --images are failure rows saying they were skipped; `include_hidden` scores them."""
 
     commit_every: int = 500
     commit_seconds: float = 60.0
     retry_failures: bool = False
     prune_missing: bool = False
+    include_hidden: bool = False
 
 
 @dataclass
@@ -457,7 +459,10 @@ class _StopOnSignal:
     def _handle(self, signum: int, frame: Any) -> None:
         if self.signum is None:
             self.signum = signum
-            _cancel_all(self.spark)
+            # From a thread of its own: a handler runs on the main thread, whose py4j connection
+            # (one per thread) is waiting for the answer of the call the signal interrupted;
+            # a second command on it would garble both.
+            threading.Thread(target=_cancel_all, args=(self.spark,), daemon=True).start()
 
     def check(self) -> None:
         if self.signum is not None:
@@ -472,19 +477,6 @@ class _StopOnSignal:
     def __exit__(self, *exc: object) -> None:
         for s, handler in self.previous.items():
             signal.signal(s, handler)
-
-
-def local_path(path: str) -> Path | None:
-    """The local filesystem path `path` names (a plain path or a `file:` URI in any of its
-    forms), or None for another filesystem's URI (hdfs:, s3a:, dbfs:, ...)."""
-    if path.startswith("file:"):
-        parsed = urllib.parse.urlparse(path)
-        if parsed.netloc not in ("", "localhost"):
-            return None
-        return Path(urllib.parse.unquote(parsed.path))
-    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path):
-        return None
-    return Path(path)
 
 
 def check_folders(images: str, out: Path) -> None:
@@ -738,7 +730,7 @@ def _run(
     start = time.perf_counter()
     bursts = run.get("bursts", "off").split(":")[0]
     try:
-        listing = list_files(spark, run["images"])
+        listing = _with_hidden(spark, list_files(spark, run["images"]), run, settings)
         if bursts != "off":
             listing = with_bursts(spark, listing, run["images"], bursts, cct, burst_gap)
         else:
@@ -774,6 +766,10 @@ def _run(
         before = latest.join(listing.select("path"), "path", "left_semi").count()
         if settings.retry_failures:
             latest = latest.filter("failure IS NULL")
+        elif settings.include_hidden:
+            latest = latest.filter(
+                ~F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
+            )
         latest = latest.select("path", "length", "modificationTime")
         same = (
             (todo["path"] == latest["path"])
@@ -827,6 +823,20 @@ def _run(
         )
     )
     return summary
+
+
+def _with_hidden(
+    spark: SparkSession, listing: DataFrame, run: dict[str, Any], settings: ClassifySettings
+) -> DataFrame:
+    """`listing` with the hidden names under a local --images that Spark's listing leaves out:
+    failure rows, or with `include_hidden` ordinary ones (see `listing.hidden_entries`)."""
+    extra = hidden_entries(run["images"], include=settings.include_hidden)
+    if not extra:
+        return listing
+    rows = spark.createDataFrame(
+        extra, listing.select("path", "length", "modificationTime", "error").schema
+    )
+    return listing.unionByName(rows.select(*listing.columns))
 
 
 #: How often a run may vanish unseen (killed from outside, a power cut) while scoring the same
@@ -1090,9 +1100,14 @@ def finish(
         old = folder.parts()
         latest = current(table)
         listed = latest.join(listing.select("path"), "path", "left_semi")
-        total = latest.count()
-        missing = total - listed.count()
-        present = listed if prune else latest
+        # A hidden name's "skipped" row that is no longer listed (--include-hidden now lists
+        # what is under it) was never a result: it goes whatever the flags.
+        skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
+        unlisted = latest.join(listing.select("path"), "path", "left_anti")
+        kept = listed.unionByName(unlisted.filter(~skipped))
+        total, in_listing = kept.count(), listed.count()
+        missing = total - in_listing
+        present = listed if prune else kept
         removed = missing if prune else 0
         missing -= removed
         photos = total - removed
