@@ -961,7 +961,14 @@ LIMIT = 250_000  # 0.25 MP, which the JVM writes "0.3 MP" (String.format rounds 
 REFUSED = "over the limit of 0.3 MP per image on this executor; decode it smaller"
 OVER = "over the limit of 0.3 MP per image on this executor; raise spark.mmlspark.image.maxPixels"
 BIG_PNGS = ["big.png", "big16.png", "bigalpha.png", "biggray.png"]
-PNG_REFUSED = {name: f"image is 600x500 (0.3 MP), {REFUSED}" for name in BIG_PNGS}
+# A PNG cannot be decoded smaller with reduceFactor: the message names only what works for it.
+PNG_REFUSED = {
+    name: "image is 600x500 (0.3 MP), over the limit of 0.3 MP per image on this executor; decode "
+    "it smaller (minHeight and minWidth where the image is resized after: a PNG is then read "
+    "subsampled; reduceFactor cannot shrink it as it is read), give the executors more memory, "
+    "or raise spark.mmlspark.image.maxPixels"
+    for name in BIG_PNGS
+}
 CLAIMS_REFUSED = {
     "claims-3000x2000.jpg": f"image is 3000x2000 (6.0 MP), {REFUSED}",
     "claims-2000x700.jpg": f"image is 2000x700 (1.4 MP), {REFUSED}",

@@ -263,7 +263,7 @@ def _subsampled_on_jvm(header: ImageHeader, mode: str, min_h: int, min_w: int, l
     row (Java's image readers; ``SubsampledDecode``), which OpenCV's Python API cannot do."""
     if not (min_h > 0 or min_w > 0) or mode == "unchanged":
         return False
-    if header.format not in ("png", "tiff", "bmp", "gif"):
+    if header.format not in _SUBSAMPLED_FORMATS:
         return False
 
     def fits(s: int) -> bool:
@@ -274,6 +274,27 @@ def _subsampled_on_jvm(header: ImageHeader, mode: str, min_h: int, min_w: int, l
         step += 1
     pixels = _ceil_div(header.width, step) * _ceil_div(header.height, step)
     return step > 1 and pixels <= limit
+
+
+#: Formats the JVM reads subsampled (``SubsampledDecode.Formats``).
+_SUBSAMPLED_FORMATS = ("png", "tiff", "bmp", "gif")
+
+
+def _smaller(header: ImageHeader) -> str:
+    """How an image over the limit can be decoded smaller, by what its format allows (the JVM's
+    ``ImageCodec.smaller``)."""
+    if header.scalable:
+        return (
+            "decode it smaller (reduceFactor, or minHeight and minWidth where the image is "
+            "resized after), "
+        )
+    if header.format in _SUBSAMPLED_FORMATS:
+        return (
+            "decode it smaller (minHeight and minWidth where the image is resized after: a "
+            f"{header.format.upper()} is then read subsampled; reduceFactor cannot shrink it as "
+            "it is read), "
+        )
+    return ""
 
 
 def decode(
@@ -322,9 +343,7 @@ def decode(
             raise RowError(
                 f"image is {header.width}x{header.height} ({megapixels(header.pixels)})"
                 f"{at_scale}, over the limit of {megapixels(limit)} per image on this executor; "
-                "decode it smaller (reduceFactor, or minHeight and minWidth where the image is "
-                "resized after), give the executors more memory, or raise "
-                f"{MAX_PIXELS_KEY}"
+                f"{_smaller(header)}give the executors more memory, or raise {MAX_PIXELS_KEY}"
             )
     decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
     if decoded is None or decoded.size == 0:

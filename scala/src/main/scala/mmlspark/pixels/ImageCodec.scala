@@ -169,13 +169,27 @@ object ImageCodec {
         throw new UndecodableImageException(
           s"image is ${h.width}x${h.height} (${ImageLimits.megapixels(h.pixels)})$atScale, over " +
             s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
-            s"decode it smaller (reduceFactor, or minHeight and minWidth where the image is resized " +
-            s"after), give the executors more memory, or raise ${ImageLimits.MaxPixelsKey}"
+            smaller(h) + s"give the executors more memory, or raise ${ImageLimits.MaxPixelsKey}"
         )
       }
     }
     Prepared(orientation, header, factor, 1)
   }
+
+  /** How an image over the pixel limit can be decoded smaller, by what its format allows: a JPEG
+    * at a DCT scale (reduceFactor, or minHeight and minWidth), a PNG, TIFF, BMP or GIF read
+    * subsampled (minHeight and minWidth only: reduceFactor decodes it whole first), other formats
+    * not at all.
+    */
+  private def smaller(h: ImageHeader): String =
+    if (h.scalable)
+      "decode it smaller (reduceFactor, or minHeight and minWidth where the image is resized " +
+        "after), "
+    else if (SubsampledDecode.Formats(h.format))
+      s"decode it smaller (minHeight and minWidth where the image is resized after: a " +
+        s"${h.format.toUpperCase} is then read subsampled; reduceFactor cannot shrink it as it is " +
+        "read), "
+    else ""
 
   /** Applies an EXIF orientation (1-8) the way OpenCV's own reader does; releases `mat` when it
     * returns a new Mat.
