@@ -9,7 +9,7 @@ ASSEMBLY := dist/mmlspark_2.13-assembly-$(VERSION).jar
 WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
 SBT := ./sbt
 
-.PHONY: all venv jar codegen test test-python test-lines lint format wheel package-wheel demo bench clean
+.PHONY: all venv jar codegen test test-fast test-python test-lines lint format wheel package-wheel demo bench clean
 
 all: wheel
 
@@ -43,16 +43,25 @@ format: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
 
 # Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
-# the wheel, then the Python suites against them.
-test: venv lint
-	$(PY) scripts/spark_lines.py compile-venvs
-	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
-	$(MAKE) package-wheel test-python test-lines
+# the wheel, then the Python suites against them; each phase prints its wall time.
+PHASE := scripts/phase
+test: venv
+	$(PHASE) lint $(MAKE) lint
+	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
+	$(PHASE) "Scala suites and jars" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
+	$(PHASE) wheel $(MAKE) package-wheel
+	$(PHASE) "primary pytest" $(MAKE) test-python
+	$(PHASE) "Spark lines" $(MAKE) test-lines
 
 # The primary suite leaves its cross-line results (tests/test_lines.py) for test-lines.
 test-python: venv
 	rm -rf .lines/exchange
-	MMLSPARK_LINES_EXCHANGE=$(CURDIR)/.lines/exchange $(PY) -m pytest tests --durations=25
+	MMLSPARK_LINES_EXCHANGE=$(CURDIR)/.lines/exchange $(PY) -m pytest tests --durations=30
+
+# The inner loop: every test but the system tier (tests that start processes of their own:
+# CLIs, clusters, notebooks, servers, benchmark runs), against the jar built last.
+test-fast: venv
+	$(PY) -m pytest tests -m "not system" --durations=15
 
 # The line tests (pytest -m lines) on every other Spark line (3.5 on JDK 17 and on JDK 21), each in
 # its own virtualenv with the wheel installed, then the cross-line checks on the primary line.

@@ -20,12 +20,66 @@ from mmlspark.core.wrapper import MMLParams
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
 from spark_services import ConnectServer  # noqa: E402
 
+#: The tiers, by what a test starts. `unit` and `integration` are given by the fixtures a test
+#: uses; `system` and `lines` are marked by hand (a module's `pytestmark`, or a decorator).
+TIERS = {
+    "unit": "starts nothing: no JVM, no server, no process",
+    "integration": "uses the shared local session or a shared Spark Connect server, no process",
+    "system": "starts processes of its own: CLIs, clusters, notebooks, servers, benchmarks",
+    "lines": "runs on every supported Spark line too (scripts/spark_lines.py, make test-lines)",
+}
+#: Fixtures that put a test on the shared JVM or a shared Connect server.
+SHARED_SESSIONS = frozenset(
+    {"spark", "session", "connect_spark", "connect_server", "jarless_connect", "jarless_server",
+     "demo_run"}
+)  # fmt: skip
+
 
 def pytest_configure(config):
-    config.addinivalue_line(
-        "markers",
-        "lines: runs on every supported Spark line too (scripts/spark_lines.py, make test-lines)",
-    )
+    for tier, meaning in TIERS.items():
+        config.addinivalue_line("markers", f"{tier}: {meaning}")
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The one tier of a test: `system` or `lines` where marked, else `integration` where it
+    uses a shared session, else `unit`. Two hand-marked tiers, or a hand-marked computed one,
+    stop the run."""
+    marked = [t for t in TIERS if item.get_closest_marker(t)]
+    if len(marked) > 1 or set(marked) & {"unit", "integration"}:
+        raise pytest.UsageError(
+            f"{item.nodeid} is marked {marked}: mark at most one of system and lines (unit and "
+            "integration follow from the fixtures a test uses)"
+        )
+    if marked:
+        return marked[0]
+    return "integration" if SHARED_SESSIONS & set(item.fixturenames) else "unit"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        item.add_marker(tier_of(item))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A unit or integration test that starts a process fails, naming the tier it belongs to:
+    the tiers stay true as tests change (fixtures may start the shared servers)."""
+    if item.get_closest_marker("system") or item.get_closest_marker("lines"):
+        yield
+        return
+    original = subprocess.Popen.__init__
+
+    def refused(self, args, *rest, **kwargs):
+        raise AssertionError(
+            f"{item.nodeid} starts a process ({args!r:.200}): mark it pytest.mark.system"
+        )
+
+    subprocess.Popen.__init__ = refused  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        subprocess.Popen.__init__ = original  # type: ignore[method-assign]
 
 
 @pytest.fixture(scope="session")
@@ -140,20 +194,27 @@ def run_job(
     return result
 
 
-@pytest.fixture(scope="module")
-def jarless_connect(tmp_path_factory):
-    """A Spark Connect server started without the mmlspark jar, and a session on it, made the
-    active Connect session (as it is for a user with one) for the module's tests."""
-    from pyspark.sql.connect.session import SparkSession as ConnectSession
-
+@pytest.fixture(scope="session")
+def jarless_server(tmp_path_factory):
+    """One Spark Connect server started without the mmlspark jar, for the whole run (a server
+    start costs tens of seconds here)."""
     conf = {"spark.pyspark.python": sys.executable, "spark.sql.shuffle.partitions": "2"}
     with ConnectServer(tmp_path_factory.mktemp("jarless"), conf) as server:
         server.start()
-        with connect_mode():
-            session = ConnectSession.builder.remote(server.url).create()
-        previous = getattr(ConnectSession._active_session, "session", None)
-        ConnectSession._active_session.session = session
-        yield session
-        ConnectSession._active_session.session = previous
-        with connect_mode():
-            session.stop()
+        yield server
+
+
+@pytest.fixture(scope="module")
+def jarless_connect(jarless_server):
+    """A session of its own on the jar-less Connect server, made the active Connect session (as
+    it is for a user with one) for the module's tests."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    with connect_mode():
+        session = ConnectSession.builder.remote(jarless_server.url).create()
+    previous = getattr(ConnectSession._active_session, "session", None)
+    ConnectSession._active_session.session = session
+    yield session
+    ConnectSession._active_session.session = previous
+    with connect_mode():
+        session.stop()

@@ -25,6 +25,7 @@ def quick_run(script: str, out: Path) -> dict | list:
     return json.loads(result.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
+@pytest.mark.system
 def test_image_benchmark_quick_run_writes_its_table(tmp_path):
     out = tmp_path / "images.md"
     figures = quick_run("image_pipeline.py", out)
@@ -37,6 +38,7 @@ def test_image_benchmark_quick_run_writes_its_table(tmp_path):
     assert "| mmlspark, Python backend (the same stages, local[2]) |" in table
 
 
+@pytest.mark.system
 def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
     out = tmp_path / "onnx.md"
     (figures,) = quick_run("onnx_inference.py", out)
@@ -58,6 +60,7 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(tmp_path):
     assert "| tiny (" in out.read_text()
 
 
+@pytest.mark.system
 def test_scaling_benchmark_quick_run_measures_three_masters(tmp_path):
     out = tmp_path / "scaling.md"
     figures = quick_run("scaling.py", out)
@@ -74,6 +77,7 @@ def test_scaling_benchmark_quick_run_measures_three_masters(tmp_path):
     assert "| local[2] |" in out.read_text()
 
 
+@pytest.mark.system
 def test_end_to_end_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     out = tmp_path / "end_to_end.md"
     figures = quick_run("end_to_end.py", out)
@@ -89,6 +93,7 @@ def test_end_to_end_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     assert figures["python_backend_vs_jvm_backend"] > 0
 
 
+@pytest.mark.system
 def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_path):
     (tmp_path / "onnx.json").write_text(
         json.dumps(
@@ -162,6 +167,7 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     assert red.any() and green.any()
 
 
+@pytest.mark.system
 def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(tmp_path):
     out = tmp_path / "camera_trap.md"
     figures = quick_run("camera_trap.py", out)
@@ -199,6 +205,7 @@ def test_camera_trap_benchmark_takes_the_cli_rate_only_of_the_whole_survey():
         cli_rate("[classify] stopped", 960)
 
 
+@pytest.mark.system
 def test_profile_splits_the_cpu_of_both_workloads_by_thread_and_phase(tmp_path):
     out = tmp_path / "where_time_goes.md"
     figures = quick_run("where_time_goes.py", out)
@@ -220,6 +227,7 @@ def test_profile_splits_the_cpu_of_both_workloads_by_thread_and_phase(tmp_path):
     assert "## 8 photos of 4000x3000" in out.read_text()
 
 
+@pytest.mark.system
 def test_detection_benchmark_quick_run_finds_the_same_boxes(tmp_path):
     out = tmp_path / "detection.md"
     figures = quick_run("detection.py", out)

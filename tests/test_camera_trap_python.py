@@ -320,6 +320,7 @@ spark.stop()
 """
 
 
+@pytest.mark.system
 def test_demo_on_a_plain_session_without_the_jar_predicts_as_the_jvm_run(demo_run, tmp_path):
     """A plain ``SparkSession`` (pyspark's, no jar) runs the demo on the Python backend, with the
     classes and boxes of the run with the jar."""

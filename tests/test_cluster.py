@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+import pytest
 from conftest import run_job
 
 SCRIPT = textwrap.dedent(
@@ -30,6 +31,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.system
 def test_read_images_on_executors_in_separate_jvms(tmp_path):
     result = run_job(tmp_path, SCRIPT, str(tmp_path / "photos"))
     assert "cluster-ok 14 2" in result.stdout

@@ -11,6 +11,7 @@ import json
 import os
 import textwrap
 
+import pytest
 from conftest import run_job
 
 SCRIPT = textwrap.dedent(
@@ -74,6 +75,7 @@ def overlapping(tasks: list[dict]) -> list[tuple[dict, dict]]:
     ]
 
 
+@pytest.mark.system
 def test_each_task_binds_to_its_own_gpu_address(tmp_path):
     tasks, _ = assignments(tmp_path, executor_gpus=2, task_share="1")
     pairs = overlapping(tasks)
@@ -82,6 +84,7 @@ def test_each_task_binds_to_its_own_gpu_address(tmp_path):
         assert a["gpus"] != b["gpus"], (a, b)
 
 
+@pytest.mark.system
 def test_tasks_given_a_share_of_one_gpu_bind_to_it_together(tmp_path):
     tasks, _ = assignments(tmp_path, executor_gpus=1, task_share="0.5")
     pairs = overlapping(tasks)

@@ -21,6 +21,7 @@ def test_there_are_notebooks():
     ]
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_is_stored_without_outputs_and_runs(path, monkeypatch):
     notebook = nbformat.read(path, as_version=4)
@@ -38,6 +39,7 @@ def test_notebook_is_stored_without_outputs_and_runs(path, monkeypatch):
 
 # Every notebook again with every stage on the Python backend, as on compute that cannot load
 # the jar (the camera-trap demo skips its detection part there).
+@pytest.mark.system
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_on_the_python_backend(path, monkeypatch):
     notebook = nbformat.read(path, as_version=4)

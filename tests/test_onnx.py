@@ -716,6 +716,7 @@ print("ok")
 )
 
 
+@pytest.mark.system
 def test_buffers_fit_the_rows_present_and_a_failed_allocation_fails_no_row(tmp_path):
     result = run_job(tmp_path, DIRECT_MEMORY_JOB, "")
     assert result.stdout.strip().endswith("ok")
@@ -806,6 +807,7 @@ os._exit(0 if code == 0 else 3)
 """
 
 
+@pytest.mark.system
 @pytest.mark.parametrize("service", ["true", "false"], ids=["inference-service", "tasks"])
 def test_cancelled_runs_stop_and_the_jvm_exits_cleanly(tmp_path, service):
     temp = tmp_path / "jvm-temp"
@@ -865,6 +867,7 @@ print(f"ok: largest batch {largest} rows")
 )
 
 
+@pytest.mark.system
 def test_the_inference_service_batches_rows_of_four_tasks_with_the_same_results(tmp_path):
     result = run_job(tmp_path, SERVICE_JOB, "")
     assert "ok: largest batch" in result.stdout
@@ -961,6 +964,7 @@ print("ok: killed one task of a shared batch")
 )
 
 
+@pytest.mark.system
 def test_a_task_killed_while_its_rows_share_a_batch_leaves_the_other_task_s_rows_right(tmp_path):
     """Rows of two jobs' tasks run in one batch of the inference service; one job is cancelled
     (its task killed) while the batch runs. The other task still gets its rows' results (the
@@ -1001,6 +1005,7 @@ print("ok")
 """
 
 
+@pytest.mark.system
 def test_a_session_of_another_size_in_the_same_jvm_gets_a_service_of_its_size(tmp_path):
     result = run_job(tmp_path, SERVICE_SIZES_JOB, "")
     assert result.stdout.strip().endswith("ok")

@@ -96,6 +96,7 @@ def assert_same(actual: list[dict[str, Any]], expected: list[dict[str, Any]], ro
             assert a["confidence"] == pytest.approx(e["confidence"], rel=1e-6, abs=1e-9)
 
 
+@pytest.mark.system
 def test_demo_on_the_cluster_equals_local_mode(cluster, demo_run, tmp_path):
     local, _, local_out = demo_run
     process = submit(
@@ -180,6 +181,7 @@ def kill_mid_job(ui_port: int, out: Path, events: Path, done: threading.Event) -
     return {"killed": kills}
 
 
+@pytest.mark.system
 def test_executor_killed_mid_job_loses_and_duplicates_nothing(cluster, spark, tmp_path):
     photos = tmp_path / "photos"
     for copy in range(COPIES):

@@ -284,6 +284,7 @@ def test_read_images_lists_links_loops_and_duplicates_once(spark, tmp_path):
     assert any(r.error and "broken symbolic link" in r.error for r in rows)
 
 
+@pytest.mark.system
 def test_unreadable_files_and_folders_are_row_errors(tmp_path):
     """Permission denied, as a user without root's override gets it: the check runs in a user
     namespace, where files owned by root get no override."""
@@ -325,6 +326,7 @@ def test_unreadable_files_and_folders_are_row_errors(tmp_path):
 # -- resume that survives anything ----------------------------------------------------------
 
 
+@pytest.mark.system
 def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_path):
     images = tmp_path / "survey"
     photos = copy_photos(images, copies=50)
@@ -409,6 +411,7 @@ def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark,
     assert committed_rows(again)[poison][2] is None
 
 
+@pytest.mark.system
 def test_a_full_disk_keeps_the_commits_and_the_next_run_finishes(model, tmp_path):
     """--out on a 256 KiB filesystem (a tmpfs in a user and mount namespace of this test's own):
     the run stops with exit 2 and what to do, keeps its commits, and after the filesystem grows
@@ -486,6 +489,7 @@ def test_changed_and_deleted_photos_are_rescored_and_dropped(spark, model, tmp_p
     )
 
 
+@pytest.mark.system
 def test_concurrent_runs_are_refused_or_wait(spark, model, tmp_path):
     images = tmp_path / "survey"
     photos = copy_photos(images, copies=2)
@@ -682,6 +686,7 @@ def jvm_peak_rss_mib(process: subprocess.Popen) -> float:
     return peak
 
 
+@pytest.mark.system
 def test_24_megapixel_photos_go_through_with_the_default_settings(spark, model, tmp_path):
     from mmlspark.onnx import ONNXModel
     from mmlspark.opencv import ImageTransformer
@@ -961,6 +966,7 @@ def hold_lock(folder: Path, log: Path, seconds: float) -> subprocess.Popen:
     )
 
 
+@pytest.mark.system
 def test_the_lock_goes_with_a_killed_holder_and_is_never_held_twice(tmp_path):
     for racers in (2, 3, 5):
         folder, log = tmp_path / f"run{racers}", tmp_path / f"log{racers}"
@@ -994,6 +1000,7 @@ def test_without_file_locks_the_lock_is_an_exclusive_file(tmp_path, monkeypatch)
     assert not (tmp_path / store.EXCLUSIVE_LOCK).exists()
 
 
+@pytest.mark.system
 def test_concurrent_waiting_runs_over_a_killed_holder_end_with_one_row_per_photo(
     spark, model, tmp_path
 ):

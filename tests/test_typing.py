@@ -8,6 +8,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SAMPLE = textwrap.dedent(
@@ -36,11 +38,13 @@ def _mypy(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.system
 def test_package_type_checks_clean():
     result = _mypy("mmlspark")
     assert result.returncode == 0, result.stdout
 
 
+@pytest.mark.system
 def test_generated_signatures_are_seen_by_mypy(tmp_path):
     sample = tmp_path / "sample.py"
     sample.write_text(SAMPLE)

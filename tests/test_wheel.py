@@ -9,6 +9,8 @@ import textwrap
 import zipfile
 from pathlib import Path
 
+import pytest
+
 import mmlspark
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -82,6 +84,7 @@ def test_wheel_contains_a_jar_for_each_scala_version():
         assert sum(n.startswith(f"{demo}images/") and n.endswith(".jpg") for n in names) == 120
 
 
+@pytest.mark.system
 def test_wheel_installs_in_a_clean_virtualenv_and_runs_a_pipeline(tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
@@ -117,6 +120,7 @@ SUBMITTED = textwrap.dedent(
 )
 
 
+@pytest.mark.system
 def test_self_contained_jar_runs_under_spark_submit(tmp_path):
     import pyspark
 

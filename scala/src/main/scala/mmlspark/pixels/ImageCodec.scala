@@ -176,10 +176,9 @@ object ImageCodec {
     Prepared(orientation, header, factor, 1)
   }
 
-  /** How an image over the pixel limit can be decoded smaller, by what its format allows: a JPEG
-    * at a DCT scale (reduceFactor, or minHeight and minWidth), a PNG, TIFF, BMP or GIF read
-    * subsampled (minHeight and minWidth only: reduceFactor decodes it whole first), other formats
-    * not at all.
+  /** How an image over the pixel limit can be decoded smaller, by what its format allows: a JPEG at
+    * a DCT scale (reduceFactor, or minHeight and minWidth), a PNG, TIFF, BMP or GIF read subsampled
+    * (minHeight and minWidth only: reduceFactor decodes it whole first), other formats not at all.
     */
   private def smaller(h: ImageHeader): String =
     if (h.scalable)
