@@ -1977,6 +1977,7 @@ def evaluate_detections(
             **boxes,
         }
     out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(out_dir / "metrics.json", json.dumps(metrics, indent=1))
     chosen = [s for ok, s in samples if not ok] + [s for ok, s in samples if ok]
     if chosen:
