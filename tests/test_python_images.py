@@ -370,6 +370,7 @@ def encoded(spark, folder) -> tuple[DataFrame, int]:
             # The JVM looks for the end marker in the last KiB only: this one is "truncated".
             "padded2k.jpg": jpeg + bytes(2000),
             "halved.jpg": jpeg[: len(jpeg) // 2],  # cut in the middle of the scan
+            "hollow.jpg": hollow_jpeg(jpeg),
             "missing.jpg": None,
             "short.bin": b"\x01\x02",
             "soi.jpg": b"\xff\xd8\xff",  # a JPEG start and nothing else
@@ -427,8 +428,22 @@ DECODE_ERRORS = {
     "padded2k.jpg": "truncated JPEG: no end-of-image marker in ",
     "short.bin": "not a decodable image (2 bytes starting 01 02): unknown format or corrupt data",
     "soi.jpg": "truncated JPEG: no end-of-image marker in 3 bytes",
+    # 48x64 in 4:2:0: 4 x 3 MCUs of 16x16, each of 4 luma and 2 chroma blocks
+    "hollow.jpg": "corrupt JPEG: 4 bytes of image data for a frame of 72 8x8 blocks, which takes "
+    "at least 9; the file is damaged",
 }
 assert set(BAD) <= set(DECODE_ERRORS)
+
+
+def hollow_jpeg(jpeg: bytes) -> bytes:
+    """`jpeg` with its image data cut out and its end marker kept: headers through the scan
+    header, 4 bytes, FF D9. libjpeg (opencv-python here) decodes it as gray without an error."""
+    sos = jpeg.index(b"\xff\xda")
+    header_end = sos + 2 + int.from_bytes(jpeg[sos + 2 : sos + 4], "big")
+    hollow = jpeg[:header_end] + bytes(4) + b"\xff\xd9"
+    decoded = cv2.imdecode(np.frombuffer(hollow, np.uint8), cv2.IMREAD_COLOR)
+    assert decoded is not None and decoded.shape == (48, 64, 3)  # no error from libjpeg
+    return hollow
 
 DECODES = [
     pytest.param({}, id="color"),

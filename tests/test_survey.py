@@ -254,6 +254,9 @@ def test_a_hostile_survey_completes_and_lists_every_file(spark, model, tmp_path)
     assert all(rows[str(p.relative_to(images))]["predicted_label"] for p in photos)
     assert "empty file (0 bytes)" in rows["bombs/empty.jpg"]["failure"]
     assert "broken symbolic link" in rows["bombs/gone.jpg"]["failure"]
+    # The 25000x25000 claim in under 1000 bytes: at 1/8 scale under the limit, and a failure row
+    # all the same (its image data is far too short for its frame), never a label.
+    assert rows["bombs/claims_25000.jpg"]["failure"].startswith("corrupt JPEG: ")
     # Over the pixel limit at full size, a PNG is read subsampled to the featurizer's size.
     assert rows["bombs/blank_10000.png"]["predicted_label"]
     assert not rows["bombs/blank_10000.png"]["failure"]
@@ -1187,3 +1190,21 @@ def test_hidden_names_are_failure_rows_until_included(spark, model, tmp_path):
     assert cli.main(classify_args(images, model, out)) == 0
     again = {r["path"]: r for r in rows_of(out)}
     assert again["_to_review/a.jpg"] == rows["_to_review/a.jpg"]
+
+
+def test_a_jpeg_without_its_image_data_is_a_failure_row(spark, model, tmp_path):
+    """A 6000x4000 frame header with a few hundred bytes of image data and an intact end marker
+    (what a damaged card can leave): libjpeg decodes it as gray without an error, at 1/8 scale
+    well under the pixel limit; the job lists it as a failure, not a photo of an empty scene."""
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=1)
+    hollow = jpeg_claiming(6000, 4000)
+    assert cv2.imdecode(np.frombuffer(hollow, np.uint8), cv2.IMREAD_REDUCED_COLOR_8) is not None
+    (images / "damaged.jpg").write_bytes(hollow)
+    out = tmp_path / "run"
+    assert cli.main(classify_args(images, model, out)) == 0
+    rows = {r["path"]: r for r in rows_of(out)}
+    assert len(rows) == len(photos) + 1
+    assert rows["damaged.jpg"]["failure"].startswith("corrupt JPEG: ")
+    assert "8x8 blocks" in rows["damaged.jpg"]["failure"] and rows["damaged.jpg"]["confidence"] == ""
+    assert sum(bool(r["failure"]) for r in rows.values()) == 1

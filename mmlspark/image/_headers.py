@@ -217,6 +217,58 @@ def has_jpeg_end(data: bytes) -> bool:
     return data.find(b"\xff\xd9", max(2, len(data) - 1024)) != -1
 
 
+def jpeg_data_shortfall(data: bytes) -> tuple[int, int, int] | None:
+    """For a Huffman-coded DCT JPEG (SOF0-SOF2), ``(have, need, blocks)`` when its entropy-coded
+    data is shorter than the frame it declares can be: every 8x8 block takes at least one bit
+    (a Huffman code is at least one bit long), so ``need`` is ``blocks / 8`` bytes, and ``have``
+    is what lies between the first scan's header and the end-of-image marker. None when the data
+    can be that long, or the file is not such a JPEG. libjpeg decodes such a file as gray
+    without an error; this is how it is told apart (the JVM's ``ImageHeader.jpegDataShortfall``).
+    """
+    n, pos = len(data), 2
+    blocks = -1
+    while pos + 4 <= n:
+        if data[pos] != 0xFF:
+            return None
+        marker = data[pos + 1]
+        if marker == 0xFF:
+            pos += 1
+            continue
+        if marker == 0xD8 or 0xD0 <= marker <= 0xD7:
+            pos += 2
+            continue
+        if marker == 0xD9:
+            return None
+        length = (data[pos + 2] << 8) | data[pos + 3]
+        if 0xC0 <= marker <= 0xC2:
+            if pos + 10 > n:
+                return None
+            height = (data[pos + 5] << 8) | data[pos + 6]
+            width = (data[pos + 7] << 8) | data[pos + 8]
+            count = data[pos + 9]
+            if pos + 10 + 3 * count > n or count == 0:
+                return None
+            factors = [data[pos + 11 + 3 * i] for i in range(count)]
+            h = [f >> 4 for f in factors]
+            v = [f & 15 for f in factors]
+            if min(h) == 0 or min(v) == 0:
+                return None
+            mcus = -(-width // (8 * max(h))) * -(-height // (8 * max(v)))
+            blocks = mcus * sum(a * b for a, b in zip(h, v, strict=True))
+        elif 0xC3 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            return None  # lossless or arithmetic-coded: a block may take less than a bit
+        elif marker == 0xDA:
+            if blocks < 0:
+                return None
+            start = pos + 2 + length
+            end = data.rfind(b"\xff\xd9", max(start, n - 1024))
+            have = (end if end != -1 else n) - start
+            need = -(-blocks // 8)
+            return (have, need, blocks) if have < need else None
+        pos += 2 + length
+    return None
+
+
 def hex_prefix(data: bytes) -> str:
     """The first (up to) 4 bytes in lower-case hex, space-separated: ``"6e 6f 74 20"``."""
     return bytes(data[:4]).hex(" ")

@@ -32,6 +32,7 @@ from mmlspark.image._headers import (
     exif_seconds,
     has_jpeg_end,
     hex_prefix,
+    jpeg_data_shortfall,
     is_jpeg,
     read_header,
 )
@@ -345,6 +346,14 @@ def decode(
                 f"{at_scale}, over the limit of {megapixels(limit)} per image on this executor; "
                 f"{_smaller(header)}give the executors more memory, or raise {MAX_PIXELS_KEY}"
             )
+    # After the limit: a header over it is refused as such, whatever follows it.
+    short = jpeg_data_shortfall(data) if jpeg else None
+    if short is not None:
+        have, need, blocks = short
+        raise RowError(
+            f"corrupt JPEG: {have} bytes of image data for a frame of {blocks} 8x8 blocks, which "
+            f"takes at least {need}; the file is damaged (its image data is missing)"
+        )
     decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
     if decoded is None or decoded.size == 0:
         raise RowError(

@@ -173,6 +173,13 @@ object ImageCodec {
         )
       }
     }
+    // After the limit: a header over it is refused as such, whatever follows it.
+    if (isJpeg(bytes)) ImageHeader.jpegDataShortfall(bytes).foreach { case (have, need, blocks) =>
+      throw new UndecodableImageException(
+        s"corrupt JPEG: $have bytes of image data for a frame of $blocks 8x8 blocks, which takes " +
+          s"at least $need; the file is damaged (its image data is missing)"
+      )
+    }
     Prepared(orientation, header, factor, 1)
   }
 

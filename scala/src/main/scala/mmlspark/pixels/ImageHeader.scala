@@ -76,6 +76,58 @@ object ImageHeader {
     None
   }
 
+  /** For a Huffman-coded DCT JPEG (SOF0-SOF2), `(have, need, blocks)` when its entropy-coded data
+    * is shorter than the frame it declares can be: every 8x8 block takes at least one bit (a
+    * Huffman code is at least one bit long), so `need` is `blocks / 8` bytes, and `have` is what
+    * lies between the first scan's header and the end-of-image marker. None when the data can be
+    * that long, or the file is not such a JPEG. libjpeg decodes such a file as gray without an
+    * error; this is how it is told apart (Python's `jpeg_data_shortfall`).
+    */
+  def jpegDataShortfall(b: Array[Byte]): Option[(Long, Long, Long)] = {
+    var pos = 2
+    var blocks = -1L
+    while (pos + 4 <= b.length) {
+      if (u8(b, pos) != 0xff) return None
+      val marker = u8(b, pos + 1)
+      if (marker == 0xff) pos += 1
+      else if (marker == 0xd8 || (marker >= 0xd0 && marker <= 0xd7)) pos += 2
+      else if (marker == 0xd9) return None
+      else {
+        val length = be16(b, pos + 2)
+        if (marker >= 0xc0 && marker <= 0xc2) {
+          if (pos + 10 > b.length) return None
+          val height = be16(b, pos + 5).toLong
+          val width = be16(b, pos + 7).toLong
+          val count = u8(b, pos + 9)
+          if (count == 0 || pos + 10 + 3 * count > b.length) return None
+          val factors = (0 until count).map(i => u8(b, pos + 11 + 3 * i))
+          val h = factors.map(_ >> 4)
+          val v = factors.map(_ & 15)
+          if (h.min == 0 || v.min == 0) return None
+          val mcus = ceilDiv(width, 8L * h.max) * ceilDiv(height, 8L * v.max)
+          blocks = mcus * h.zip(v).map { case (a, c) => a * c }.sum
+        } else if (
+          marker >= 0xc3 && marker <= 0xcf && marker != 0xc4 && marker != 0xc8 && marker != 0xcc
+        ) {
+          return None // lossless or arithmetic-coded: a block may take less than a bit
+        } else if (marker == 0xda) {
+          if (blocks < 0) return None
+          val start = pos + 2 + length
+          var end = b.length - 2
+          val stop = math.max(start, b.length - 1024)
+          while (end >= stop && !(u8(b, end) == 0xff && u8(b, end + 1) == 0xd9)) end -= 1
+          val have = (if (end >= stop) end else b.length).toLong - start
+          val need = ceilDiv(blocks, 8L)
+          return if (have < need) Some((have, need, blocks)) else None
+        }
+        pos += 2 + length
+      }
+    }
+    None
+  }
+
+  private def ceilDiv(a: Long, b: Long): Long = (a + b - 1) / b
+
   private def png(b: Array[Byte]): Option[ImageHeader] =
     if (b.length >= 24 && startsWith(b, 12, Array('I', 'H', 'D', 'R'))) {
       Some(ImageHeader("png", clamp(be32(b, 16)), clamp(be32(b, 20)), scalable = false))

@@ -72,6 +72,19 @@ class ImageLimitsSuite extends AnyFunSuite {
     assert(refused.getMessage.contains(ImageLimits.MaxPixelsKey), refused.getMessage)
   }
 
+  test("a JPEG whose image data is too short for its frame is refused, though libjpeg takes it") {
+    // 25000x25000 in 4:2:0 is 1563 x 1563 MCUs of 6 blocks, at least a bit each: 1.8 MB at least
+    val bomb = claiming(25000, 25000)
+    val refused = intercept[UndecodableImageException] {
+      ImageCodec.decode(bomb, "color", true, 1, 224, 224, maxPixels = 20000000L) // 1/8: 9.8 MP
+    }
+    assert(refused.getMessage.startsWith("corrupt JPEG: "), refused.getMessage)
+    assert(refused.getMessage.contains(s"${1563L * 1563 * 6} 8x8 blocks"), refused.getMessage)
+    // A real photo of that frame size is not: its data is long enough.
+    val photo = encoded(3000, 4000, ".jpg")
+    assert(ImageHeader.jpegDataShortfall(photo).isEmpty)
+  }
+
   test("a minimum size picks the smallest JPEG scale that still covers it") {
     val photo = encoded(3000, 4000, ".jpg")
     def decodedSize(minHeight: Int, minWidth: Int, maxPixels: Long = Long.MaxValue): (Int, Int) = {
