@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy.testing  # noqa: F401 - its import runs `lscpu` once: here, not inside a test
 import pytest
 
 import mmlspark
