@@ -445,6 +445,7 @@ def hollow_jpeg(jpeg: bytes) -> bytes:
     assert decoded is not None and decoded.shape == (48, 64, 3)  # no error from libjpeg
     return hollow
 
+
 DECODES = [
     pytest.param({}, id="color"),
     pytest.param({"colorMode": "grayscale"}, id="grayscale"),

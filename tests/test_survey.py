@@ -1206,5 +1206,6 @@ def test_a_jpeg_without_its_image_data_is_a_failure_row(spark, model, tmp_path):
     rows = {r["path"]: r for r in rows_of(out)}
     assert len(rows) == len(photos) + 1
     assert rows["damaged.jpg"]["failure"].startswith("corrupt JPEG: ")
-    assert "8x8 blocks" in rows["damaged.jpg"]["failure"] and rows["damaged.jpg"]["confidence"] == ""
+    damaged = rows["damaged.jpg"]
+    assert "8x8 blocks" in damaged["failure"] and damaged["confidence"] == ""
     assert sum(bool(r["failure"]) for r in rows.values()) == 1

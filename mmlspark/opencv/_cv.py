@@ -32,8 +32,8 @@ from mmlspark.image._headers import (
     exif_seconds,
     has_jpeg_end,
     hex_prefix,
-    jpeg_data_shortfall,
     is_jpeg,
+    jpeg_data_shortfall,
     read_header,
 )
 
