@@ -1134,11 +1134,21 @@ def test_file_uris_names_with_spaces_and_evaluate_folders(spark, model, tmp_path
     assert "not an evaluate output" in capsys.readouterr().err
     assert sorted(p.name for p in report.iterdir()) == ["notes.txt"]
     evaluation = tmp_path / "evaluation"
-    for _ in range(2):
-        assert cli.main(["evaluate", "--predictions", str(out), "--out", str(evaluation)]) == 0
+    assert cli.main(["evaluate", "--predictions", str(out), "--out", str(evaluation)]) == 0
+    written = {p.name for p in evaluation.iterdir()}
+    assert {"metrics.json", "confusion_matrix.png"} <= written
+    # Every file goes in with a rename: what a killed run leaves is a temporary name of its own,
+    # which does not make the folder foreign; the next run replaces the files.
+    (evaluation / ".samples.0a1b2c3d.png").write_bytes(b"half a PNG")
+    (evaluation / ".metrics.json.0a1b2c3d.tmp").write_text('{"photos": ')
+    (evaluation / "metrics.json").write_text("{}")
+    assert cli.main(["evaluate", "--predictions", str(out), "--out", str(evaluation)]) == 0
     metrics = json.loads((evaluation / "metrics.json").read_text())
     assert metrics["photos"] == 1
-    assert not [p for p in evaluation.iterdir() if p.name.endswith(".tmp")]
+    assert {p.name for p in evaluation.iterdir()} == written | {
+        ".samples.0a1b2c3d.png",
+        ".metrics.json.0a1b2c3d.tmp",
+    }  # its own temporary names appear only where a run was killed
 
 
 def test_a_model_off_this_machine_is_identified_by_its_saved_uid(spark, model, tmp_path):

@@ -24,7 +24,9 @@ import shutil
 import signal
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -1739,6 +1741,23 @@ def with_bursts(
 
 #: What evaluate writes into its --out.
 EVALUATION_FILES = frozenset({"metrics.json", "confusion_matrix.png", "samples.png"})
+#: The temporary names its files are written under before a rename (".samples.1a2b3c4d.png"),
+#: which a run that was killed leaves behind.
+_EVALUATION_TEMPORARY = re.compile(
+    r"\.(metrics\.json|confusion_matrix|samples)\.[0-9a-f]{8}\.(tmp|png)"
+)
+
+
+@contextmanager
+def _replaced(target: Path) -> Iterator[str]:
+    """A temporary path beside `target` (same extension: the chart writers pick the format by
+    it) to write to, moved over `target` with one rename when the block ends without error."""
+    temporary = target.with_name(f".{target.stem}.{uuid.uuid4().hex[:8]}{target.suffix}")
+    try:
+        yield str(temporary)
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _evaluation_lock(out: str) -> OutputLock:
@@ -1752,6 +1771,7 @@ def _evaluation_lock(out: str) -> OutputLock:
             p.name
             for p in folder.iterdir()
             if p.name not in (store.LOCK, store.EXCLUSIVE_LOCK)
+            and not (_EVALUATION_TEMPORARY.fullmatch(p.name) and p.is_file())
             and (p.name not in EVALUATION_FILES or p.is_symlink() or not p.is_file())
         )
         if foreign:
@@ -1981,9 +2001,10 @@ def evaluate_detections(
     atomic_write(out_dir / "metrics.json", json.dumps(metrics, indent=1))
     chosen = [s for ok, s in samples if not ok] + [s for ok, s in samples if ok]
     if chosen:
-        _charts_of(spark).draw_image_grid(
-            samples=chosen[:16], columns=4, cell_size=160, path=str(out_dir / "samples.png")
-        )
+        with _replaced(out_dir / "samples.png") as path:
+            _charts_of(spark).draw_image_grid(
+                samples=chosen[:16], columns=4, cell_size=160, path=path
+            )
     f = metrics["empty_filter"]
     log(
         f"[evaluate] {photos} photos, threshold {threshold}: empty filter finds animals with "
@@ -2048,11 +2069,10 @@ def draw_plots(
     captioned "predicted (true ...)"; drawn by the library's OpenCV, so no plotting package is
     needed."""
     charts = _charts_of(spark)
-    charts.draw_confusion_matrix(
-        labels=metrics["labels"],
-        matrix=metrics["confusion_matrix"],
-        path=str(out / "confusion_matrix.png"),
-    )
+    with _replaced(out / "confusion_matrix.png") as path:
+        charts.draw_confusion_matrix(
+            labels=metrics["labels"], matrix=metrics["confusion_matrix"], path=path
+        )
     if not samples:
         return
     wrong = judged.filter("prediction != label").orderBy("path").limit(16).collect()
@@ -2065,9 +2085,8 @@ def draw_plots(
         for r in wrong + right
     ]
     if chosen:
-        charts.draw_image_grid(
-            samples=chosen, columns=4, cell_size=128, path=str(out / "samples.png")
-        )
+        with _replaced(out / "samples.png") as path:
+            charts.draw_image_grid(samples=chosen, columns=4, cell_size=128, path=path)
 
 
 DEMO_DATA = Path(__file__).resolve().parent / "demo_data"
