@@ -507,10 +507,13 @@ def _model_identity(model_dir: str, model: PipelineModel) -> dict[str, str]:
 
 #: Settings that name where a model is, not what it is: a run is identified by the rest.
 _LOCATIONS = ("model", "detector")
+#: What a manifest holds besides the run's settings: its marker, run id and file lists.
+_BOOKKEEPING = ("format", "layout", "run_id", "files", "staging")
 
 
 def _identity(run: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in run.items() if k not in _LOCATIONS}
+    """The settings that identify a run (a run dict, or a manifest)."""
+    return {k: v for k, v in run.items() if k not in _LOCATIONS + _BOOKKEEPING}
 
 
 def _changes(before: dict[str, Any], now: dict[str, Any]) -> str:
@@ -550,9 +553,6 @@ def open_folder(out: Path, run: dict[str, Any], overwrite: bool) -> RunFolder:
             )
         return folder
     before = _identity(folder.manifest)
-    before.pop("format", None)
-    for key in ("layout", "run_id", "files", "staging"):
-        before.pop(key, None)
     if before != _identity(run) and not overwrite:
         raise JobError(
             f"{out} holds results of another run: {_changes(before, _identity(run))}. Results "
