@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 import onnx_models
 import pytest
+from detection_reference import NAMES, detect, letterbox
 from image_fixtures import encode, pattern, with_exif_orientation
 from pyspark.ml import Pipeline, PipelineModel
 
@@ -19,80 +20,6 @@ from mmlspark.image import ImageFeaturizer, read_images
 from mmlspark.opencv import ImageTransformer
 
 SIZE = 32  # the echo detector's input
-NAMES = ["animal", "person", "vehicle"]
-
-
-# --- the reference -------------------------------------------------------------------------
-
-
-def letterbox(image: np.ndarray, size: int, pad: int = 114) -> tuple[np.ndarray, tuple]:
-    """YOLOv5's letterbox (auto=False): returns the square and (new_h, new_w, top, left)."""
-    h, w = image.shape[:2]
-    r = min(size / h, size / w)
-    new_w, new_h = int(round(w * r)), int(round(h * r))
-    if (new_w, new_h) != (w, h):
-        image = cv2.resize(image, (new_w, new_h), interpolation=cv2.INTER_LINEAR)
-    dw, dh = (size - new_w) / 2, (size - new_h) / 2
-    top, bottom = int(round(dh - 0.1)), int(round(dh + 0.1))
-    left, right = int(round(dw - 0.1)), int(round(dw + 0.1))
-    square = cv2.copyMakeBorder(
-        image, top, bottom, left, right, cv2.BORDER_CONSTANT, value=(pad, pad, pad)
-    )
-    return square, (new_h, new_w, top, left)
-
-
-def iou(a: np.ndarray, b: np.ndarray) -> float:
-    iw = min(a[2], b[2]) - max(a[0], b[0])
-    ih = min(a[3], b[3]) - max(a[1], b[1])
-    if iw <= 0 or ih <= 0:
-        return 0.0
-    inter = iw * ih
-    return inter / ((a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter)
-
-
-def detect(
-    raw: np.ndarray,
-    layout: str,
-    image_hw: tuple[int, int],
-    size: int,
-    threshold: float,
-    iou_threshold: float = 0.45,
-    max_det: int = 300,
-) -> list[tuple[str, str, float, list[float]]]:
-    """Decodes one image's raw float32 output, suppresses per class, maps boxes to the image."""
-    if layout == "yolov5":
-        x = raw.reshape(raw.shape[-2], raw.shape[-1])
-        boxes, scores = x[:, :4], x[:, 5:] * x[:, 4:5]
-        eligible = x[:, 4] > np.float32(threshold)
-    else:
-        x = raw.reshape(raw.shape[-2], raw.shape[-1]).T
-        boxes, scores = x[:, :4], x[:, 4:]
-        eligible = np.ones(len(x), bool)
-    cls, conf = scores.argmax(1), scores.max(1)
-    candidates = np.nonzero(eligible & (conf > np.float32(threshold)))[0]
-    order = candidates[np.lexsort((candidates, -conf[candidates]))]
-    b = boxes.astype(np.float64)
-    xyxy = np.c_[
-        b[:, 0] - b[:, 2] / 2, b[:, 1] - b[:, 3] / 2, b[:, 0] + b[:, 2] / 2, b[:, 1] + b[:, 3] / 2
-    ]
-    kept: list[int] = []
-    for i in order:
-        if len(kept) == max_det:
-            break
-        if all(cls[j] != cls[i] or iou(xyxy[j], xyxy[i]) <= iou_threshold for j in kept):
-            kept.append(i)
-    h, w = image_hw
-    r = min(size / h, size / w)
-    new_w, new_h = int(round(w * r)), int(round(h * r))
-    left, top = (size - new_w) // 2, (size - new_h) // 2
-    out = []
-    for i in kept:
-        x1, y1, x2, y2 = xyxy[i]
-        x1, x2 = (np.clip((v - left) / (new_w / w), 0, w) for v in (x1, x2))
-        y1, y2 = (np.clip((v - top) / (new_h / h), 0, h) for v in (y1, y2))
-        bbox = [x1 / w, y1 / h, (x2 - x1) / w, (y2 - y1) / h]
-        out.append((str(cls[i] + 1), NAMES[cls[i]], float(conf[i]), bbox))
-    return out
 
 
 def assert_same_detections(got, expected) -> None:
@@ -177,7 +104,7 @@ def test_letterbox_operation_equals_yolo_letterbox(spark, tmp_path, shape):
     (tmp_path / "x.png").write_bytes(encode(image, ".png"))
     out = ImageTransformer().letterbox(64).transform(read_images(spark, str(tmp_path))).first()
     assert out["transformError"] is None
-    expected, _ = letterbox(image, 64)
+    expected = letterbox(image, 64)
     got = np.frombuffer(out["transformed"]["data"], np.uint8).reshape(expected.shape)
     np.testing.assert_array_equal(got, expected)
 

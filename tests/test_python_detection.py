@@ -12,8 +12,13 @@ The detectors are built in code: the camera-trap demo's synthetic YOLOv5 detecto
 (``mmlspark.apps.camera_trap.make_demo``) on its photos, the echo detectors of
 ``tests/onnx_models.py`` in the YOLOv5 and YOLOv8 layouts (their output is written in the image),
 and constant detectors for the edges of thresholds, ties and suppression. The decoding itself is
-also checked without Spark against a line-by-line transcription of ``YoloDecoder``. The last test
-runs on a Spark Connect server without the jar, where ``auto`` picks the Python backend.
+also checked without Spark against ``detection_reference.detect``, written from the YOLOv5 and
+YOLOv8 formats' definitions rather than from either decoder (numpy for the decoding and the
+letterbox, OpenCV's ``cv2.dnn.NMSBoxes`` per class for the suppression; its module says where
+mmlspark's contract settles what the formats leave open), with the same category, label and
+float32 confidence and bboxes within 1e-12; the JVM's boxes of the edge cases are checked against
+it too. The last test runs on a Spark Connect server without the jar, where ``auto`` picks the
+Python backend.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from importlib.resources import files
 from typing import Any
 
 import cv2
+import detection_reference as reference
 import numpy as np
 import onnx_models
 import pytest
@@ -41,7 +47,8 @@ from mmlspark.image import ImageDecoder
 
 DEMO = files("mmlspark.apps.camera_trap") / "demo_data" / "detection"
 NAMES = ["animal", "person", "vehicle"]
-TOLERANCE = 1e-5
+TOLERANCE = 1e-5  # between the backends
+BBOX_TOLERANCE = 1e-12  # between the Python decoder and the reference, on fractions of the image
 DETECTION = T.StructType(
     [
         T.StructField("category", T.StringType()),
@@ -52,71 +59,7 @@ DETECTION = T.StructType(
 )
 
 
-# -- a transcription of YoloDecoder (YoloOutput.scala), scalar by scalar ---------------------------
-
-
-def reference_decode(
-    raw: np.ndarray,
-    fmt: str,
-    classes: int,
-    threshold: float,
-    iou_threshold: float,
-    max_detections: int,
-    image_hw: tuple[int, int],
-    size: int,
-) -> list[tuple[str, str, float, list[float]]]:
-    raw = raw.astype(np.float32).reshape(-1)
-    v5 = fmt == "yolov5"
-    per = (5 if v5 else 4) + classes
-    boxes = raw.size // per
-
-    def at(k: int, i: int) -> np.float32:
-        return raw[k * per + i] if v5 else raw[i * boxes + k]
-
-    first = 5 if v5 else 4
-    limit = np.float32(threshold)
-    candidates = []
-    for k in range(boxes):
-        objectness = at(k, 4) if v5 else np.float32(1)
-        if not v5 or objectness > limit:
-            best, best_conf = -1, np.float32(-np.inf)
-            for c in range(classes):
-                conf = at(k, first + c) * objectness if v5 else at(k, first + c)
-                if conf > best_conf:
-                    best, best_conf = c, conf
-            if best_conf > limit:
-                candidates.append((best_conf, k, best))
-    candidates.sort(key=lambda t: (-float(t[0]), t[1]))
-
-    def iou(a: list[float], b: list[float]) -> float:
-        iw = min(a[2], b[2]) - max(a[0], b[0])
-        ih = min(a[3], b[3]) - max(a[1], b[1])
-        if iw <= 0 or ih <= 0:
-            return 0.0
-        inter = iw * ih
-        union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-        return 0.0 if union <= 0 else inter / union
-
-    kept: list[tuple[np.float32, int, list[float]]] = []
-    for conf, box, cls in candidates[:30000]:
-        if len(kept) >= max_detections:
-            break
-        cx, cy = float(at(box, 0)), float(at(box, 1))
-        half_w, half_h = float(at(box, 2) / np.float32(2)), float(at(box, 3) / np.float32(2))
-        corners = [cx - half_w, cy - half_h, cx + half_w, cy + half_h]
-        if not any(c == cls and iou(d, corners) > iou_threshold for _, c, d in kept):
-            kept.append((conf, cls, corners))
-    h, w = image_hw
-    scale = min(size / h, size / w)
-    new_h, new_w = max(1, round(h * scale)), max(1, round(w * scale))
-    top, left = (size - new_h) // 2, (size - new_w) // 2
-    out = []
-    for conf, cls, (x1, y1, x2, y2) in kept:
-        x1, x2 = (min(max((v - left) * w / new_w, 0.0), float(w)) for v in (x1, x2))
-        y1, y2 = (min(max((v - top) * h / new_h, 0.0), float(h)) for v in (y1, y2))
-        bbox = [x1 / w, y1 / h, (x2 - x1) / w, (y2 - y1) / h]
-        out.append((str(cls + 1), NAMES[cls], float(conf), bbox))
-    return out
+# -- decoding, against the reference ---------------------------------------------------------------
 
 
 def random_raw(rng: np.random.Generator, fmt: str, boxes: int, classes: int = 3) -> np.ndarray:
@@ -135,27 +78,54 @@ def random_raw(rng: np.random.Generator, fmt: str, boxes: int, classes: int = 3)
     return raw if fmt == "yolov5" else raw.T.copy()
 
 
+def same_as_reference(got: list[dict[str, Any]], expected: list[reference.Detection]) -> None:
+    """Detections equal the reference's: the same number, order, category, label and conf (both
+    the float32 confidence, exactly), bboxes within BBOX_TOLERANCE (NaN where the reference's is;
+    the two compute the same fractions in different orders)."""
+    found = [(d["category"], d["label"], d["conf"]) for d in got]
+    assert found == [e[:3] for e in expected]
+    for i, (d, e) in enumerate(zip(got, expected, strict=True)):
+        np.testing.assert_allclose(d["bbox"], e[3], rtol=0, atol=BBOX_TOLERANCE, err_msg=str(i))
+
+
 @pytest.mark.parametrize("fmt", ["yolov5", "yolov8"])
 @pytest.mark.parametrize("seed", range(6))
-def test_decoding_equals_a_transcription_of_the_jvm_decoder(fmt, seed):
+def test_decoding_equals_the_reference(fmt, seed):
     rng = np.random.default_rng(seed)
     raw = random_raw(rng, fmt, boxes=40 + 30 * seed)
     hw = (int(rng.integers(20, 90)), int(rng.integers(20, 90)))
-    counts = {}
+    counts, nan_boxes = {}, {}
     for threshold in (0.0, 0.25, 0.5):
         for iou_threshold in (0.0, 0.45, 1.0):
             for max_detections in (1, 5, 300):
                 settings = (threshold, iou_threshold, max_detections)
                 decoder = _yolo.Decoder(_yolo.Layout(fmt, 3), *settings, tuple(NAMES))
                 got = _yolo.detections(raw.reshape(-1), decoder, _yolo.Geometry.of(*hw, 64))
-                expected = reference_decode(raw, fmt, 3, *settings, hw, 64)
-                # repr: NaN boxes (from NaN outputs) compare equal, -0.0 differs from 0.0
-                found = [(d["category"], d["label"], d["conf"], d["bbox"]) for d in got]
-                assert repr(found) == repr(expected), settings
+                expected = reference.detect(raw, fmt, hw, 64, *settings, names=NAMES)
+                same_as_reference(got, expected)
                 counts[settings] = len(expected)
+                nan_boxes[settings] = sum(np.isnan(e[3]).any() for e in expected)
     # Suppression, the cap and the threshold all took effect.
     assert counts[(0.25, 1.0, 300)] > counts[(0.25, 0.45, 300)] > counts[(0.25, 0.0, 300)] > 1
     assert counts[(0.0, 1.0, 300)] > counts[(0.5, 1.0, 300)] and counts[(0.0, 1.0, 5)] == 5
+    # Boxes with a NaN coordinate were found, and no suppression took any (nothing overlaps one).
+    assert nan_boxes[(0.0, 0.0, 300)] == nan_boxes[(0.0, 1.0, 300)] > 0
+
+
+def test_reference_refuses_an_iou_within_float32_rounding_of_the_threshold():
+    """OpenCV's suppression compares a float32 overlap; the reference refuses boxes whose IoU
+    (here 1/3) is so near the threshold that the rounding would decide, and the decoder agrees
+    with it on either side of that band."""
+    raw = np.array([[1, 1, 2, 2, 1, 0.9, 0, 0], [2, 1, 2, 2, 1, 0.8, 0, 0]], np.float32)
+    for iou_threshold, kept in ((1 / 3, 2), (1 / 3 - 1e-6, 1)):
+        expected = reference.detect(raw, "yolov5", (64, 64), 64, 0.25, iou_threshold)
+        assert len(expected) == kept
+        decoder = _yolo.Decoder(_yolo.Layout("yolov5", 3), 0.25, iou_threshold, 300, tuple(NAMES))
+        same_as_reference(
+            _yolo.detections(raw.reshape(-1), decoder, _yolo.Geometry.of(64, 64, 64)), expected
+        )
+    with pytest.raises(ValueError, match="within float32 rounding of the IoU threshold"):
+        reference.detect(raw, "yolov5", (64, 64), 64, 0.25, 1 / 3 - 1e-9)
 
 
 def test_layouts_and_numbers_read_as_the_jvm_reads_them():
@@ -423,8 +393,9 @@ def test_thresholds_ties_and_suppression_edges_are_the_jvm_s(spark):
         ("3", 0.625),
         ("1", float(np.float32(0.5000001))),
     ]
-    expected = reference_decode(EDGES, "yolov5", 3, 0.5, 0.5, 300, (48, 64), 64)
-    assert [d["bbox"] for d in found] == [e[3] for e in expected]
+    same_as_reference(
+        [d.asDict() for d in found], reference.detect(EDGES, "yolov5", (48, 64), 64, 0.5, 0.5)
+    )
     # At most maxDetections, the most confident.
     capped = both_detect(model, df, maxDetections=2, **params)
     assert len(assert_same(*capped, by_name, 1)["edges"]["detections"]) == 2
