@@ -26,14 +26,17 @@ from spark_services import ConnectServer  # noqa: E402
 TIERS = {
     "unit": "starts nothing: no JVM, no server, no process",
     "integration": "uses the shared local session or a shared Spark Connect server, no process",
-    "system": "starts processes of its own: CLIs, clusters, notebooks, servers, benchmarks",
+    "system": "starts processes of its own (CLIs, clusters, notebooks, servers, benchmarks), "
+    "or runs the whole camera-trap demo",
     "lines": "runs on every supported Spark line too (scripts/spark_lines.py, make test-lines)",
 }
 #: Fixtures that put a test on the shared JVM or a shared Connect server.
 SHARED_SESSIONS = frozenset(
-    {"spark", "session", "connect_spark", "connect_server", "jarless_connect", "jarless_server",
-     "demo_run"}
+    {"spark", "session", "connect_spark", "connect_server", "jarless_connect", "jarless_server"}
 )  # fmt: skip
+#: Fixtures that run a whole job end to end (the camera-trap demo: hundreds of Spark jobs), which
+#: put a test in the system tier though it starts no process.
+WHOLE_JOBS = frozenset({"demo_run"})
 
 
 def pytest_configure(config):
@@ -42,9 +45,9 @@ def pytest_configure(config):
 
 
 def tier_of(item: pytest.Item) -> str:
-    """The one tier of a test: `system` or `lines` where marked, else `integration` where it
-    uses a shared session, else `unit`. Two hand-marked tiers, or a hand-marked computed one,
-    stop the run."""
+    """The one tier of a test: `system` or `lines` where marked, else `system` where it runs a
+    whole job, `integration` where it uses a shared session, else `unit`. Two hand-marked tiers,
+    or a hand-marked computed one, stop the run."""
     marked = [t for t in TIERS if item.get_closest_marker(t)]
     if len(marked) > 1 or set(marked) & {"unit", "integration"}:
         raise pytest.UsageError(
@@ -53,6 +56,8 @@ def tier_of(item: pytest.Item) -> str:
         )
     if marked:
         return marked[0]
+    if WHOLE_JOBS & set(item.fixturenames):
+        return "system"
     return "integration" if SHARED_SESSIONS & set(item.fixturenames) else "unit"
 
 

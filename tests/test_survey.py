@@ -348,11 +348,13 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
         before = len(committed_rows(out))
         process = start_cli(args, tmp_path)
         wait_for(lambda b=before: len(committed_rows(out)) >= b + 200, what="two commits")
+        at_signal = len(committed_rows(out))
         process.send_signal(sig)
-        stopped = time.monotonic()
-        output = finish(process, timeout=60)
+        output = finish(process, timeout=300)
         if sig == signal.SIGINT:
-            assert time.monotonic() - stopped < 30  # prompt
+            # Prompt: the run stops within the commit it was scoring (its job is cancelled, or
+            # it had just finished), however slow the machine.
+            assert len(committed_rows(out)) <= at_signal + 100, output[-3000:]
             assert process.returncode == 128 + signal.SIGINT, output[-3000:]
             assert "run the same command to continue" in output
             assert "Traceback" not in output and "py4j" not in output.lower(), output[-3000:]
@@ -415,27 +417,37 @@ def test_a_photo_the_process_died_on_twice_is_a_failure_not_a_third_crash(spark,
     assert committed_rows(again)[poison][2] is None
 
 
+FULL_DISK = """
+import shutil, subprocess, sys
+from pathlib import Path
+from mmlspark.apps.camera_trap import __main__ as cli
+
+snapshots, out, table, args = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3], sys.argv[4:]
+print("FIRST CODE", cli.main(args))
+shutil.copytree(out / table, snapshots / "first" / table)
+subprocess.run(["mount", "-o", "remount,size=64m", str(out)], check=True)
+print("SECOND CODE", cli.main(args))
+shutil.copytree(out, snapshots / "out")
+"""
+
+
 @pytest.mark.system
 def test_a_full_disk_keeps_the_commits_and_the_next_run_finishes(model, tmp_path):
     """--out on a 256 KiB filesystem (a tmpfs in a user and mount namespace of this test's own):
     the run stops with exit 2 and what to do, keeps its commits, and after the filesystem grows
-    the same command finishes with one row per photo."""
+    the same command finishes with one row per photo (in the same process, as a notebook user
+    runs it again)."""
     images = tmp_path / "survey"
     photos = copy_photos(images, copies=5)
     out, snapshots = tmp_path / "small", tmp_path / "snapshots"
     out.mkdir()
     snapshots.mkdir()
-    command = " ".join(
-        [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]"]
-        + classify_args(images, model, out, "--commit-every", "50")
-    )
+    args = ["--master", "local[2]", *classify_args(images, model, out, "--commit-every", "50")]
+    runner = tmp_path / "full_disk.py"
+    runner.write_text(FULL_DISK)
     script = f"""
         mount -t tmpfs -o size=256k tmpfs {out}
-        {command} > {snapshots}/first.log 2>&1; echo $? > {snapshots}/first.code
-        mkdir {snapshots}/first && cp -r {out}/{store.TABLE} {snapshots}/first/
-        mount -o remount,size=64m {out}
-        {command} > {snapshots}/second.log 2>&1; echo $? > {snapshots}/second.code
-        cp -r {out} {snapshots}/out
+        {sys.executable} -u {runner} {snapshots} {out} {store.TABLE} {" ".join(args)} 2>&1
     """
     result = subprocess.run(
         ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
@@ -445,15 +457,16 @@ def test_a_full_disk_keeps_the_commits_and_the_next_run_finishes(model, tmp_path
         text=True,
         timeout=900,
     )
-    assert result.returncode == 0, result.stderr[-3000:]
-    first = (snapshots / "first.log").read_text()
-    assert (snapshots / "first.code").read_text().strip() == "2", first[-3000:]
+    output = result.stdout
+    assert result.returncode == 0, (output + result.stderr)[-3000:]
+    first, after = output.split("FIRST CODE ", 1)
+    code, second = after.split("\n", 1)
+    assert code == "2", first[-3000:]
     assert "no space left on device" in first and "run the same command to continue" in first
-    assert "Traceback" not in first
+    assert "Traceback" not in output, output[-3000:]
     kept = committed_rows(snapshots / "first")
     assert 0 < len(kept) <= len(photos)  # commits made before the disk filled are kept
-    second = (snapshots / "second.log").read_text()
-    assert (snapshots / "second.code").read_text().strip() == "0", second[-3000:]
+    assert second.split("SECOND CODE ", 1)[1].startswith("0\n"), second[-3000:]
     rows = committed_rows(snapshots / "out")
     assert len(rows) == len(photos) and all(rows[p] == kept[p] for p in kept)
     assert len(rows_of(snapshots / "out")) == len(photos)
@@ -965,6 +978,8 @@ import os, sys, time
 from pathlib import Path
 from mmlspark.apps.camera_trap.store import OutputLock
 folder, log, hold = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+tried = os.open(log + ".tried", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+os.write(tried, f"{os.getpid()}\\n".encode())
 with OutputLock(folder, wait=True, poll_seconds=0.02):
     fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     os.write(fd, f"in {os.getpid()}\\n".encode())
@@ -988,7 +1003,9 @@ def test_the_lock_goes_with_a_killed_holder_and_is_never_held_twice(tmp_path):
         holder = hold_lock(folder, log, 600)
         wait_for(lambda lg=log: lg.exists() and "in" in lg.read_text(), 60, "the holder")
         waiting = [hold_lock(folder, log, 0.3) for _ in range(racers)]
-        time.sleep(1.0)
+        tried = Path(f"{log}.tried")
+        wait_for(lambda t=tried, n=racers: len(t.read_text().split()) == n + 1, 120, "racers")
+        time.sleep(0.2)  # each racer has tried the lock about ten times (every 0.02 s)
         assert log.read_text().count("in ") == 1  # the others wait
         holder.send_signal(signal.SIGKILL)
         holder.wait()
