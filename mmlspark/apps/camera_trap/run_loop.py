@@ -1,0 +1,469 @@
+"""The resumable run of classify and detect: lists the photos, scores those not yet
+committed in commits sized to the measured rate, survives signals, crashes and full disks, and
+ends with one current row per photo and the output files."""
+
+from __future__ import annotations
+
+import errno
+import signal
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from py4j.protocol import Py4JError
+from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import functions as F
+
+from mmlspark.apps.camera_trap.bursts import with_bursts
+from mmlspark.apps.camera_trap.labels import CctLabels
+from mmlspark.apps.camera_trap.listing import HIDDEN_SKIPPED, hidden_entries
+from mmlspark.apps.camera_trap.results import begin, committed, current, open_folder
+from mmlspark.apps.camera_trap.session import _cancel_all
+from mmlspark.apps.camera_trap.settings import (
+    SCHEMA,
+    ClassifySettings,
+    JobError,
+    Log,
+    _first_line,
+    _Work,
+)
+from mmlspark.apps.camera_trap.store import FolderError, OutputLock, RunFolder
+from mmlspark.core.jvm import jvm_alive
+from mmlspark.core.session import default_parallelism
+from mmlspark.image import list_files
+
+
+class Interrupted(Exception):
+    """A signal asked the run to stop; what was committed stays."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+class _StopOnSignal:
+    """Turns SIGINT and SIGTERM into a prompt, clean stop: the running Spark jobs are cancelled
+    (their tasks end their ONNX Runtime runs) and the loop stops before the next commit."""
+
+    def __init__(self, spark: SparkSession) -> None:
+        self.spark = spark
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum is None:
+            self.signum = signum
+            # From a thread of its own: a handler runs on the main thread, whose py4j connection
+            # (one per thread) is waiting for the answer of the call the signal interrupted;
+            # a second command on it would garble both.
+            threading.Thread(target=_cancel_all, args=(self.spark,), daemon=True).start()
+
+    def check(self) -> None:
+        if self.signum is not None:
+            raise Interrupted(self.signum)
+
+    def __enter__(self) -> _StopOnSignal:
+        if threading.current_thread() is threading.main_thread():  # where Python allows handlers
+            for s in (signal.SIGINT, signal.SIGTERM):
+                self.previous[s] = signal.signal(s, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for s, handler in self.previous.items():
+            signal.signal(s, handler)
+
+
+def _locked_run(
+    spark: SparkSession,
+    work: _Work,
+    out: str,
+    run: dict[str, Any],
+    overwrite: bool,
+    wait: bool,
+    cct: CctLabels | None,
+    burst_gap: float,
+    settings: ClassifySettings | None,
+    log: Log,
+) -> dict[str, Any]:
+    """Runs `work` on the photos of `run` into `out`, holding the folder's lock."""
+    out_dir = Path(out)
+    if out_dir.is_dir():
+        open_folder(out_dir, run, overwrite)  # refuses a folder not ours before writing a lock
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        lock = OutputLock(out_dir, wait=wait).__enter__()
+    except FolderError as e:
+        raise JobError(str(e)) from None
+    folder: RunFolder | None = None
+    try:
+        folder = open_folder(out_dir, run, overwrite)
+        return _run(
+            spark, folder, work, run, overwrite, cct, burst_gap, settings or ClassifySettings(), log
+        )
+    except (OSError, Py4JError) as e:
+        if not _disk_full(e):
+            raise
+        if folder is not None:
+            folder.clear_inflight()  # a full disk says nothing about the photos being scored
+        raise JobError(
+            f"cannot write to {out}: no space left on device. What was committed is kept: free "
+            "some space and run the same command to continue"
+        ) from None
+    finally:
+        lock.__exit__()
+
+
+def _disk_full(e: BaseException) -> bool:
+    """Whether `e` (from Python or from a Spark job) says a disk is full."""
+    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or (
+        "No space left on device" in str(e)
+    )
+
+
+def _run(
+    spark: SparkSession,
+    folder: RunFolder,
+    work: _Work,
+    run: dict[str, Any],
+    overwrite: bool,
+    cct: CctLabels | None,
+    burst_gap: float,
+    settings: ClassifySettings,
+    log: Log,
+) -> dict[str, Any]:
+    start = time.perf_counter()
+    bursts = run.get("bursts", "off").split(":")[0]
+    try:
+        listing = _with_hidden(spark, list_files(spark, run["images"]), run, settings)
+        if bursts != "off":
+            listing = with_bursts(spark, listing, run["images"], bursts, cct, burst_gap)
+        else:
+            listing = listing.withColumn("burst", F.lit(None).cast("string"))
+        # The listing is metadata only: one partition per core keeps the jobs over it (numbering
+        # the units, the joins with the committed table) from running a task per few files.
+        listing = (
+            listing.coalesce(default_parallelism(spark))
+            .withColumn("unit", F.coalesce("burst", "path"))
+            .cache()
+        )
+        empty = listing.isEmpty()
+    except JobError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a path that is not there, or cannot be listed
+        raise JobError(f"cannot list --images {run['images']}: {_first_line(e)}") from None
+    table = committed(spark, folder)
+    if empty and (table is not None or overwrite):
+        listing.unpersist()
+        why = f"{folder.folder} holds results" if table is not None else "--overwrite was asked"
+        raise JobError(
+            f"--images {run['images']} lists no photos, and {why}: refused, so that an "
+            "unmounted card or an empty folder never replaces a survey's results. Check that the "
+            "photos are there (mounted, the path spelt right) and run the command again"
+        )
+    begin(folder, run, overwrite, log)
+    if overwrite:
+        table = None
+    before = 0
+    todo = listing
+    if table is not None:
+        latest = current(table)
+        before = latest.join(listing.select("path"), "path", "left_semi").count()
+        if settings.retry_failures:
+            latest = latest.filter("failure IS NULL")
+        elif settings.include_hidden:
+            latest = latest.filter(
+                ~F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
+            )
+        latest = latest.select("path", "length", "modificationTime")
+        same = (
+            (todo["path"] == latest["path"])
+            & todo["length"].eqNullSafe(latest["length"])
+            & todo["modificationTime"].eqNullSafe(latest["modificationTime"])
+        )
+        todo = todo.join(latest, same, "left_anti")
+    scorer = _Scorer(spark, folder, work, settings, log)
+    suspects, level, died, vanished = folder.inflight()
+    try:
+        with _StopOnSignal(spark) as stop:
+            scorer.stop = stop
+            try:
+                if suspects:
+                    held = todo.filter(F.col("path").isin(suspects))
+                    todo = todo.filter(~F.col("path").isin(suspects))
+                    _rescore_suspects(
+                        scorer, work.command, held, len(suspects), level, died, vanished
+                    )
+                scorer.score_all(todo, 0)
+            except Exception:
+                stop.check()  # a signal's cancelled job fails whichever Spark call was running
+                raise
+    except Interrupted as e:
+        folder.clear_inflight()
+        log(
+            f"[{work.command}] stopped by {e}: {scorer.scored} photos committed by this run, "
+            f"{before + scorer.scored} in {folder.folder}; run the same command to continue"
+        )
+        listing.unpersist()
+        raise
+    folder.clear_inflight()
+    summary = finish(
+        spark, folder, listing, work.outputs, log, work.schema, prune=settings.prune_missing
+    )
+    listing.unpersist()
+    seconds = time.perf_counter() - start
+    summary["seconds"] = round(seconds, 2)
+    summary["scored"] = scorer.scored
+    log(
+        f"[{work.command}] {summary['photos']} photos ({summary['failures']} failures) in "
+        f"{folder.folder}"
+        f"; this run {scorer.scored} photos in {seconds:.1f} s "
+        f"({scorer.scored / max(seconds, 1e-9):.1f} photos/s)"
+        + (f"; {summary['removed']} photos no longer there dropped" if summary["removed"] else "")
+        + (
+            f"; {summary['missing']} photos no longer under --images kept (--prune-missing "
+            "drops them)"
+            if summary["missing"]
+            else ""
+        )
+    )
+    return summary
+
+
+def _with_hidden(
+    spark: SparkSession, listing: DataFrame, run: dict[str, Any], settings: ClassifySettings
+) -> DataFrame:
+    """`listing` with the hidden names under a local --images that Spark's listing leaves out:
+    failure rows, or with `include_hidden` ordinary ones (see `listing.hidden_entries`)."""
+    extra = hidden_entries(run["images"], include=settings.include_hidden)
+    if not extra:
+        return listing
+    rows = spark.createDataFrame(
+        extra, listing.select("path", "length", "modificationTime", "error").schema
+    )
+    return listing.unionByName(rows.select(*listing.columns))
+
+
+#: How often a run may vanish unseen (killed from outside, a power cut) while scoring the same
+#: photos before they are split to find one that kills the process.
+VANISHED_RUNS = 3
+
+
+def _rescore_suspects(
+    scorer: _Scorer,
+    command: str,
+    held: DataFrame,
+    count: int,
+    level: int,
+    died: bool,
+    vanished: int,
+) -> None:
+    """Scores again the photos an earlier run was scoring when it stopped unseen. A run that saw
+    its process die of them (`died`) splits them finer, down to one photo alone; one that died
+    of a photo alone makes it a failure row. A run that vanished (no record of why: SIGKILL from
+    outside, OOM of the whole driver, power cut) is not held against the photos: they are scored
+    as before, and only after `VANISHED_RUNS` such losses on the same photos split finer."""
+    if not died and vanished + 1 < VANISHED_RUNS:
+        scorer.log(
+            f"[{command}] an earlier run stopped while scoring {count} photos; scoring them again"
+        )
+        scorer.score_all(held, level, vanished=vanished + 1)
+    elif level >= 2:
+        scorer.record_crashed(held)
+    else:
+        scorer.log(
+            f"[{command}] an earlier run died while scoring {count} photos; scoring them in "
+            "smaller parts first"
+        )
+        scorer.score_all(held, level + 1)
+
+
+class _Scorer:
+    """Scores units of work (a burst, or a photo) in commits, sized to the measured rate."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        folder: RunFolder,
+        work: _Work,
+        settings: ClassifySettings,
+        log: Log,
+    ) -> None:
+        self.spark = spark
+        self.folder = folder
+        self.work = work
+        self.settings = settings
+        self.log = log
+        self.scored = 0
+        self.rate: float | None = None  # photos/s of the commits so far
+        self.stop: _StopOnSignal | None = None
+
+    def _chunk_photos(self) -> int:
+        cores = default_parallelism(self.spark)
+        if self.rate is None:
+            return max(1, min(self.settings.commit_every, 8 * cores))
+        by_time = int(self.rate * self.settings.commit_seconds * 0.8)
+        return max(1, min(self.settings.commit_every, by_time))
+
+    def score_all(self, todo: DataFrame, level: int, *, vanished: int = 0) -> None:
+        """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
+        died on) in sixteenths of a chunk and one photo at a time."""
+        # Numbered in one partition: a unit is a short string, a survey 10^6 of them at most.
+        numbered = (
+            todo.select("unit")
+            .distinct()
+            .withColumn("_unit", F.row_number().over(Window.orderBy("unit")) - 1)
+        )
+        work = todo.join(numbered, "unit").cache()
+        try:
+            photos, count = (work.count(), numbered.count())
+            if not count:
+                return
+            per_unit = photos / count
+            first = 0
+            while first < count:
+                if self.stop:
+                    self.stop.check()
+                n = self._chunk_photos()
+                n = {0: n, 1: max(1, n // 16), 2: 1}[min(level, 2)]
+                last = min(count, first + max(1, round(n / per_unit)))
+                chunk = work.filter((F.col("_unit") >= first) & (F.col("_unit") < last))
+                self.commit(chunk, level, vanished=vanished)
+                first = last
+        finally:
+            work.unpersist()
+
+    def commit(
+        self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False
+    ) -> None:
+        paths = [r.path for r in chunk.select("path").collect()]
+        if not paths:
+            return
+        self.folder.set_inflight(paths, level, vanished=vanished)
+        started = time.perf_counter()
+        number = self.folder.next_commit()
+        staged = self.folder.staged(f"commit-{number:08d}")
+        parallelism = max(1, min(len(paths), 2 * default_parallelism(self.spark)))
+        scored = self.work.score(chunk.repartition(parallelism))
+        try:
+            scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
+        except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM
+            if self.stop:
+                self.stop.check()
+            if _disk_full(e):
+                raise
+            if not jvm_alive(self.spark):
+                self.folder.mark_died()
+                raise JobError(
+                    f"the Spark JVM died while scoring {len(paths)} photos ({_first_line(e)}); "
+                    "run the same command to continue: those photos are scored in smaller parts "
+                    "first, and one that kills the process alone becomes a failure row"
+                ) from None
+            self.folder.drop_staged(staged)
+            if level >= 2 or len(paths) == 1:
+                if not retried:
+                    self.log(
+                        f"[{self.work.command}] scoring {paths[0]} failed ({_first_line(e)}); "
+                        "trying it once more"
+                    )
+                    self.commit(chunk, level, vanished=vanished, retried=True)
+                    return
+                self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
+                self.folder.clear_inflight()
+                return
+            self.log(
+                f"[{self.work.command}] a commit of {len(paths)} photos failed; scoring it in parts"
+            )
+            self.folder.clear_inflight()
+            self.score_all(chunk.drop("_unit"), level + 1)
+            return
+        self.folder.commit(staged, number)
+        self.folder.clear_inflight()
+        seconds = time.perf_counter() - started
+        self.scored += len(paths)
+        rate = len(paths) / max(seconds, 1e-6)
+        self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
+
+    def record_failed(self, chunk: DataFrame, reason: str) -> None:
+        """Commits `chunk`'s photos as failures with `reason`."""
+        number = self.folder.next_commit()
+        staged = self.folder.staged(f"commit-{number:08d}")
+        table = self.spark.createDataFrame([], self.work.schema).schema
+        given = {"path", "length", "modificationTime", "burst"}
+        rows = chunk.select(
+            *[
+                F.col(f.name)
+                if f.name in given
+                else F.lit(
+                    reason if f.name == "failure" else number if f.name == "commit" else None
+                )
+                .cast(f.dataType)
+                .alias(f.name)
+                for f in table.fields
+            ]
+        )
+        rows.repartition(1).write.parquet(str(staged))
+        self.folder.commit(staged, number)
+        self.scored += rows.count()
+
+    def record_crashed(self, chunk: DataFrame) -> None:
+        """Photos the process died of, scored alone: listed as failures and skipped."""
+        self.record_failed(
+            chunk,
+            "the process died while scoring this file alone in an earlier run; it was skipped "
+            "(run again with --retry-failures to try it once more)",
+        )
+        self.folder.clear_inflight()
+
+
+#: The committed table keeps at most this many photos' rows per file when a run ends.
+ROWS_PER_FILE = 100_000
+
+
+def finish(
+    spark: SparkSession,
+    folder: RunFolder,
+    listing: DataFrame,
+    outputs: Callable[[SparkSession, DataFrame, RunFolder], None],
+    log: Log,
+    schema: str = SCHEMA,
+    *,
+    prune: bool = False,
+) -> dict[str, Any]:
+    """Rewrites the committed table as one current row per photo (few large files), then
+    rebuilds the CSV and results.json from it (`outputs`; an empty table of `schema` when nothing
+    was committed), each written atomically. Photos no longer in `listing` keep their rows and
+    are counted as missing; with `prune` their rows are dropped."""
+    table = committed(spark, folder)
+    photos = removed = missing = 0
+    if table is not None:
+        old = folder.parts()
+        latest = current(table)
+        listed = latest.join(listing.select("path"), "path", "left_semi")
+        # A hidden name's "skipped" row that is no longer listed (--include-hidden now lists
+        # what is under it) was never a result: it goes whatever the flags.
+        skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
+        unlisted = latest.join(listing.select("path"), "path", "left_anti")
+        kept = listed.unionByName(unlisted.filter(~skipped))
+        total, in_listing = kept.count(), listed.count()
+        missing = total - in_listing
+        present = listed if prune else kept
+        removed = missing if prune else 0
+        missing -= removed
+        photos = total - removed
+        if len(old) > max(1, -(-photos // ROWS_PER_FILE)) or removed or photos < table.count():
+            number = folder.next_commit()
+            staged = folder.staged(f"compact-{number:08d}")
+            files = max(1, -(-photos // ROWS_PER_FILE))
+            present.repartitionByRange(files, "path").sortWithinPartitions("path").write.parquet(
+                str(staged)
+            )
+            # The new files hold the same rows (commit numbers kept) as the old ones, so a reader
+            # between the renames and the deletes sees a photo's current row twice, never zero.
+            folder.commit(staged, number)
+            folder.drop_parts(old)
+    rows = committed(spark, folder) or spark.createDataFrame([], schema)
+    failures = rows.filter("failure IS NOT NULL").count()
+    outputs(spark, rows, folder)
+    return {"photos": photos, "failures": failures, "removed": removed, "missing": missing}

@@ -1,0 +1,47 @@
+"""The job's Spark session, and how it names the paths it is given."""
+
+from __future__ import annotations
+
+import os
+import re
+
+from pyspark.sql import SparkSession
+
+import mmlspark
+from mmlspark.core.backend import files_in_python
+from mmlspark.core.jvm import qualified_path
+
+
+def spark_session(
+    master: str | None, remote: str | None = None, backend: str | None = None
+) -> SparkSession:
+    """Local Spark unless told otherwise; under spark-submit, the session it configured; with
+    `remote`, a Spark Connect session. `backend` (auto, jvm, python) is where the stages run."""
+    if backend is not None:
+        mmlspark.set_backend(backend)
+    if remote is not None:
+        return SparkSession.builder.remote(remote).appName("mmlspark-camera-trap").getOrCreate()
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit
+        return SparkSession.builder.getOrCreate()
+    return mmlspark.session(master or "local[*]", app_name="mmlspark-camera-trap")
+
+
+def _qualified(spark: SparkSession, path: str) -> str:
+    """The path as Spark reports file paths (`file:/...` for local ones), without a trailing /.
+    Without the jar a path without a scheme is taken as a local one, made absolute here (a Spark
+    Connect server resolves relative paths from its own folder)."""
+    if not files_in_python(spark):
+        return qualified_path(spark, path)
+    if re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", path):
+        return path.rstrip("/")
+    return "file:" + os.path.abspath(path).rstrip("/")
+
+
+def _cancel_all(spark: SparkSession) -> None:
+    """Cancels the session's running Spark jobs."""
+    from pyspark.sql.utils import is_remote
+
+    if is_remote():
+        spark.interruptAll()
+    else:
+        spark.sparkContext.cancelAllJobs()
