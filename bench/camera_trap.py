@@ -19,7 +19,8 @@ every contender:
     folders) on the same ResNet-50 cut at its pooled features; its own summary line's photos/s.
 Peak RSS of the JVM is sampled during each mmlspark run and the CLI run. Every contender but the
 CLI computes the same top class (checked). Best of --repeats timed runs after a warm-up; writes
-bench/results/camera_trap.md and .json. Not a test.
+bench/results/camera_trap.md and .json. Not a test. The quick (smoke) run has a tiny CNN in place
+of ResNet-50 (bench/models.py's quick_classifier).
 
 Usage: python bench/camera_trap.py [--images N] [--repeats R] [--quick]
 """
@@ -27,6 +28,8 @@ Usage: python bench/camera_trap.py [--images N] [--repeats R] [--quick]
 from __future__ import annotations
 
 import argparse
+import functools
+import json
 import re
 import shutil
 import subprocess
@@ -45,7 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
 from end_to_end import agree, run_raw_python, run_udf  # noqa: E402
-from image_pipeline import MEAN, STD  # noqa: E402
+from image_pipeline import MEAN, STD, preprocess_reduced  # noqa: E402
 from onnx_inference import PeakRss, best_of, report, service_off  # noqa: E402
 
 BATCH = 64
@@ -72,12 +75,9 @@ def make_photos(folder: Path, count: int, distinct: int = 8) -> list[Path]:
     return paths
 
 
-def preprocess(encoded: np.ndarray) -> np.ndarray:
-    """The shared decode: 1/8 scale, 224x224, RGB, ImageNet-normalized CHW float32."""
-    img = cv2.imdecode(encoded, cv2.IMREAD_REDUCED_COLOR_8)
-    resized = cv2.resize(img, (SIZE, SIZE), interpolation=cv2.INTER_LINEAR)
-    rgb = resized[:, :, ::-1].astype(np.float32)
-    return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
+#: The shared decode: 1/8 scale, SIZE x SIZE, RGB, ImageNet-normalized CHW float32 (defined in
+#: image_pipeline.py, the module the predict_batch_udf contender ships to the Python workers).
+preprocess = functools.partial(preprocess_reduced, size=SIZE)
 
 
 def jvms_under(root: int):
@@ -193,7 +193,9 @@ def cli_rate(output: str, count: int) -> float:
     return float(match.group(2))
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes its
+    table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=96)
     parser.add_argument(
@@ -204,9 +206,11 @@ def main() -> None:
         " its start, listing and final outputs weigh as they do in a survey; 0 leaves the CLI out",
     )
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat, no CLI")
+    parser.add_argument(
+        "--quick", action="store_true", help="4 photos, 1 repeat, a tiny CNN, no CLI"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "camera_trap.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.images, args.repeats = 4, 1
     with_cli = not args.quick and args.survey > 0
@@ -216,7 +220,7 @@ def main() -> None:
     spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
-    model = models.resnet50()
+    model_name, model = models.classifier(args.quick)
     rates: dict[str, float] = {}
     agreement: dict[str, float] = {}
     peak_rss_mb: dict[str, float] = {}
@@ -224,7 +228,7 @@ def main() -> None:
         folder = Path(tmp) / "photos"
         paths = make_photos(folder, args.images)
         photo_mb = sum(p.stat().st_size for p in paths) / len(paths) / 1e6
-        model_path = Path(tmp) / "resnet50.onnx"
+        model_path = Path(tmp) / "classifier.onnx"
         model_path.write_bytes(model)
         seconds, expected, rss = run_mmlspark(spark, folder, model, args.repeats, binary=True)
         rates["mmlspark"], peak_rss_mb["mmlspark"] = args.images / seconds, rss / 1e6
@@ -263,6 +267,8 @@ def main() -> None:
     raw = rates["raw_python"]
     figures = {
         "images": args.images,
+        "model": model_name,
+        "mmlspark_top_classes": expected,
         "cli_survey_photos": args.survey if with_cli else None,
         "photo": f"{WIDTH}x{HEIGHT} JPEG, {photo_mb:.1f} MB on average",
         "top_class_agreement_with_mmlspark": agreement,
@@ -283,7 +289,7 @@ def main() -> None:
         f" --repeats {args.repeats}"
         f"{' --quick' if args.quick else ''}",
         f"{WIDTH}x{HEIGHT} JPEGs ({photo_mb:.1f} MB) -> decode at 1/8 -> resize {SIZE}x{SIZE} ->"
-        " normalize -> ResNet-50 architecture (random weights) -> top class; the CLI classifies"
+        f" normalize -> {model_name} (random weights) -> top class; the CLI classifies"
         f" a survey of {args.survey} such photos (copies of these) with a logistic regression on"
         " the pooled features, its rate from its own summary line. Peak JVM RSS (MB):"
         f" {', '.join(f'{k} {v:.0f}' for k, v in peak_rss_mb.items())}.",
@@ -294,6 +300,11 @@ def main() -> None:
         " the Python backend >= 1.2x predict_batch_udf and >= 0.8x the JVM backend",
         figures,
     )
+    return figures
+
+
+def main() -> None:
+    print(json.dumps(run()))  # the last line of output: the figures
 
 
 if __name__ == "__main__":

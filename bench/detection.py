@@ -15,7 +15,8 @@
 The raw Python and Python backend detector runs are checked to find the same number of boxes
 as the JVM detector on (nearly) every photo.
 Best of --repeats timed runs after a warm-up; writes bench/results/detection.md and .json. Not a
-test.
+test. The quick (smoke) run classifies with a tiny CNN in place of ResNet-50 (bench/models.py's
+quick_classifier).
 
 Usage: python bench/detection.py [--images N] [--repeats R] [--quick]
 """
@@ -23,6 +24,7 @@ Usage: python bench/detection.py [--images N] [--repeats R] [--quick]
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -138,13 +140,15 @@ def same_boxes(counts: dict, expected: dict) -> float:
     return share
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes its
+    table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=48)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat")
+    parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat, a tiny CNN")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "detection.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.images, args.repeats = 4, 1
 
@@ -152,7 +156,8 @@ def main() -> None:
 
     spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    detector, classifier = models.yolo_detector(SIZE), models.resnet50()
+    detector = models.yolo_detector(SIZE)
+    classifier_name, classifier = models.classifier(args.quick)
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "photos"
@@ -188,7 +193,7 @@ def main() -> None:
         f"{' --quick' if args.quick else ''}",
         "4000x3000 JPEGs -> (detector) decode at 1/4 -> letterbox 640 -> YOLOv5s-sized detector"
         " (random weights, 25 200 boxes) -> NMS, next to (classification) decode at 1/8 -> 224x224"
-        " -> ResNet-50 architecture -> top class.",
+        f" -> {classifier_name} -> top class.",
         "contender | photos/s | mmlspark detector / contender",
         rates,
         lambda rate: rates["detector_mmlspark"] / rate,
@@ -196,6 +201,11 @@ def main() -> None:
         " JVM detector",
         figures,
     )
+    return figures
+
+
+def main() -> None:
+    print(json.dumps(run()))  # the last line of output: the figures
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ normalize -> ResNet-50 architecture -> top class, side by side in one run on two
   - SynapseML 1.1.0: Spark's image source, its ImageTransformer and ONNXModel, local[2], in its
     own virtualenv (bench/synapseml_peer.py).
 Every contender computes the same top class (checked). The JPEGs are generated in code. Best of
---repeats timed runs after a warm-up; writes bench/results/end_to_end.md. Not a test.
+--repeats timed runs after a warm-up; writes bench/results/end_to_end.md. Not a test. The quick
+(smoke) run has a tiny CNN in place of ResNet-50 (bench/models.py's quick_classifier).
 
 Usage: python bench/end_to_end.py [--images N] [--repeats R] [--quick]
 """
@@ -17,6 +18,7 @@ Usage: python bench/end_to_end.py [--images N] [--repeats R] [--quick]
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
@@ -146,14 +148,18 @@ def agree(tops: dict, expected: dict) -> float:
     return share
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes its
+    table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="16 images, 1 repeat, no SynapseML")
+    parser.add_argument(
+        "--quick", action="store_true", help="16 images, 1 repeat, a tiny CNN, no SynapseML"
+    )
     synapseml_peer.add_option(parser)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "end_to_end.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.images, args.repeats, args.synapseml = 16, 1, False
 
@@ -165,14 +171,14 @@ def main() -> None:
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
-    model = models.resnet50()
+    model_name, model = models.classifier(args.quick)
     rates: dict[str, float] = {}
     agreement: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "jpegs"
         folder.mkdir()
         paths = make_jpegs(folder, args.images)
-        model_path = Path(tmp) / "resnet50.onnx"
+        model_path = Path(tmp) / "classifier.onnx"
         model_path.write_bytes(model)
         seconds, expected = run_mmlspark(spark, folder, model, args.repeats)
         rates["mmlspark"] = args.images / seconds
@@ -200,6 +206,8 @@ def main() -> None:
     spark.stop()
     figures = {
         "images": args.images,
+        "model": model_name,
+        "mmlspark_top_classes": expected,
         "top_class_agreement_with_mmlspark": agreement,
         "images_per_s": rates,
         "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
@@ -214,8 +222,8 @@ def main() -> None:
         "End-to-end benchmark",
         f"python bench/end_to_end.py --images {args.images} --repeats {args.repeats}"
         f"{' --quick' if args.quick else ''}",
-        "640x480 JPEG files -> decode -> resize 256 -> center crop 224 -> normalize -> ResNet-50"
-        " architecture (random weights) -> top class. Share of top classes equal to mmlspark's:"
+        "640x480 JPEG files -> decode -> resize 256 -> center crop 224 -> normalize ->"
+        f" {model_name} (random weights) -> top class. Share of top classes equal to mmlspark's:"
         f" {agreement}.",
         "contender | images/s | mmlspark / contender",
         rates,
@@ -224,6 +232,11 @@ def main() -> None:
         " >= 1.2x predict_batch_udf and >= 0.8x the JVM backend",
         figures,
     )
+    return figures
+
+
+def main() -> None:
+    print(json.dumps(run()))  # the last line of output: the figures
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 All contenders do the same work on the same synthetic 640x480 JPEGs with two cores: mmlspark
 through ``read_images`` + ``ImageTransformer`` on ``local[2]``, on the JVM and on its Python backend
 (opencv-python in Arrow UDFs), and opencv-python in two worker processes. Each is run once to warm
-up, then timed over ``--repeats`` runs (best kept). Writes ``bench/results/images.md``. Not a test:
-numbers vary with the machine and its load.
+up, then timed over ``--repeats`` runs (best kept). Reports images/s, peak resident memory and, for
+each mmlspark backend, a digest of the tensors it made (``tensor_digest``), which a check can
+recompute with opencv-python from the same JPEGs (``make_jpegs`` is deterministic). Writes
+``bench/results/images.md``. Not a test: numbers vary with the machine and its load.
 
 Usage: python bench/image_pipeline.py [--images N] [--repeats R] [--quick]
 """
@@ -63,6 +65,16 @@ def preprocess(encoded: np.ndarray) -> np.ndarray:
     return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
 
 
+def preprocess_reduced(encoded: np.ndarray, size: int = 224) -> np.ndarray:
+    """bench/camera_trap.py's decode of 12 MP photos: at 1/8 scale, then `size`x`size`, RGB,
+    ImageNet-normalized CHW float32. Here, not there, as this is the module end_to_end.run_udf
+    ships to Spark's Python workers, which cannot import the benchmarks themselves."""
+    img = cv2.imdecode(encoded, cv2.IMREAD_REDUCED_COLOR_8)
+    resized = cv2.resize(img, (size, size), interpolation=cv2.INTER_LINEAR)
+    rgb = resized[:, :, ::-1].astype(np.float32)
+    return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
+
+
 def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> float:
     start = time.perf_counter()
     sizes = pool.map(opencv_one, [str(p) for p in paths], chunksize=16)
@@ -70,7 +82,8 @@ def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> float:
     return time.perf_counter() - start
 
 
-def run_mmlspark(spark, folder: Path, count: int, backend: str = "jvm") -> float:
+def tensors(spark, folder: Path, backend: str = "jvm"):
+    """The images of `folder` with the tensors mmlspark makes of them (column `tensor`)."""
     from mmlspark.image import read_images
     from mmlspark.opencv import ImageTransformer
 
@@ -81,22 +94,58 @@ def run_mmlspark(spark, folder: Path, count: int, backend: str = "jvm") -> float
         .normalize(mean=MEAN.tolist(), std=STD.tolist(), colorScaleFactor=1 / 255)
         .setBackend(backend)
     )
-    start = time.perf_counter()
     photos = read_images(spark, str(folder), backend=backend)
-    out = tf.transform(photos).selectExpr("size(tensor) AS n")
+    return tf.transform(photos)
+
+
+def tensor_digest(spark, folder: Path, backend: str = "jvm") -> dict:
+    """Means over all images of each channel of mmlspark's tensors, and of their absolute values
+    (summed in Spark: no tensor leaves the executors)."""
+    plane = 224 * 224
+    sums = [
+        f"sum(aggregate(slice(tensor, {c * plane + 1}, {plane}), 0D, (a, x) -> a + x))"
+        for c in range(3)
+    ]
+    sums.append("sum(aggregate(tensor, 0D, (a, x) -> a + abs(x)))")
+    row = tensors(spark, folder, backend).selectExpr("count(*)", *sums).first()
+    count = row[0]
+    return {
+        "images": count,
+        "channel_means": [row[1 + c] / (count * plane) for c in range(3)],
+        "abs_mean": row[4] / (count * 3 * plane),
+    }
+
+
+def run_mmlspark(spark, folder: Path, count: int, backend: str = "jvm") -> float:
+    start = time.perf_counter()
+    out = tensors(spark, folder, backend).selectExpr("size(tensor) AS n")
     sizes = out.groupBy("n").count().collect()
     elapsed = time.perf_counter() - start
     assert [(r["n"], r["count"]) for r in sizes] == [(3 * 224 * 224, count)], sizes
     return elapsed
 
 
-def main() -> int:
+def peak_rss_mib(pid: int) -> float:
+    """The peak resident memory of live process `pid` in MiB (Linux's VmHWM); 0 where unknown."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    peaks = [line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(peaks[0]) / 1024 if peaks else 0.0
+
+
+def run(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes and
+    prints its table, writes its JSON, and returns its figures."""
+    import psutil
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a smoke run: 40 images, 1 repeat")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "images.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.images, args.repeats = 40, 1
 
@@ -120,7 +169,9 @@ def main() -> int:
 
         jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
         jvm_peak = PeakRss(lambda pid, _: pid == jvm_pid)  # sampled over all the runs
+        others = {p.pid for p in psutil.Process().children()}  # the JVM, say
         with jvm_peak, multiprocessing.get_context("fork").Pool(2) as pool:
+            workers = [p.pid for p in psutil.Process().children() if p.pid not in others]
             run_opencv(paths[:20], pool)  # warm-up
             run_mmlspark(spark, folder, args.images)
             run_mmlspark(spark, folder, args.images, "python")
@@ -129,9 +180,17 @@ def main() -> int:
             py_times = [
                 run_mmlspark(spark, folder, args.images, "python") for _ in range(args.repeats)
             ]
+            # Of the pool's workers alone (this process's other children, in a run of several
+            # benchmarks, are not opencv-python's).
+            worker_rss = max(peak_rss_mib(pid) for pid in workers)
         jvm_rss = jvm_peak.peak / 2**20
+        digests = {
+            "mmlspark": tensor_digest(spark, folder),
+            "mmlspark_python_backend": tensor_digest(spark, folder, "python"),
+        }
         spark.stop()
-    worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    if not worker_rss:  # no /proc: the largest child this process has waited for
+        worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     cv_rate = args.images / min(cv_times)
     ml_rate = args.images / min(ml_times)
     py_rate = args.images / min(py_times)
@@ -146,6 +205,7 @@ def main() -> int:
         "python_backend_vs_jvm_backend": round(py_rate / ml_rate, 3),
         "mmlspark_jvm_peak_rss_mib": round(jvm_rss, 1),
         "opencv_worker_peak_rss_mib": round(worker_rss, 1),
+        "tensor_digests": digests,
     }
     machine = (
         f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, "
@@ -173,7 +233,11 @@ def main() -> int:
     Path(args.out).write_text(table)
     Path(args.out).with_suffix(".json").write_text(json.dumps(result, indent=1) + "\n")
     print(table)
-    print(json.dumps(result))
+    return result
+
+
+def main() -> int:
+    print(json.dumps(run()))  # the last line of output: the figures
     return 0
 
 

@@ -97,16 +97,33 @@ def resnet50(seed: int = 0) -> bytes:
     return g.model(224, 1000, "resnet50")
 
 
-def tiny_cnn(seed: int = 0) -> bytes:
-    """32x32 RGB in: two 3x3 convolutions (16, 32 filters) with max pooling, 10 logits out."""
+def tiny_cnn(seed: int = 0, size: int = 32, classes: int = 10, relu: bool = True) -> bytes:
+    """size x size RGB in: two 3x3 convolutions (16, 32 filters, each with a ReLU unless `relu`
+    is False) with max pooling, `classes` logits out."""
     g = _Graph(seed)
-    x = g.conv("image", 3, 16, 3)
+    x = g.conv("image", 3, 16, 3, relu=relu)
     x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
-    x = g.conv(x, 16, 32, 3)
+    x = g.conv(x, 16, 32, 3, relu=relu)
     x = g.op("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
     x = g.op("Flatten", [g.op("GlobalAveragePool", [x])])
-    g.gemm(x, 32, 10, "logits")
-    return g.model(32, 10, "tiny_cnn")
+    g.gemm(x, 32, classes, "logits")
+    return g.model(size, classes, "tiny_cnn")
+
+
+def quick_classifier(seed: int = 0) -> bytes:
+    """resnet50()'s stand-in in the benchmarks' quick (smoke) runs: its input, output and pooled
+    features (image [N, 3, 224, 224] -> Flatten -> logits [N, 1000]) at 1/50 of its cost, the
+    tiny CNN without its ReLUs. Being linear, it gives photos of different colours different top
+    classes, so the runs' top-class checks tell photos apart (with random weights and ReLUs every
+    photo gets the same class)."""
+    return tiny_cnn(seed, size=224, classes=1000, relu=False)
+
+
+def classifier(quick: bool) -> tuple[str, bytes]:
+    """The whole-image classifier of a benchmark run: (its name in tables, the model)."""
+    if quick:
+        return "tiny CNN (the quick runs' stand-in for ResNet-50)", quick_classifier()
+    return "ResNet-50 architecture", resnet50()
 
 
 def for_old_runtimes(model: bytes, opset: int = 13, ir_version: int = 7) -> bytes:

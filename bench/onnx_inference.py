@@ -11,8 +11,10 @@ same float32 image tensors go through
     compute that cannot load the jar) on local[2], the same params; its top classes are checked
     against the JVM ONNXModel's.
 Each is run once to warm up, then timed over --repeats runs (best kept). Reports images/s,
-ratios, ONNX Runtime sessions created and peak resident memory; writes bench/results/onnx.md.
-Not a test: numbers vary with the machine and its load.
+ratios, ONNX Runtime sessions created and peak resident memory, and digests of ONNXModel's logits
+with its output buffers pinned and unpinned (the tensors come from --seed, so that a check can
+recompute them with onnxruntime); writes bench/results/onnx.md. Not a test: numbers vary with the
+machine and its load.
 
 Usage: python bench/onnx_inference.py [--models resnet50,tiny] [--repeats R] [--quick]
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import platform
@@ -77,10 +80,8 @@ class PeakRss:
 
 
 def save_figures(table: str, figures) -> None:
-    """Writes `figures` as JSON next to the results table (what bench/summary.py reads) and
-    prints them as the last line of output (what the smoke tests read)."""
+    """Writes `figures` as JSON next to the results table (what bench/summary.py reads)."""
     Path(table).with_suffix(".json").write_text(json.dumps(figures, indent=1) + "\n")
-    print(json.dumps(figures))
 
 
 def report(
@@ -94,8 +95,8 @@ def report(
     target: str,
     figures: dict,
 ) -> None:
-    """Writes a results table of images/s per contender with `ratio(its rate)`, and prints
-    `figures` as the last line of output (what the smoke tests read)."""
+    """Writes a results table of images/s per contender with `ratio(its rate)`, and `figures`
+    as JSON beside it."""
     lines = [
         f"# {title}",
         "",
@@ -231,6 +232,22 @@ def logits_by_id(scored) -> dict[int, np.ndarray]:
     return {r.id: np.asarray(r.logits, np.float32) for r in scored.select("id", "logits").collect()}
 
 
+def logit_digest(logits: dict[int, np.ndarray]) -> dict:
+    """Two sums of the logits [n, classes] of images 0..n-1 (keyed by id): of their absolute
+    values, and weighted by standard normal weights [n, classes] from numpy's default_rng(0),
+    which logits given to the wrong image or class (a reused buffer, a lost order) move. Small
+    enough for the figures, and recomputable by whoever has the model and the tensors."""
+    ids = sorted(logits)
+    assert ids == list(range(len(ids))), "the images are not ids 0..n-1"
+    rows = np.stack([logits[i] for i in ids]).astype(np.float64)
+    weights = np.random.default_rng(0).standard_normal(rows.shape)
+    return {
+        "images": len(ids),
+        "abs_sum": float(np.abs(rows).sum()),
+        "weighted_sum": float((weights * rows).sum()),
+    }
+
+
 def agreement(logits: dict, expected: dict) -> tuple[float, float]:
     """The share of images given the same top class as in `expected` (the JVM ONNXModel's), and
     the largest absolute logit difference. Random-weight logits can tie to the last bits, and
@@ -253,6 +270,11 @@ def tensor_frame(spark, tensors: np.ndarray, partitions: int = 2):
     return df
 
 
+def seeded_tensors(seed: int, n: int, size: int) -> np.ndarray:
+    """The benchmark's input: `n` float32 tensors [3, size, size] of standard normal values."""
+    return np.random.default_rng(seed).standard_normal((n, 3, size, size), dtype=np.float32)
+
+
 def run_peers(name: str, args, work: Path, spark) -> dict:
     from mmlspark.onnx import ONNXModel
 
@@ -262,7 +284,7 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     model_bytes = build()
     model_path = work / f"{name}.onnx"
     model_path.write_bytes(model_bytes)
-    tensors = np.random.default_rng(1).standard_normal((n, 3, size, size), dtype=np.float32)
+    tensors = seeded_tensors(args.seed, n, size)
     tensor_path = work / f"{name}.f32"
     tensors.astype("<f4").tofile(tensor_path)
     df = tensor_frame(spark, tensors)
@@ -270,7 +292,9 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     jvm_pid = int(jvm.java.lang.ProcessHandle.current().pid())
     figures: dict = {
         "model": name,
+        "model_sha256": hashlib.sha256(model_bytes).hexdigest(),
         "images": n,
+        "tensor_seed": args.seed,
         "batch": args.batch,
         "model_mb": round(len(model_bytes) / 2**20, 1),
     }
@@ -303,6 +327,12 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     figures["mmlspark_pinned_images_per_s"] = n / pins["pinned"]
     figures["mmlspark_unpinned_images_per_s"] = n / pins["unpinned"]
     figures["pinned_vs_unpinned"] = pins["unpinned"] / pins["pinned"]
+    # What each way gives, not only how fast: a pinned buffer handed on before it is copied out
+    # shows as logits of the wrong image.
+    pinned_logits = logits_by_id(onnx.transform(df))
+    figures["mmlspark_pinned_logits"] = logit_digest(pinned_logits)
+    with setting(spark, "spark.mmlspark.onnx.pinOutputs", "false"):
+        figures["mmlspark_unpinned_logits"] = logit_digest(logits_by_id(onnx.transform(df)))
 
     ort_jar = next(
         j for j in spark.sparkContext.getConf().get("spark.jars").split(",") if "onnxruntime" in j
@@ -376,9 +406,7 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     figures["python_backend_vs_predict_batch_udf"] = (
         rate / figures["predict_batch_udf_images_per_s"]
     )
-    share, difference = agreement(
-        logits_by_id(python_backend.transform(df)), logits_by_id(onnx.transform(df))
-    )
+    share, difference = agreement(logits_by_id(python_backend.transform(df)), pinned_logits)
     figures["python_backend_top_class_agreement"] = share
     figures["python_backend_max_abs_logit_difference"] = difference
     df.unpersist()
@@ -439,15 +467,18 @@ def table(results: list[dict], args) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> list[dict]:
+    """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes its
+    table and JSON, and returns its figures, one dict per model."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="resnet50,tiny")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
     synapseml_peer.add_option(parser)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.models, args.repeats, args.synapseml = "tiny", 1, False
 
@@ -471,6 +502,11 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(table(results, args))
     save_figures(args.out, results)
+    return results
+
+
+def main() -> None:
+    print(json.dumps(run()))  # the last line of output: the figures
 
 
 if __name__ == "__main__":

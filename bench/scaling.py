@@ -3,8 +3,9 @@ standalone cluster of two one-core workers on this machine (scripts/spark_servic
 local[1] and local[2] its Python backend too (onnxruntime in the Python workers).
 
 The same model (the ResNet-50 architecture by default: work that should scale) and the same
-float32 tensors, cached in the executors, batch 64; the best of --repeats timed runs after a
-warm-up. Writes bench/results/scaling.md. Not a test: numbers vary with the machine and its load.
+float32 tensors (from --seed), cached in the executors, batch 64; the best of --repeats timed runs
+after a warm-up. Reports images/s and a digest of each run's logits (onnx_inference.logit_digest).
+Writes bench/results/scaling.md. Not a test: numbers vary with the machine and its load.
 
 Usage: python bench/scaling.py [--model resnet50|tiny] [--images N] [--repeats R] [--quick]
 """
@@ -12,6 +13,8 @@ Usage: python bench/scaling.py [--model resnet50|tiny] [--images N] [--repeats R
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -23,15 +26,23 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from onnx_inference import MODELS, best_of, report, tensor_frame  # noqa: E402
+from onnx_inference import (  # noqa: E402
+    MODELS,
+    best_of,
+    logit_digest,
+    logits_by_id,
+    report,
+    seeded_tensors,
+    tensor_frame,
+)
 from spark_services import StandaloneCluster  # noqa: E402
 
 
 def measure(
     master: str, model: bytes, tensors: np.ndarray, args, python: bool = False
-) -> tuple[float, float | None]:
-    """Images per second of ONNXModel on `master`, on the JVM and (with `python`) on the Python
-    backend."""
+) -> list[tuple[float, dict]]:
+    """Images per second of ONNXModel on `master` and the digest of its logits, on the JVM and
+    (with `python`) on the Python backend, in that order."""
     import mmlspark
     from mmlspark.onnx import ONNXModel
 
@@ -47,7 +58,7 @@ def measure(
     spark.sparkContext.setLogLevel("ERROR")
     try:
         df = tensor_frame(spark, tensors, partitions=2)
-        rates: list[float] = []
+        results: list[tuple[float, dict]] = []
         for backend in ("jvm", "python") if python else ("jvm",):
             onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
             onnx.setBackend(backend).setModelPayload(model)
@@ -55,39 +66,44 @@ def measure(
             def run(stage: ONNXModel = onnx) -> None:
                 stage.transform(df).write.format("noop").mode("overwrite").save()
 
-            rates.append(len(tensors) / best_of(args.repeats, run))
-        return rates[0], (rates[1] if python else None)
+            rate = len(tensors) / best_of(args.repeats, run)
+            results.append((rate, logit_digest(logits_by_id(onnx.transform(df)))))
+        return results
     finally:
         spark.stop()
 
 
-def main() -> None:
+def run(argv: list[str] | None = None) -> dict:
+    """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes its
+    table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="resnet50", choices=sorted(MODELS))
     parser.add_argument("--images", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scaling.md"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.quick:
         args.model, args.images, args.repeats = "tiny", 256, 1
     build, size, _ = MODELS[args.model]
     model = build()
-    tensors = np.random.default_rng(1).standard_normal(
-        (args.images, 3, size, size), dtype=np.float32
-    )
+    tensors = seeded_tensors(args.seed, args.images, size)
     rates: dict[str, float] = {}
     python: dict[str, float] = {}
+    logits: dict[str, dict] = {}
     for master in ("local[1]", "local[2]"):
-        rates[master], on_python = measure(master, model, tensors, args, python=True)
-        python[f"{master}, Python backend"] = on_python or 0.0
+        (rates[master], logits[master]), on_python = measure(
+            master, model, tensors, args, python=True
+        )
+        name = f"{master}, Python backend"
+        python[name], logits[name] = on_python
     with tempfile.TemporaryDirectory() as tmp:
         with StandaloneCluster(Path(tmp), workers=2, cores=1, memory="4g") as cluster:
             cluster.start()
-            rates["standalone, 2 workers x 1 core"] = measure(
-                cluster.master_url, model, tensors, args
-            )[0]
+            name = "standalone, 2 workers x 1 core"
+            ((rates[name], logits[name]),) = measure(cluster.master_url, model, tensors, args)
     base, python_base = rates["local[1]"], python["local[1], Python backend"]
     # Each backend's rows against its own local[1].
     speedups = {name: rate / base for name, rate in rates.items()}
@@ -95,8 +111,11 @@ def main() -> None:
     rates.update(python)
     figures = {
         "model": args.model,
+        "model_sha256": hashlib.sha256(model).hexdigest(),
         "images": args.images,
+        "tensor_seed": args.seed,
         "images_per_s": rates,
+        "logits": logits,
         "speedup_local2_vs_local1": rates["local[2]"] / base,
         "python_backend_speedup_local2_vs_local1": python["local[2], Python backend"] / python_base,
         "python_backend_vs_jvm_backend_local2": python["local[2], Python backend"]
@@ -115,6 +134,11 @@ def main() -> None:
         "local[1] -> local[2] >= 1.8x",
         figures,
     )
+    return figures
+
+
+def main() -> None:
+    print(json.dumps(run()))  # the last line of output: the figures
 
 
 if __name__ == "__main__":
