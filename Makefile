@@ -43,29 +43,38 @@ format: venv
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
 
 # Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
-# the wheel, then the Python suites against them; each phase prints its wall time.
+# the wheel, then the primary Python suite and the Spark-line matrix side by side (each is a
+# chain of short processes that leaves a core idle much of the time); each phase prints its wall
+# time.
 PHASE := scripts/phase
+# The test JVMs (every Spark driver the Python tests start: sessions, CLIs, servers; not sbt's,
+# and never `make demo`'s or `make bench`'s) compile with the client compiler only: they are
+# short and many, and on 2 cores the optimizing compiler's threads take CPU the other suite
+# needs. Results are the same; `make test TEST_JVM_OPTS=` tests with the default JIT.
+TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1
+test test-python test-fast test-lines: export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS)
 test: venv
 	$(PHASE) lint $(MAKE) lint
 	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
 	$(PHASE) "Scala suites and jars" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
 	$(PHASE) wheel $(MAKE) package-wheel
-	$(PHASE) "primary pytest" $(MAKE) test-python
-	$(PHASE) "Spark lines" $(MAKE) test-lines
+	$(PHASE) "primary pytest and Spark lines, side by side" $(PY) scripts/side_by_side.py \
+	  "primary pytest=$(MAKE) test-python" "Spark lines=$(MAKE) test-lines"
 
-# The primary suite leaves its cross-line results (tests/test_lines.py) for test-lines.
 test-python: venv
-	rm -rf .lines/exchange
-	MMLSPARK_LINES_EXCHANGE=$(CURDIR)/.lines/exchange $(PY) -m pytest tests --durations=30
+	$(PY) -m pytest tests --durations=30
 
-# The inner loop: every test but the system tier (tests that start processes of their own:
-# CLIs, clusters, notebooks, servers, benchmark runs), against the jar built last.
+# The inner loop: the unit and integration tiers (no test that starts processes of its own or
+# runs the whole demo, and the line tests only in their run on every line), against the jar
+# built last.
 test-fast: venv
-	$(PY) -m pytest tests -m "not system" --durations=15
+	$(PY) -m pytest tests -m "unit or integration" --durations=15
 
-# The line tests (pytest -m lines) on every other Spark line (3.5 on JDK 17 and on JDK 21), each in
-# its own virtualenv with the wheel installed, then the cross-line checks on the primary line.
+# The cross-line tests on the primary line, the line tests (pytest -m lines) on every other Spark
+# line (3.5 on JDK 17 and on JDK 21), each in its own virtualenv with the wheel installed, then the
+# cross-line checks on the primary line (scripts/spark_lines.py).
 test-lines: venv
+	rm -rf .lines/exchange
 	$(PY) scripts/spark_lines.py test
 
 wheel: jar

