@@ -78,12 +78,26 @@ final case class SharedParam(
   }
 }
 
-/** Validators that many rows share, as the Scala code the generated traits hold. */
+/** The validators of the rows: Scala code the generated traits hold, building a
+  * `mmlspark.contracts.Check` (a validator as data, which the code generator writes into the Python
+  * wrappers as the same check) wherever the rule is one of its kinds; any other code is a plain
+  * Scala validator, which only the JVM applies.
+  */
 object Validators {
-  val nonEmptyName = Some("(name: String) => name != null && name.nonEmpty")
-  val nonEmptyNames = Some("(names: Array[String]) => names.forall(n => n != null && n.nonEmpty)")
-  def gtEq(bound: Int): Option[String] = Some(s"ParamValidators.gtEq($bound)")
-  val unitInterval = Some("ParamValidators.inRange(0, 1)")
+  val nonEmptyName = Some("Check.NonEmptyName")
+  val nonEmptyNames = Some("Check.NonEmptyNames")
+  val distinctNames = Some("Check.DistinctNames")
+  val someDistinctNames = Some("Check.All(Check.NotEmpty, Check.DistinctNames)")
+  val someNonEmptyNames = Some("Check.All(Check.NotEmpty, Check.NonEmptyNames)")
+  def gtEq(bound: Int): Option[String] = Some(s"Check.AtLeast($bound)")
+  def gt(bound: Double): Option[String] = Some(s"Check.Above($bound)")
+  val unitInterval = Some("Check.Between(0, 1)")
+  def oneOf(values: String): Option[String] = Some(s"Check.OneOf($values)")
+  def lengths(allowed: Int*): Option[String] = Some(
+    s"Check.Lengths(Seq(${allowed.mkString(", ")}))"
+  )
+  def positiveLengths(allowed: Int*): Option[String] =
+    Some(s"Check.Lengths(Seq(${allowed.mkString(", ")}), positive = true)")
 }
 
 object SharedParams {
@@ -108,7 +122,7 @@ object SharedParams {
       "miniBatchSize",
       ParamType.int,
       "number of rows grouped into one batch (at least 1)",
-      Some("ParamValidators.gtEq(1)")
+      gtEq(1)
     ),
     SharedParam(
       "predictionCol",

@@ -7,7 +7,8 @@ package mmlspark.codegen
 // its behaviour. A new param of a stage is a new row here plus its default there.
 //
 // The Python wrappers are not written from this table: the code generator reflects over the
-// compiled stages, so their params, docs and defaults come from what the JVM really has.
+// compiled stages, so their params, docs, defaults and validators (a `Check` is read back off the
+// compiled param, see Validators in SharedParamsSpec.scala) come from what the JVM really has.
 
 /** The params that the class or trait `owner` declares, written as the trait `<owner>Decls` in
   * `pkg`. The owner mixes it in instead of declaring the params itself.
@@ -34,7 +35,7 @@ final case class ParamGroup(
     val holdsStages = params.exists(p => Set(ParamType.stage, ParamType.stageArray)(p.paramType))
     val bases = "Params" +: parents ++: (if (holdsStages) Seq("StageWritable") else Nil)
     val (contracts, others) = bases.tail.partition(b => shared(b) || b == "StageWritable")
-    val parentImports = (Seq("StageArrayParam", "StageParam") ++ contracts).sorted
+    val parentImports = (Seq("Check", "StageArrayParam", "StageParam") ++ contracts).sorted
       .mkString("import mmlspark.contracts.{", ", ", "}\n") +
       others.filter(_.contains('.')).map(t => s"import $t\n").mkString
     s"""// ${StageParams.header}
@@ -83,7 +84,7 @@ object StageParams {
         "the metric models are ranked by (highest wins, lowest for errors): 'accuracy', 'precision', " +
           "'recall', 'f1', 'AUC' (two classes) for classifiers; 'mean_squared_error', " +
           "'root_mean_squared_error', 'r2', 'mean_absolute_error' for regressors",
-        Some("""ParamValidators.inArray(FindBestModel.metrics.keys.toArray)""")
+        oneOf("FindBestModel.metrics.keys.toSeq.sorted")
       )
     ),
     ParamGroup(
@@ -119,7 +120,7 @@ object StageParams {
         "categories",
         ParamType.stringArray,
         "the categories (e.g. '1', animals in MegaDetector's) whose detections are cropped; empty: all",
-        Some("""(values: Array[String]) => values.forall(v => v != null && v.nonEmpty)""")
+        nonEmptyNames
       ),
       SharedParam(
         "square",
@@ -175,9 +176,7 @@ object StageParams {
         "classNames",
         ParamType.stringArray,
         "the name of each class the detector gives, in class order (class i has category i+1)",
-        Some(
-          """(names: Array[String]) => names.nonEmpty && names.forall(n => n != null && n.nonEmpty)"""
-        )
+        someNonEmptyNames
       )
     ),
     ParamGroup("mmlspark.image", "HasDecodeParams", imports = Seq("mmlspark.pixels.ImageCodec"))(
@@ -186,7 +185,7 @@ object StageParams {
         ParamType.string,
         "how to decode: 'color' (8-bit BGR), 'grayscale' (8-bit) or 'unchanged' " +
           "(as stored: gray, BGR or BGRA, 8 or 16 bits)",
-        Some("""ParamValidators.inArray(ImageCodec.ColorModes)""")
+        oneOf("ImageCodec.ColorModes.toSeq")
       ),
       SharedParam(
         "applyOrientation",
@@ -197,7 +196,7 @@ object StageParams {
         "reduceFactor",
         ParamType.int,
         "decode at 1/reduceFactor of the size, for very large images: 1 (full size), 2, 4 or 8",
-        Some("""ParamValidators.inArray(Array(1, 2, 4, 8))""")
+        oneOf("Seq(1, 2, 4, 8)")
       ),
       SharedParam(
         "minHeight",
@@ -264,20 +263,20 @@ object StageParams {
         "channelMeans",
         ParamType.doubleArray,
         "per-channel means subtracted after scaling, in tensorChannelOrder (1 or 3 values)",
-        Some("""(a: Array[Double]) => a.length == 1 || a.length == 3""")
+        lengths(1, 3)
       ),
       SharedParam(
         "channelStds",
         ParamType.doubleArray,
         "per-channel standard deviations divided by, in tensorChannelOrder (1 or 3 values, " +
           "above 0)",
-        Some("""(a: Array[Double]) => (a.length == 1 || a.length == 3) && a.forall(_ > 0)""")
+        positiveLengths(1, 3)
       ),
       SharedParam(
         "colorScaleFactor",
         ParamType.double,
         "factor pixel values are multiplied by before normalizing (above 0)",
-        Some("""ParamValidators.gt(0)""")
+        gt(0)
       ),
       SharedParam(
         "dropNa",
@@ -473,29 +472,25 @@ object StageParams {
         "keys",
         ParamType.stringArray,
         "names of the columns to group by (at least one)",
-        Some(
-          """(names: Array[String]) => names.nonEmpty && names.distinct.length == names.length"""
-        )
+        someDistinctNames
       ),
       SharedParam(
         "cols",
         ParamType.stringArray,
         "names of the numeric or vector columns to average within each group (at least one)",
-        Some(
-          """(names: Array[String]) => names.nonEmpty && names.distinct.length == names.length"""
-        )
+        someDistinctNames
       ),
       SharedParam(
         "colNames",
         ParamType.stringArray,
         "names of the output columns, one per entry of cols (empty: 'mean(<col>)')",
-        Some("""(names: Array[String]) => names.distinct.length == names.length""")
+        distinctNames
       ),
       SharedParam(
         "strategy",
         ParamType.string,
         "how a group's values are combined: 'mean' (the only strategy so far)",
-        Some("""ParamValidators.inArray(Array("mean"))""")
+        oneOf("""Seq("mean")""")
       ),
       SharedParam(
         "collapseGroup",
@@ -540,7 +535,7 @@ object StageParams {
         "fitMillis",
         ParamType.long,
         "how long fitting the wrapped stage took, in milliseconds (-1 when unknown)",
-        Some("""(v: Long) => v >= -1L""")
+        gtEq(-1)
       )
     ),
     ParamGroup("mmlspark.stages", "TimerParams")(
@@ -570,7 +565,7 @@ object StageParams {
         "the task: 'classification', 'regression', or 'auto': classification when the input " +
           "has a probability or rawPrediction column or the prediction is not floating-point or names " +
           "its classes in its metadata, regression otherwise",
-        Some("""ParamValidators.inArray(Array("auto", "classification", "regression"))""")
+        oneOf("""Seq("auto", "classification", "regression")""")
       )
     ),
     ParamGroup("mmlspark.train", "TrainClassifier")(
@@ -580,9 +575,7 @@ object StageParams {
         "the classes in the order of the learner's class indices, as the label values written as " +
           "strings (e.g. 'no', 'yes' or '0', '1'); a training label not listed is an error. Unset: " +
           "the distinct training labels, sorted",
-        Some(
-          """(names: Array[String]) => names.nonEmpty && names.distinct.length == names.length"""
-        )
+        someDistinctNames
       ),
       SharedParam(
         "reindexLabel",

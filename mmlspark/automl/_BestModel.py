@@ -10,6 +10,7 @@ from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
 from mmlspark.core.shared_params import HasLabelCol, HasPredictionCol
+from mmlspark.core.validators import non_empty_name, one_of
 from mmlspark.core.wrapper import MMLModel, to_stage
 
 _P = TypeVar("_P", bound=Params)
@@ -31,6 +32,13 @@ class _BestModel(MMLModel, HasLabelCol, HasPredictionCol):
     """
 
     _java_class_name = "mmlspark.automl.BestModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "evaluationMetric": one_of("AUC", "accuracy", "f1", "mean_absolute_error", "mean_squared_error", "precision", "r2", "recall", "root_mean_squared_error"),
+        "labelCol": non_empty_name,
+        "predictionCol": non_empty_name,
+    }
 
     bestModel: "Param[JavaParams]" = Param(
         Params._dummy(),

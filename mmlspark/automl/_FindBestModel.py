@@ -10,6 +10,7 @@ from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
 from mmlspark.core.shared_params import HasLabelCol, HasPredictionCol
+from mmlspark.core.validators import non_empty_name, one_of
 from mmlspark.core.wrapper import MMLEstimator, to_stages
 
 _P = TypeVar("_P", bound=Params)
@@ -32,6 +33,13 @@ class _FindBestModel(MMLEstimator, HasLabelCol, HasPredictionCol):
 
     _java_class_name = "mmlspark.automl.FindBestModel"
     _java_model_class_name = "mmlspark.automl.BestModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "evaluationMetric": one_of("AUC", "accuracy", "f1", "mean_absolute_error", "mean_squared_error", "precision", "r2", "recall", "root_mean_squared_error"),
+        "labelCol": non_empty_name,
+        "predictionCol": non_empty_name,
+    }
 
     evaluationMetric: "Param[str]" = Param(
         Params._dummy(),

@@ -1,5 +1,5 @@
 """What the stages share on the Python backend: the schema checks of the JVM's
-``SchemaUtils`` with its messages, and the JVM params' validators.
+``SchemaUtils`` with its messages (the params' validators are in ``mmlspark.core.validators``).
 
 Every failure reads as the JVM stage's does, ``"<ClassName> <uid>: <message>"``, and is raised
 as a ValueError before any Spark job runs.
@@ -7,26 +7,20 @@ as a ValueError before any Spark job runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ClassVar, NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
-from mmlspark.core.wrapper import MMLParams
-
 __all__ = [
-    "PythonParamChecks",
-    "at_least",
     "batch_type",
     "catalog_string",
-    "distinct_names",
     "encoder_type",
     "fail",
     "is_numeric",
     "is_vector",
-    "one_of",
     "quoted",
     "require",
     "require_absent",
@@ -195,57 +189,3 @@ def batch_type(schema: T.StructType) -> T.StructType:
             for f in schema.fields
         ]
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# The JVM params' validators
-
-
-def distinct_names(*, empty_allowed: bool) -> Callable[[Any], bool]:
-    """A list of names without repeats (and, unless `empty_allowed`, not empty)."""
-    return lambda names: (empty_allowed or len(names) > 0) and len(set(names)) == len(names)
-
-
-def at_least(lower: int) -> Callable[[Any], bool]:
-    """Spark's ``ParamValidators.gtEq``."""
-    return lambda value: value >= lower
-
-
-def one_of(*allowed: str) -> Callable[[Any], bool]:
-    """Spark's ``ParamValidators.inArray``."""
-    return lambda value: value in allowed
-
-
-def _jvm_string(value: Any) -> str:
-    """`value` as the JVM's validation message prints it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_jvm_string(v) for v in value) + "]"
-    return str(value)
-
-
-class PythonParamChecks(MMLParams):
-    """Checks each param value set on the Python backend with the JVM param's validator, failing
-    with the message the JVM stage gives for it (on the JVM backend the JVM stage checks)."""
-
-    # The validator of each param that has one, by name.
-    _python_param_checks: ClassVar[Mapping[str, Callable[[Any], bool]]] = {}
-
-    def _set(self, **kwargs: Any) -> Any:
-        if self._on_python():
-            for name, value in kwargs.items():
-                check = self._python_param_checks.get(name)
-                if value is None or check is None:
-                    continue
-                param = self.getParam(name)
-                converted = param.typeConverter(value)
-                if not check(converted):
-                    reason = (
-                        f"{self.uid} parameter {name} given invalid value {_jvm_string(converted)}."
-                    )
-                    raise ValueError(
-                        f"{type(self).__name__}: invalid value {converted!r} for param "
-                        f"'{name}' ({param.doc}): {reason}"
-                    )
-        return super()._set(**kwargs)

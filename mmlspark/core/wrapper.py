@@ -8,6 +8,7 @@ never patched.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from py4j.java_gateway import JavaObject
@@ -190,6 +191,9 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     _input_kwargs: dict[str, Any]
     # Whether the stage also runs on the Python backend (mmlspark.core.backend).
     _python_backend: ClassVar[bool] = False
+    # The JVM params' validators (mmlspark.core.validators), by param name: the generated wrappers
+    # hold those of the param tables (mmlspark.contracts.Check).
+    _python_param_checks: ClassVar[Mapping[str, Callable[[Any], bool]]] = {}
 
     def __init__(self) -> None:
         super().__init__()
@@ -311,10 +315,12 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
                     "set it, fit and run the stage on a classic session",
                 )
         previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
-        super()._set(**kwargs)
         java_obj = getattr(self, "_java_obj", None)
         if not isinstance(java_obj, JavaObject):
+            self._check_without_jvm(kwargs)
+            super()._set(**kwargs)
             return self
+        super()._set(**kwargs)
         for name in kwargs:
             param = self.getParam(name)
             if param not in self._paramMap:
@@ -338,6 +344,32 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
                     f"({param.doc}): {reason}"
                 ) from None
         return self
+
+    def _check_without_jvm(self, values: dict[str, Any]) -> None:
+        """Where no JVM stage checks values at set time (the Python backend, Spark Connect):
+        each value against the JVM param's validator, failing as the JVM stage does."""
+        for name, value in values.items():
+            check = self._python_param_checks.get(name)
+            if value is None or check is None:
+                continue
+            param = self.getParam(name)
+            converted = param.typeConverter(value)
+            if not check(converted):
+                shown = _jvm_string(converted)
+                reason = f"{self.uid} parameter {name} given invalid value {shown}."
+                raise ValueError(
+                    f"{type(self).__name__}: invalid value {converted!r} for param '{name}' "
+                    f"({param.doc}): {reason}"
+                )
+
+
+def _jvm_string(value: Any) -> str:
+    """`value` as the JVM's validation message prints it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_jvm_string(v) for v in value) + "]"
+    return str(value)
 
 
 class _TransformsOnPython(MMLParams):

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol
+from mmlspark.core.validators import between, non_empty_name, non_empty_names
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -42,6 +43,18 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     """
 
     _java_class_name = "mmlspark.detection.CropDetections"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "categories": non_empty_names,
+        "confidenceThreshold": between(0.0, 1.0),
+        "detectionCol": non_empty_name,
+        "detectionIndexCol": non_empty_name,
+        "detectionsCol": non_empty_name,
+        "errorCol": non_empty_name,
+        "inputCol": non_empty_name,
+        "outputCol": non_empty_name,
+    }
 
     categories: "Param[list[str]]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode
+from mmlspark.core.validators import all_of, at_least, between, choice, non_empty_name, non_empty_names, not_empty
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -48,6 +49,22 @@ class _ObjectDetector(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, Ha
     """
 
     _java_class_name = "mmlspark.detection.ObjectDetector"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "classNames": all_of(not_empty, non_empty_names),
+        "confidenceThreshold": between(0.0, 1.0),
+        "deviceType": choice(["auto", "cpu", "cuda"], {"gpu": "cuda"}),
+        "errorCol": non_empty_name,
+        "imageSize": at_least(1),
+        "inputCol": non_empty_name,
+        "iouThreshold": between(0.0, 1.0),
+        "maxDetections": at_least(1),
+        "miniBatchSize": at_least(1),
+        "modelFormat": choice(["auto", "yolov5", "yolov8"], {}),
+        "modelLocation": non_empty_name,
+        "outputCol": non_empty_name,
+    }
 
     classNames: "Param[list[str]]" = Param(
         Params._dummy(),

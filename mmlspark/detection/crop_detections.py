@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmlspark.core.checks import PythonParamChecks
 from mmlspark.detection._CropDetections import _CropDetections
 
 
-def _name(value: Any) -> bool:
-    return value is not None and len(value) > 0
-
-
-class CropDetections(PythonParamChecks, _CropDetections):
+class CropDetections(_CropDetections):
     """Turns detections into crops, one row per detection: each detection of ``detectionsCol``
     (as :class:`ObjectDetector` writes them) with ``conf`` at least ``confidenceThreshold`` and,
     when ``categories`` is set, a category among them, becomes a row with the other input
@@ -31,17 +26,6 @@ class CropDetections(PythonParamChecks, _CropDetections):
 
     __doc__ = __doc__ + "\n" + (_CropDetections.__doc__ or "")
     _python_backend = True
-    # The JVM params' validators, for values set on the Python backend.
-    _python_param_checks = {
-        "inputCol": _name,
-        "outputCol": _name,
-        "errorCol": _name,
-        "detectionsCol": _name,
-        "detectionCol": _name,
-        "detectionIndexCol": _name,
-        "confidenceThreshold": lambda v: 0.0 <= v <= 1.0,
-        "categories": lambda values: all(_name(v) for v in values),
-    }
 
     def _python_transform(self, dataset: Any) -> Any:
         """One row per crop, from an Arrow UDF (mmlspark.detection._yolo)."""

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmlspark.core.checks import PythonParamChecks, at_least
 from mmlspark.detection._ObjectDetector import _ObjectDetector
 from mmlspark.onnx.model_payload import HasModelPayload
 
 
-def _name(value: Any) -> bool:
-    return value is not None and len(value) > 0
-
-
-def _unit(value: Any) -> bool:
-    return 0.0 <= value <= 1.0
-
-
-class ObjectDetector(HasModelPayload, PythonParamChecks, _ObjectDetector):
+class ObjectDetector(HasModelPayload, _ObjectDetector):
     """Finds animals, people and vehicles (or any classes) in images with a YOLO-family ONNX
     detector: MegaDetector v5 (YOLOv5 layout) and the YOLOv8 layout of newer Ultralytics exports.
 
@@ -42,21 +33,6 @@ class ObjectDetector(HasModelPayload, PythonParamChecks, _ObjectDetector):
 
     __doc__ = __doc__ + "\n" + (_ObjectDetector.__doc__ or "")
     _python_backend = True
-    # The JVM params' validators, for values set on the Python backend.
-    _python_param_checks = {
-        "inputCol": _name,
-        "outputCol": _name,
-        "errorCol": _name,
-        "modelLocation": _name,
-        "miniBatchSize": at_least(1),
-        "imageSize": at_least(1),
-        "maxDetections": at_least(1),
-        "confidenceThreshold": _unit,
-        "iouThreshold": _unit,
-        "modelFormat": lambda v: str(v).strip().lower() in ("auto", "yolov5", "yolov8"),
-        "deviceType": lambda v: str(v).strip().lower() in ("auto", "cpu", "cuda", "gpu"),
-        "classNames": lambda names: len(names) > 0 and all(_name(n) for n in names),
-    }
 
     def _python_transform(self, dataset: Any) -> Any:
         """Letterbox, the model and YOLO's decoding in one Arrow UDF (mmlspark.detection._yolo)."""

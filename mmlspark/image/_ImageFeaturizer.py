@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode, HasTensorChannelOrder
+from mmlspark.core.validators import above, at_least, choice, lengths, non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -56,6 +57,23 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     """
 
     _java_class_name = "mmlspark.image.ImageFeaturizer"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "channelMeans": lengths([1, 3], positive=False),
+        "channelStds": lengths([1, 3], positive=True),
+        "colorScaleFactor": above(0.0),
+        "deviceType": choice(["auto", "cpu", "cuda"], {"gpu": "cuda"}),
+        "errorCol": non_empty_name,
+        "featureTensorName": non_empty_name,
+        "imageHeight": at_least(1),
+        "imageWidth": at_least(1),
+        "inputCol": non_empty_name,
+        "miniBatchSize": at_least(1),
+        "modelLocation": non_empty_name,
+        "outputCol": non_empty_name,
+        "tensorChannelOrder": choice(["RGB", "BGR"], {}),
+    }
 
     autoConvertToColor: "Param[bool]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol
+from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -30,6 +31,12 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
     """
 
     _java_class_name = "mmlspark.image.ImageSetAugmenter"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "inputCol": non_empty_name,
+        "outputCol": non_empty_name,
+    }
 
     flipLeftRight: "Param[bool]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol
+from mmlspark.core.validators import at_least, non_empty_name, one_of
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -42,6 +43,19 @@ class _UnrollBinaryImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol)
     """
 
     _java_class_name = "mmlspark.image.UnrollBinaryImage"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "colorMode": one_of("color", "grayscale", "unchanged"),
+        "errorCol": non_empty_name,
+        "height": at_least(0),
+        "inputCol": non_empty_name,
+        "minHeight": at_least(0),
+        "minWidth": at_least(0),
+        "outputCol": non_empty_name,
+        "reduceFactor": one_of(1, 2, 4, 8),
+        "width": at_least(0),
+    }
 
     applyOrientation: "Param[bool]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol
+from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -28,6 +29,13 @@ class _UnrollImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     """
 
     _java_class_name = "mmlspark.image.UnrollImage"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "errorCol": non_empty_name,
+        "inputCol": non_empty_name,
+        "outputCol": non_empty_name,
+    }
 
     @keyword_only
     def __init__(

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize
+from mmlspark.core.validators import at_least, choice, non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -56,6 +57,20 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     """
 
     _java_class_name = "mmlspark.onnx.ONNXModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "cudaMemoryLimit": at_least(0),
+        "cudnnConvAlgoSearch": choice(["EXHAUSTIVE", "HEURISTIC", "DEFAULT"], {}),
+        "deviceType": choice(["auto", "cpu", "cuda"], {"gpu": "cuda"}),
+        "errorCol": non_empty_name,
+        "inputCol": non_empty_name,
+        "intraOpThreads": at_least(0),
+        "miniBatchSize": at_least(1),
+        "modelLocation": non_empty_name,
+        "optimizationLevel": choice(["none", "basic", "extended", "all"], {"ALL_OPT": "all", "BASIC_OPT": "basic", "EXTENDED_OPT": "extended", "NO_OPT": "none", "ORT_DISABLE_ALL": "none", "ORT_ENABLE_ALL": "all", "ORT_ENABLE_BASIC": "basic", "ORT_ENABLE_EXTENDED": "extended"}),
+        "outputCol": non_empty_name,
+    }
 
     argMaxDict: "Param[str]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol, HasErrorCol, HasReducedDecode, HasTensorChannelOrder
+from mmlspark.core.validators import choice, non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -36,6 +37,14 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
     """
 
     _java_class_name = "mmlspark.opencv.ImageTransformer"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "errorCol": non_empty_name,
+        "inputCol": non_empty_name,
+        "outputCol": non_empty_name,
+        "tensorChannelOrder": choice(["RGB", "BGR"], {}),
+    }
 
     operations: "Param[str]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasMiniBatchSize
+from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -26,6 +27,12 @@ class _BufferedMiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
     """
 
     _java_class_name = "mmlspark.stages.BufferedMiniBatchTransformer"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "maxBufferMillis": at_least(1),
+        "miniBatchSize": at_least(1),
+    }
 
     maxBufferMillis: "Param[int]" = Param(
         Params._dummy(),

@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasInputCol, HasOutputCol
+from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLModel
 
 _P = TypeVar("_P", bound=Params)
@@ -28,6 +29,12 @@ class _ClassBalancerModel(MMLModel, HasInputCol, HasOutputCol):
     """
 
     _java_class_name = "mmlspark.stages.ClassBalancerModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "inputCol": non_empty_name,
+        "outputCol": non_empty_name,
+    }
 
     broadcastJoin: "Param[bool]" = Param(
         Params._dummy(),

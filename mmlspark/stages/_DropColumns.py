@@ -8,6 +8,7 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
+from mmlspark.core.validators import distinct_names
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -23,6 +24,11 @@ class _DropColumns(MMLTransformer):
     """
 
     _java_class_name = "mmlspark.stages.DropColumns"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "cols": distinct_names(empty_allowed=True),
+    }
 
     cols: "Param[list[str]]" = Param(
         Params._dummy(),

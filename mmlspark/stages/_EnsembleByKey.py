@@ -8,6 +8,7 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
+from mmlspark.core.validators import all_of, distinct_names, not_empty, one_of
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -31,6 +32,14 @@ class _EnsembleByKey(MMLTransformer):
     """
 
     _java_class_name = "mmlspark.stages.EnsembleByKey"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "colNames": distinct_names(empty_allowed=True),
+        "cols": all_of(not_empty, distinct_names(empty_allowed=True)),
+        "keys": all_of(not_empty, distinct_names(empty_allowed=True)),
+        "strategy": one_of("mean"),
+    }
 
     colNames: "Param[list[str]]" = Param(
         Params._dummy(),

@@ -8,6 +8,7 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
+from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -27,6 +28,12 @@ class _FixedMiniBatchTransformer(MMLTransformer):
     """
 
     _java_class_name = "mmlspark.stages.FixedMiniBatchTransformer"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "batchSize": at_least(1),
+        "maxBufferSize": at_least(1),
+    }
 
     batchSize: "Param[int]" = Param(
         Params._dummy(),

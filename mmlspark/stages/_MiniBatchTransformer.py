@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasMiniBatchSize
+from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -24,6 +25,11 @@ class _MiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
     """
 
     _java_class_name = "mmlspark.stages.MiniBatchTransformer"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "miniBatchSize": at_least(1),
+    }
 
     @keyword_only
     def __init__(

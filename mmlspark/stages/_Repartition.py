@@ -8,6 +8,7 @@ from typing import TypeVar
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
+from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -25,6 +26,11 @@ class _Repartition(MMLTransformer):
     """
 
     _java_class_name = "mmlspark.stages.Repartition"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "n": at_least(1),
+    }
 
     disable: "Param[bool]" = Param(
         Params._dummy(),

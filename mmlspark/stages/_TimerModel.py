@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
+from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLModel, to_stage
 
 _P = TypeVar("_P", bound=Params)
@@ -28,6 +29,11 @@ class _TimerModel(MMLModel):
     """
 
     _java_class_name = "mmlspark.stages.TimerModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "fitMillis": at_least(-1),
+    }
 
     fitMillis: "Param[int]" = Param(
         Params._dummy(),

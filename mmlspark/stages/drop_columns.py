@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.core.checks import PythonParamChecks, distinct_names, require_cols
+from mmlspark.core.checks import require_cols
 from mmlspark.stages._DropColumns import _DropColumns
 
 
-class DropColumns(PythonParamChecks, _DropColumns):
+class DropColumns(_DropColumns):
     __doc__ = _DropColumns.__doc__
     _python_backend = True
-    _python_param_checks = {"cols": distinct_names(empty_allowed=True)}
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
         """The input without the named columns, each of which must exist."""

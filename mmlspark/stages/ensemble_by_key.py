@@ -12,11 +12,8 @@ from pyspark.sql import types as T
 from pyspark.sql.utils import is_remote
 
 from mmlspark.core.checks import (
-    PythonParamChecks,
-    distinct_names,
     is_numeric,
     is_vector,
-    one_of,
     quoted,
     require,
     require_absent,
@@ -28,15 +25,9 @@ from mmlspark.core.compat import connect_ml_supported
 from mmlspark.stages._EnsembleByKey import _EnsembleByKey
 
 
-class EnsembleByKey(PythonParamChecks, _EnsembleByKey):
+class EnsembleByKey(_EnsembleByKey):
     __doc__ = _EnsembleByKey.__doc__
     _python_backend = True
-    _python_param_checks = {
-        "keys": distinct_names(empty_allowed=False),
-        "cols": distinct_names(empty_allowed=False),
-        "colNames": distinct_names(empty_allowed=True),
-        "strategy": one_of("mean"),
-    }
 
     def getColNames(self) -> list[str]:
         """The names of the output columns: those set, else ``mean(<col>)`` for each of ``cols``,

@@ -7,15 +7,14 @@ import sys
 from pyspark.sql import DataFrame
 
 from mmlspark.core.arrow_map import map_in_arrow
-from mmlspark.core.checks import PythonParamChecks, at_least, batch_type
+from mmlspark.core.checks import batch_type
 from mmlspark.stages import _batching
 from mmlspark.stages._FixedMiniBatchTransformer import _FixedMiniBatchTransformer
 
 
-class FixedMiniBatchTransformer(PythonParamChecks, _FixedMiniBatchTransformer):
+class FixedMiniBatchTransformer(_FixedMiniBatchTransformer):
     __doc__ = _FixedMiniBatchTransformer.__doc__
     _python_backend = True
-    _python_param_checks = {"batchSize": at_least(1), "maxBufferSize": at_least(1)}
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
         """Each partition's rows in batches of ``batchSize``, in an Arrow UDF that keeps the

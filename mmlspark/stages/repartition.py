@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.core.checks import PythonParamChecks, at_least, require
+from mmlspark.core.checks import require
 from mmlspark.stages._Repartition import _Repartition
 
 
-class Repartition(PythonParamChecks, _Repartition):
+class Repartition(_Repartition):
     __doc__ = _Repartition.__doc__
     _python_backend = True
-    _python_param_checks = {"n": at_least(1)}
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
         """The rows spread evenly over ``n`` partitions (a shuffle), or the input as it is."""

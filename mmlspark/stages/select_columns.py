@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.core.checks import PythonParamChecks, distinct_names, quoted, require_cols
+from mmlspark.core.checks import quoted, require_cols
 from mmlspark.stages._SelectColumns import _SelectColumns
 
 
-class SelectColumns(PythonParamChecks, _SelectColumns):
+class SelectColumns(_SelectColumns):
     __doc__ = _SelectColumns.__doc__
     _python_backend = True
-    _python_param_checks = {"cols": distinct_names(empty_allowed=False)}
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
         """The named columns, in the order named; each must exist."""

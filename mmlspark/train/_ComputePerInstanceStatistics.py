@@ -9,6 +9,7 @@ from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 
 from mmlspark.core.shared_params import HasLabelCol, HasPredictionCol
+from mmlspark.core.validators import non_empty_name, one_of
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
@@ -30,6 +31,14 @@ class _ComputePerInstanceStatistics(MMLTransformer, HasLabelCol, HasPredictionCo
     """
 
     _java_class_name = "mmlspark.train.ComputePerInstanceStatistics"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "evaluationMetric": one_of("auto", "classification", "regression"),
+        "labelCol": non_empty_name,
+        "predictionCol": non_empty_name,
+        "probabilityCol": non_empty_name,
+    }
 
     evaluationMetric: "Param[str]" = Param(
         Params._dummy(),

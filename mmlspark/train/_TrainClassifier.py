@@ -10,6 +10,7 @@ from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
 from mmlspark.core.shared_params import HasInputCols, HasLabelCol, HasFeaturesCol
+from mmlspark.core.validators import all_of, at_least, distinct_names, non_empty_name, non_empty_names, not_empty
 from mmlspark.core.wrapper import MMLEstimator, to_stage
 
 _P = TypeVar("_P", bound=Params)
@@ -42,6 +43,17 @@ class _TrainClassifier(MMLEstimator, HasInputCols, HasLabelCol, HasFeaturesCol):
 
     _java_class_name = "mmlspark.train.TrainClassifier"
     _java_model_class_name = "mmlspark.train.TrainedClassifierModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "categoricalCols": non_empty_names,
+        "featuresCol": non_empty_name,
+        "inputCols": non_empty_names,
+        "labelCol": non_empty_name,
+        "labels": all_of(not_empty, distinct_names(empty_allowed=True)),
+        "numFeatures": at_least(1),
+        "textCols": non_empty_names,
+    }
 
     categoricalCols: "Param[list[str]]" = Param(
         Params._dummy(),

@@ -10,6 +10,7 @@ from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from pyspark.ml.wrapper import JavaParams
 
 from mmlspark.core.shared_params import HasInputCols, HasLabelCol, HasFeaturesCol
+from mmlspark.core.validators import at_least, non_empty_name, non_empty_names
 from mmlspark.core.wrapper import MMLEstimator, to_stage
 
 _P = TypeVar("_P", bound=Params)
@@ -38,6 +39,16 @@ class _TrainRegressor(MMLEstimator, HasInputCols, HasLabelCol, HasFeaturesCol):
 
     _java_class_name = "mmlspark.train.TrainRegressor"
     _java_model_class_name = "mmlspark.train.TrainedRegressorModel"
+    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage
+    # checks a value at set time (the Python backend, Spark Connect).
+    _python_param_checks = {
+        "categoricalCols": non_empty_names,
+        "featuresCol": non_empty_name,
+        "inputCols": non_empty_names,
+        "labelCol": non_empty_name,
+        "numFeatures": at_least(1),
+        "textCols": non_empty_names,
+    }
 
     categoricalCols: "Param[list[str]]" = Param(
         Params._dummy(),

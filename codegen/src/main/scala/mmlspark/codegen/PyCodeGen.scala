@@ -5,8 +5,16 @@ import org.apache.spark.ml.evaluation.Evaluator
 import org.apache.spark.ml.param.{Param, Params}
 import org.apache.spark.sql.Dataset
 
-/** One param of a stage, as the Python wrapper sees it. */
-final case class PyParam(name: String, doc: String, paramType: ParamType, default: Option[Any])
+/** One param of a stage, as the Python wrapper sees it: `check` is its validator as Python
+  * (`mmlspark.core.validators`), where the JVM param's validator is a [[mmlspark.contracts.Check]].
+  */
+final case class PyParam(
+    name: String,
+    doc: String,
+    paramType: ParamType,
+    default: Option[Any],
+    check: Option[mmlspark.contracts.Check] = None
+)
 
 /** Everything the Python wrapper of one JVM stage is made from, read off a live instance. */
 final case class StageInfo(cls: Class[_], params: Seq[PyParam], shared: Seq[SharedParam]) {
@@ -62,7 +70,11 @@ object StageInfo {
       )
     }
     require(p.doc.nonEmpty, s"codegen: ${cls.getName}.${p.name} has no doc")
-    PyParam(p.name, p.doc, paramType, instance.getDefault(p))
+    val check = p.isValid match {
+      case c: mmlspark.contracts.Check => Some(c)
+      case _ => None
+    }
+    PyParam(p.name, p.doc, paramType, instance.getDefault(p), check)
   }
 }
 
@@ -101,6 +113,19 @@ object PyCodeGen {
   private def docText(doc: String): String = doc.replace("\\", "\\\\").replace("\"\"\"", "'''")
 
   def stageModule(s: StageInfo): String = {
+    val checked = s.params.flatMap(p => p.check.map(p.name -> _))
+    val validators = checked.flatMap(_._2.functions).distinct.sorted
+    val checkImports =
+      if (validators.isEmpty) Nil
+      else Seq(s"from mmlspark.core.validators import ${validators.mkString(", ")}")
+    val checksDecl =
+      if (checked.isEmpty) ""
+      else
+        "\n    # The JVM params' validators (mmlspark.contracts.Check), applied where no JVM stage\n" +
+          "    # checks a value at set time (the Python backend, Spark Connect).\n" +
+          "    _python_param_checks = {\n" +
+          checked.map { case (name, c) => s"        \"$name\": ${c.python},\n" }.mkString +
+          "    }"
     val converters =
       Seq("to_stage", "to_stages").filter(c => s.params.exists(_.paramType.pythonConverter == c))
     val needsStage = converters.nonEmpty
@@ -114,7 +139,7 @@ object PyCodeGen {
          Seq(
            s"from mmlspark.core.shared_params import ${s.shared.map(_.traitName).mkString(", ")}"
          )) ++
-      Seq(s"from mmlspark.core.wrapper import ${wrapperNames.mkString(", ")}")
+      checkImports ++ Seq(s"from mmlspark.core.wrapper import ${wrapperNames.mkString(", ")}")
     val bases = (Seq(s.baseClass) ++ s.shared.map(_.traitName)).mkString(", ")
     val paramDocs = s.params.map { p =>
       val default = p.default.map(d => s" Default: ``${literal(d)}``.").getOrElse("")
@@ -191,7 +216,7 @@ object PyCodeGen {
        |    \"\"\"The JVM $kind ``${s.cls.getName}``.
        |$paramsSection    \"\"\"
        |
-       |    _java_class_name = "${s.cls.getName}"$modelDecl
+       |    _java_class_name = "${s.cls.getName}"$modelDecl$checksDecl
        |
        |${(paramDecls ++ methods ++ accessors).mkString("\n")}""".stripMargin
   }

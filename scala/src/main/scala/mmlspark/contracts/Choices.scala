@@ -27,8 +27,10 @@ final case class Choices(values: Seq[String], aliases: Map[String, String] = Map
     throw new IllegalArgumentException(s"'$value' is not one of ${describe}")
   }
 
-  /** A param validator that accepts the choices in any spelling. */
-  def isValid: String => Boolean = (value: String) => resolve(value).isDefined
+  /** A param validator that accepts the choices in any spelling (the Python wrappers check the
+    * same, see [[Check]]).
+    */
+  def isValid: Check = Check.Choice(this)
 
   /** The choices as the docs and errors list them, with the aliases accepted. */
   def describe: String = {

@@ -1,6 +1,6 @@
 package mmlspark.stages
 
-import mmlspark.contracts.SchemaUtils
+import mmlspark.contracts.{Check, SchemaUtils}
 import org.apache.spark.ml.param.{Params, StringArrayParam}
 import org.apache.spark.sql.types.{StructField, StructType}
 
@@ -20,8 +20,7 @@ private[stages] trait ColumnListParams extends Params {
     s"names of the columns $colsPurpose " +
       (if (emptyAllowed) "(no repeats; none leaves the data as it is)"
        else "(at least one, no repeats)"),
-    (names: Array[String]) =>
-      (emptyAllowed || names.nonEmpty) && names.distinct.length == names.length
+    if (emptyAllowed) Check.DistinctNames else Check.All(Check.NotEmpty, Check.DistinctNames)
   )
 
   def getCols: Array[String] = $(cols)
