@@ -11,6 +11,7 @@ stages' own parity cases are in ``test_python_images.py``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import sys
 
 import numpy as np
@@ -21,6 +22,7 @@ from pyspark.ml.linalg import DenseVector, SparseVector, VectorUDT
 from pyspark.sql import types as T
 from pyspark.sql.functions import col
 
+from mmlspark.core import backend as backends
 from mmlspark.core.backend import backend_decision, set_backend
 from mmlspark.image import read_images
 from mmlspark.onnx import ONNXModel
@@ -234,7 +236,40 @@ def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
     assert ONNXModel().getBackend() == "jvm"
 
 
-def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(spark, jarless_connect):
+def _server_errors(server) -> list[str]:
+    """The errors a Connect server has logged so far (a failed query is logged at INFO, with its
+    trace, as "Spark Connect error during: ...")."""
+    return [
+        x
+        for log in server.logs()
+        for x in log.read_text().splitlines()
+        if " ERROR " in x or "Spark Connect error during" in x
+    ]
+
+
+def _client_errors(probe) -> list[logging.LogRecord]:
+    """The records pyspark's Spark Connect client logs at ERROR while `probe` runs (it logs each
+    failed call, with the server's trace, wherever SPARK_CONNECT_LOG_LEVEL enables its logger)."""
+    from pyspark.sql.connect.logging import logger
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.ERROR)
+    handler.emit = records.append  # type: ignore[method-assign]
+    disabled, level = logger.disabled, logger.level
+    logger.disabled = False
+    logger.setLevel(logging.DEBUG)
+    logger.addHandler(handler)
+    try:
+        probe()
+    finally:
+        logger.removeHandler(handler)
+        logger.disabled, logger.level = disabled, level
+    return records
+
+
+def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(
+    spark, jarless_server, jarless_connect
+):
     from conftest import connect_mode
 
     model = onnx_models.small_cnn(classes=3, size=8)
@@ -252,10 +287,17 @@ def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(spark, jarl
         .transform(spark.createDataFrame(rows, "id int, tensor array<float>"))
     )
     expected_rows = expected.collect()
+    errors_before = _server_errors(jarless_server)
+    probed: list = []
     with connect_mode():
+        # The probe itself, whatever was decided before: it fails no query, so neither the
+        # client nor the server logs an error for it.
+        assert _client_errors(lambda: probed.append(backends._auto(jarless_connect))) == []
         decision = backend_decision(jarless_connect)
-        assert decision.backend == "python", decision
-        assert "cannot load the mmlspark jar" in decision.reason
+    assert _server_errors(jarless_server) == errors_before
+    assert decision.backend == "python", decision
+    assert decision.reason == probed[0].reason == "the Spark Connect server has no mmlspark jar"
+    with connect_mode():
         stage = ONNXModel(**kwargs).setModelPayload(model)
         assert stage.getBackend() == "python"
         df = jarless_connect.createDataFrame(rows, "id int, tensor array<float>")

@@ -60,8 +60,20 @@ def get_backend() -> str:
     return _checked(os.environ.get("MMLSPARK_BACKEND", "auto"), "MMLSPARK_BACKEND")
 
 
-def _remote_jar_version(spark: Any) -> str:
-    """The mmlspark version the Spark Connect server's JVM has, through SQL's ``reflect``."""
+#: Whether the Spark Connect server's JVM can load the jar's build information, asked with a
+#: query that cannot fail: ``reflect`` of a missing class fails the query's analysis, which the
+#: server logs at ERROR with its whole trace (on serverless compute, for every session).
+_LOADABLE = (
+    "SELECT reflect('org.apache.spark.util.Utils', 'classIsLoadable', 'mmlspark.core.BuildInfo')"
+    " AS v"
+)
+
+
+def _remote_jar_version(spark: Any) -> str | None:
+    """The mmlspark version the Spark Connect server's JVM has, through SQL's ``reflect``; None
+    where it has no mmlspark jar."""
+    if spark.sql(_LOADABLE).collect()[0]["v"] != "true":
+        return None
     row = spark.sql("SELECT reflect('mmlspark.core.BuildInfo', 'version') AS v").collect()[0]
     return str(row["v"])
 
@@ -87,11 +99,13 @@ def _auto(spark: Any) -> BackendDecision:
         return BackendDecision("python", "this pyspark's Spark Connect runs no JVM ML stages")
     try:
         version = _remote_jar_version(spark)
-    except Exception as error:  # the server lacks the class, or refuses reflection
+    except Exception as error:  # the server refuses reflection
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         return BackendDecision(
             "python", f"the Spark Connect server cannot load the mmlspark jar ({first[:200]})"
         )
+    if version is None:
+        return BackendDecision("python", "the Spark Connect server has no mmlspark jar")
     if version != __version__:
         return BackendDecision(
             "python",
