@@ -14,7 +14,7 @@ from mmlspark._version import (
     spark_version,
 )
 from mmlspark.core.backend import BackendDecision, backend_decision, get_backend, set_backend
-from mmlspark.core.persistence import load_pipeline, save_pipeline
+from mmlspark.core.persistence import install_pipeline_persistence, load_pipeline, save_pipeline
 from mmlspark.core.session import (
     UnsupportedSparkError,
     VersionMismatchError,
@@ -26,6 +26,7 @@ from mmlspark.core.session import (
 )
 
 check_bundled_jar()
+install_pipeline_persistence()
 
 __all__ = [
     "__version__",

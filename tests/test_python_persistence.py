@@ -222,3 +222,75 @@ def test_models_with_external_data_run_and_load_on_python(spark, tmp_path):
     outside = ONNXModel(modelLocation=str(tmp_path / "m.onnx")).setBackend("python")
     with pytest.raises(ValueError, match=r"'\.\./secret\.bin', which is not a file in the model"):
         outside.getModelInputs()
+
+
+JARLESS_PIPELINE = """
+import json, os, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from pyspark.ml import Pipeline, PipelineModel
+from pyspark.sql import SparkSession
+import mmlspark
+from mmlspark.image import read_images
+from mmlspark.onnx import ONNXModel
+from mmlspark.opencv import ImageTransformer
+
+os.environ["PYSPARK_PYTHON"] = sys.executable
+folder = Path(sys.argv[1])
+spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
+         .config("spark.sql.shuffle.partitions", "2").getOrCreate())  # no jar
+assert mmlspark.backend_decision(spark).backend == "python"
+photos = read_images(spark, str(folder / "photos"))
+pipeline = Pipeline(stages=[
+    ImageTransformer(inputCol="image", outputCol="tensor", toTensor=True)
+    .normalize(mean=[0.5, 0.5, 0.5], std=[0.25, 0.25, 0.25], colorScaleFactor=1 / 255),
+    ONNXModel(feedDict={"image": "tensor"}, fetchDict={"logits": "logits"})
+    .setModelPayload((folder / "model.onnx").read_bytes()),
+])
+pipeline.save(str(folder / "pipeline"))  # pyspark's own save and load, as users call them
+fitted = Pipeline.load(str(folder / "pipeline")).fit(photos)
+fitted.write().overwrite().save(str(folder / "fitted"))
+loaded = PipelineModel.load(str(folder / "fitted"))
+assert [s.getBackend() for s in loaded.stages] == ["python", "python"]
+rows = loaded.transform(photos).select("path", "logits", "onnxError").collect()
+print("RESULT " + json.dumps([r.asDict() for r in rows]))
+"""
+
+
+@pytest.mark.system
+def test_pipelines_save_and_load_with_pyspark_s_own_calls_on_a_session_without_the_jar(
+    spark, tmp_path
+):
+    """A classic session without the jar (every stage on the Python backend): ``Pipeline.save``,
+    ``Pipeline.load``, ``PipelineModel.write().save`` and ``PipelineModel.load``, as pyspark
+    users call them, give the scores of opencv-python and onnxruntime; the saved model loads on
+    the JVM backend (this process's session has the jar) with the same scores."""
+    import cv2
+    import onnxruntime
+    from conftest import run_job
+
+    from mmlspark.image import read_images
+
+    model = onnx_models.small_cnn(classes=3, size=12)
+    (tmp_path / "model.onnx").write_bytes(model)
+    (tmp_path / "photos").mkdir()
+    reference = {}
+    runner = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    for i in range(4):
+        png = encode(pattern(12, 12, seed=i), ".png")
+        (tmp_path / "photos" / f"p{i}.png").write_bytes(png)
+        rgb = cv2.imdecode(np.frombuffer(png, np.uint8), cv2.IMREAD_COLOR)[:, :, ::-1]
+        tensor = ((rgb.astype(np.float32) / 255 - 0.5) / 0.25).transpose(2, 0, 1)[None]
+        reference[f"p{i}.png"] = runner.run(["logits"], {"image": tensor})[0][0]
+    result = run_job(tmp_path, JARLESS_PIPELINE, str(tmp_path))
+    line = next(x for x in result.stdout.splitlines() if x.startswith("RESULT "))
+    rows = {r["path"].rsplit("/", 1)[1]: r for r in json.loads(line.removeprefix("RESULT "))}
+    assert rows.keys() == reference.keys()
+    for name, expected in reference.items():
+        assert rows[name]["onnxError"] is None
+        np.testing.assert_allclose(rows[name]["logits"], expected, rtol=1e-5, atol=1e-6)
+    on_jvm = PipelineModel.load(str(tmp_path / "fitted"))
+    assert [s.getBackend() for s in on_jvm.stages] == ["jvm", "jvm"]
+    scored = on_jvm.transform(read_images(spark, str(tmp_path / "photos"))).collect()
+    for r in scored:
+        np.testing.assert_allclose(r["logits"], reference[r["path"].rsplit("/", 1)[1]], rtol=1e-5)

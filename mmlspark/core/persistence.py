@@ -24,6 +24,7 @@ __all__ = ["save_pipeline", "load_pipeline"]
 
 _MODEL_FILE = "model.onnx"
 _PIPELINE_MODEL = "org.apache.spark.ml.PipelineModel"
+_PIPELINE = "org.apache.spark.ml.Pipeline"
 
 
 def _local(path: str, what: str) -> Path:
@@ -190,34 +191,39 @@ def _stage_folder(index: int, count: int, uid: str) -> str:
 
 
 def save_pipeline(model: Any, path: str, overwrite: bool = False) -> None:
-    """Saves a ``PipelineModel`` in Spark's layout, each stage with its own writer, so that
-    stages of the Python backend (which pyspark's writer cannot save) are saved too. The result
-    loads with :func:`load_pipeline` on either backend, and with ``PipelineModel.load`` on a
-    session with the jar."""
+    """Saves a ``PipelineModel`` (or a ``Pipeline``) in Spark's layout, each stage with its own
+    writer, so that stages of the Python backend (which pyspark's writer cannot save) are saved
+    too. The result loads with :func:`load_pipeline` on either backend, and with
+    ``PipelineModel.load`` (``Pipeline.load``) on a session with the jar."""
+    from pyspark.ml import Pipeline
+
     # Absolute: a Spark Connect server resolves a relative path from its own folder.
     folder = _local(path, "saving a PipelineModel").absolute()
     _prepare(folder, overwrite, "saving a PipelineModel")
-    stages = list(model.stages)
+    estimator = isinstance(model, Pipeline)
+    stages = list(model.getStages() if estimator else model.stages)
     uids = [s.uid for s in stages]
-    _write_metadata(folder, _PIPELINE_MODEL, model.uid, {"stageUids": uids}, {})
+    kind = _PIPELINE if estimator else _PIPELINE_MODEL
+    _write_metadata(folder, kind, model.uid, {"stageUids": uids}, {})
     for i, stage in enumerate(stages):
         target = folder / "stages" / _stage_folder(i, len(stages), stage.uid)
         stage.write().save(str(target))
 
 
 def load_pipeline(path: str) -> Any:
-    """Loads a ``PipelineModel`` saved by either backend (``PipelineModel.save`` with the jar, or
-    :func:`save_pipeline`): the stages of this library on the backend the session runs them on,
-    Spark's own with their own readers."""
-    from pyspark.ml import PipelineModel
+    """Loads a ``PipelineModel`` (or a ``Pipeline``) saved by either backend (``save`` with the
+    jar, or :func:`save_pipeline`): the stages of this library on the backend the session runs
+    them on, Spark's own with their own readers."""
+    from pyspark.ml import Pipeline, PipelineModel
 
     from mmlspark.core.backend import backend_decision
 
     metadata = read_metadata(path)
-    if metadata.get("class") != _PIPELINE_MODEL:
-        raise ValueError(f"'{path}' holds a {metadata.get('class')}, not a PipelineModel")
+    kind = metadata.get("class")
+    if kind not in (_PIPELINE_MODEL, _PIPELINE):
+        raise ValueError(f"'{path}' holds a {kind}, not a Pipeline or PipelineModel")
     if backend_decision().backend == "jvm":
-        return PipelineModel.load(path)
+        return (Pipeline if kind == _PIPELINE else PipelineModel).load(path)
     folder = _local(path, "loading a PipelineModel").absolute()
     uids = metadata["paramMap"]["stageUids"]
     stages = []
@@ -225,6 +231,102 @@ def load_pipeline(path: str) -> Any:
         stage_path = folder / "stages" / _stage_folder(i, len(uids), uid)
         cls: Any = _stage_class(json.loads(_metadata_text(stage_path))["class"])
         stages.append(cls.load(str(stage_path)))
-    loaded = PipelineModel(stages)
+    loaded = Pipeline(stages=stages) if kind == _PIPELINE else PipelineModel(stages)
     loaded._resetUid(metadata["uid"])
     return loaded
+
+
+class _PipelineWriter(MLWriter):
+    """pyspark's ``Pipeline``/``PipelineModel`` writer where a stage runs on the Python backend
+    of a classic session: :func:`save_pipeline` (pyspark's own asks each stage for its JVM
+    object, which such a stage has not)."""
+
+    def __init__(self, instance: Any) -> None:
+        super().__init__()
+        self._instance = instance
+
+    def save(self, path: str) -> None:
+        save_pipeline(self._instance, path, overwrite=self.shouldOverwrite)
+
+    def saveImpl(self, path: str) -> None:
+        self.save(path)
+
+
+class _PipelineReader(MLReader[Any]):
+    """pyspark's ``Pipeline``/``PipelineModel`` reader on a classic session whose stages run on
+    the Python backend: a pipeline holding this library's stages is read by
+    :func:`load_pipeline` (pyspark's own would build them in a JVM that has not their classes);
+    any other, or one off the driver's filesystem, by pyspark's own reader."""
+
+    def __init__(self, clazz: type, own: Any) -> None:
+        super().__init__()
+        self._clazz = clazz
+        self._own = own
+
+    def load(self, path: str) -> Any:
+        if not _holds_our_stages(path):
+            return self._own.load(path)
+        loaded = load_pipeline(path)
+        if not isinstance(loaded, self._clazz):
+            raise ValueError(
+                f"'{path}' holds a {type(loaded).__name__}, not a {self._clazz.__name__}"
+            )
+        return loaded
+
+
+def _holds_our_stages(path: str) -> bool:
+    """Whether the pipeline saved at `path`, a path of the driver's filesystem, holds a stage
+    of this library (False for any other path)."""
+    try:
+        folder = _local(path, "loading a PipelineModel")
+        stages = sorted((folder / "stages").iterdir()) if (folder / "stages").is_dir() else []
+        kinds = [json.loads(_metadata_text(stage)).get("class", "") for stage in stages]
+    except (ValueError, OSError, NotImplementedError):
+        return False
+    return any(not kind.startswith("org.apache.spark.") for kind in kinds)
+
+
+def _on_python(stages: list[Any]) -> bool:
+    from mmlspark.core.wrapper import MMLParams
+
+    return any(isinstance(s, MMLParams) and s._on_python() for s in stages)
+
+
+def install_pipeline_persistence() -> None:
+    """Makes ``Pipeline``'s and ``PipelineModel``'s own ``save``/``write`` and ``load``/``read``
+    work on a classic session without the jar (on Spark Connect and with the jar they already
+    do, and are left as they are): a pipeline holding a stage of the Python backend is written by
+    :func:`save_pipeline`, and read by :func:`load_pipeline` where the session runs this
+    library's stages on the Python backend."""
+    from pyspark.ml import Pipeline, PipelineModel
+    from pyspark.sql.utils import is_remote
+
+    if getattr(Pipeline, "_mmlspark_persistence", False):
+        return
+
+    def writer(original: Any, stages: Any) -> Any:
+        def write(self: Any) -> Any:
+            if not is_remote() and _on_python(list(stages(self) or [])):
+                return _PipelineWriter(self)
+            return original(self)
+
+        write.__doc__ = original.__doc__
+        return write
+
+    def reader(cls: Any, original: Any) -> Any:
+        def read(klass: Any) -> Any:
+            from mmlspark.core.backend import backend_decision
+
+            own = original.__get__(None, klass)()
+            if not is_remote() and backend_decision().backend == "python":
+                return _PipelineReader(klass, own)
+            return own
+
+        read.__doc__ = original.__doc__
+        return classmethod(read)
+
+    Pipeline.write = writer(Pipeline.write, lambda p: p.getStages())  # type: ignore[method-assign]
+    PipelineModel.write = writer(PipelineModel.write, lambda m: m.stages)  # type: ignore[method-assign]
+    Pipeline.read = reader(Pipeline, Pipeline.__dict__["read"])  # type: ignore[method-assign]
+    PipelineModel.read = reader(PipelineModel, PipelineModel.__dict__["read"])  # type: ignore[method-assign]
+    Pipeline._mmlspark_persistence = True  # type: ignore[attr-defined]
