@@ -506,20 +506,21 @@ def test_hand_made_detections_give_the_jvm_crops_and_errors(hand_made, params, c
         assert crops[("no detections", None)]["crop"] is None
 
 
-def test_null_values_in_detections_are_row_errors_or_not_chosen_on_python(spark):
-    """The JVM stage fails the whole job on a null detection, conf or bbox value (Spark cannot
-    hand its UDF a null double); the Python backend keeps the contract that bad rows never fail a
-    job: such a detection is not chosen, or its crop is a row error."""
+@pytest.mark.parametrize("backend", ["jvm", "python"])
+def test_null_values_in_detections_are_row_errors_or_not_chosen(spark, backend):
+    """Bad rows never fail a job, on either backend: a null detection or conf is not chosen, and
+    a bbox holding a null is its crop's row error."""
     rows = [
         ("bad boxes.png", [det(None, [0.1, 0.1, 0.5, 0.5]), None, det(0.5, [None, 0.2, 0.5, 0.5]),
-                           det(0.5, [0.1, 0.1, 0.5, 0.5])]),
+                           det(0.5, [0.1, 0.1, 0.5, 0.5]), det(0.5, None)]),
     ]  # fmt: skip
-    stage = CropDetections(inputCol="content", confidenceThreshold=0.0).setBackend("python")
+    stage = CropDetections(inputCol="content", confidenceThreshold=0.0).setBackend(backend)
     got = {r["detectionIndex"]: r for r in stage.transform(hand_made_df(spark, rows)).collect()}
-    assert sorted(got) == [2, 3]
+    assert sorted(got) == [2, 3, 4]
     assert got[2]["cropError"] == "the box [null, 0.2, 0.5, 0.5] has a null value"
     assert got[3]["cropError"] is None
     assert (got[3]["crop"]["height"], got[3]["crop"]["width"]) == (15, 10)
+    assert got[4]["cropError"] == "a bbox has 4 values, not None"
 
 
 def test_detections_of_photos_and_structs_give_the_jvm_crops(photos, structs, demo_model):

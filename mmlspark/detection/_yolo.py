@@ -338,7 +338,6 @@ def crop(image: np.ndarray, bbox: Sequence[float | None] | None, square: bool) -
         shown = "None" if bbox is None else f"Some({len(bbox)})"
         raise RowError(f"a bbox has 4 values, not {shown}")
     if any(v is None for v in bbox):
-        # The JVM stage fails the whole job here (Spark cannot hand its UDF a null double).
         raise RowError(f"the box [{', '.join(java_double(v) for v in bbox)}] has a null value")
     b = [float(v) for v in bbox]  # type: ignore[arg-type]
     image_h, image_w = image.shape[:2]
@@ -375,7 +374,7 @@ def chosen(
 ) -> list[int]:
     """The indices of the detections that are cropped (``CropChoice.chosen``): conf at least the
     threshold, category among `categories` when there are any. A null detection or conf is not
-    chosen (the JVM stage fails the whole job on one: Spark cannot hand its UDF a null double)."""
+    chosen."""
     if found is None:
         return []
     picked = []

@@ -82,9 +82,9 @@ final class CropDetections(override val uid: String)
         udf {
           (
               bytes: Array[Byte],
-              confs: Seq[Double],
+              confs: Seq[java.lang.Double],
               categories: Seq[String],
-              boxes: Seq[Seq[Double]]
+              boxes: Seq[Seq[java.lang.Double]]
           ) =>
             chosen.crops(
               Detected(confs, categories, boxes),
@@ -93,12 +93,18 @@ final class CropDetections(override val uid: String)
             )
         }
       else
-        udf { (image: Row, confs: Seq[Double], categories: Seq[String], boxes: Seq[Seq[Double]]) =>
-          chosen.crops(
-            Detected(confs, categories, boxes),
-            ImageTransformer.run(Nil)(image, _),
-            if (image == null) null else image.getString(0)
-          )
+        udf {
+          (
+              image: Row,
+              confs: Seq[java.lang.Double],
+              categories: Seq[String],
+              boxes: Seq[Seq[java.lang.Double]]
+          ) =>
+            chosen.crops(
+              Detected(confs, categories, boxes),
+              ImageTransformer.run(Nil)(image, _),
+              if (image == null) null else image.getString(0)
+            )
         }
     val tmp = s"__crop_$uid"
     val detections = col(SchemaUtils.quoted($(detectionsCol)))
@@ -134,8 +140,15 @@ final class CropDetections(override val uid: String)
 /** One crop: the detection's index, the crop (null when the parent cannot be read) and why not. */
 final case class CropResult(index: Int, crop: ImageStruct, error: String)
 
-/** An image's detections, field by field (index i of each is detection i). */
-final case class Detected(confs: Seq[Double], categories: Seq[String], boxes: Seq[Seq[Double]])
+/** An image's detections, field by field (index i of each is detection i). Values are boxed: a
+  * detection, its conf or a value of its bbox may be null, which makes that detection not chosen (a
+  * null conf) or its row's error (a bbox), never the job's failure.
+  */
+final case class Detected(
+    confs: Seq[java.lang.Double],
+    categories: Seq[String],
+    boxes: Seq[Seq[java.lang.Double]]
+)
 
 /** Which detections are cropped, and how. */
 final case class CropChoice(threshold: Double, categories: Set[String], square: Boolean) {
@@ -144,7 +157,8 @@ final case class CropChoice(threshold: Double, categories: Set[String], square: 
     if (d.confs == null) Nil
     else
       d.confs.indices.filter { i =>
-        d.confs(i) >= threshold && (categories.isEmpty || categories(d.categories(i)))
+        val conf = d.confs(i)
+        conf != null && conf >= threshold && (categories.isEmpty || categories(d.categories(i)))
       }
 
   /** The crops of an image's chosen detections; `withImage` hands the image to a function and
@@ -180,14 +194,19 @@ final case class CropChoice(threshold: Double, categories: Set[String], square: 
   }
 
   /** The crop of `image` at `bbox` ([x_min, y_min, width, height] as fractions), a new Mat. */
-  private[detection] def crop(image: Image, bbox: Seq[Double]): Mat = {
+  private[detection] def crop(image: Image, bbox: Seq[java.lang.Double]): Mat = {
     if (bbox == null || bbox.length != 4)
       throw new IllegalArgumentException(s"a bbox has 4 values, not ${Option(bbox).map(_.length)}")
+    if (bbox.contains(null))
+      throw new IllegalArgumentException(
+        s"the box ${bbox.mkString("[", ", ", "]")} has a null value"
+      )
+    val b = bbox.map(_.doubleValue)
     val (imageH, imageW) = (image.mat.rows(), image.mat.cols())
-    var x = math.min(math.max((bbox(0) * imageW).toInt, 0), imageW - 1)
-    var y = math.min(math.max((bbox(1) * imageH).toInt, 0), imageH - 1)
-    var w = math.min((bbox(2) * imageW).toInt, imageW - x)
-    var h = math.min((bbox(3) * imageH).toInt, imageH - y)
+    var x = math.min(math.max((b(0) * imageW).toInt, 0), imageW - 1)
+    var y = math.min(math.max((b(1) * imageH).toInt, 0), imageH - 1)
+    var w = math.min((b(2) * imageW).toInt, imageW - x)
+    var h = math.min((b(3) * imageH).toInt, imageH - y)
     if (w <= 0 || h <= 0)
       throw new IllegalArgumentException(
         s"the box ${bbox.mkString("[", ", ", "]")} is empty in a ${imageW}x$imageH image"
