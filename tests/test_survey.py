@@ -332,36 +332,36 @@ def test_unreadable_files_and_folders_are_row_errors(tmp_path):
 @pytest.mark.system
 def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_path):
     images = tmp_path / "survey"
-    # 1,200 photos in commits of at most 100: the same number of commits before each signal as
-    # 6,000 photos in commits of 500, a fifth of the scoring.
-    photos = copy_photos(images, copies=10)
-    assert len(photos) == 1200
+    # 600 photos in commits of at most 50: the same number of commits before each signal as
+    # 6,000 photos in commits of 500, a tenth of the scoring.
+    photos = copy_photos(images, copies=5)
+    assert len(photos) == 600
     reference = tmp_path / "reference"
     job.classify(spark, str(images), str(model), str(reference), log=print)
     expected = committed_rows(reference)
-    assert len(expected) == 1200
+    assert len(expected) == 600
 
     out = tmp_path / "run"
-    args = classify_args(images, model, out, "--commit-every", "100")
+    args = classify_args(images, model, out, "--commit-every", "50")
     kept = []
     for sig in (signal.SIGINT, signal.SIGKILL):
         before = len(committed_rows(out))
         process = start_cli(args, tmp_path)
-        wait_for(lambda b=before: len(committed_rows(out)) >= b + 200, what="two commits")
+        wait_for(lambda b=before: len(committed_rows(out)) >= b + 100, what="two commits")
         at_signal = len(committed_rows(out))
         process.send_signal(sig)
         output = finish(process, timeout=300)
         if sig == signal.SIGINT:
             # Prompt: the run stops within the commit it was scoring (its job is cancelled, or
             # it had just finished), however slow the machine.
-            assert len(committed_rows(out)) <= at_signal + 100, output[-3000:]
+            assert len(committed_rows(out)) <= at_signal + 50, output[-3000:]
             assert process.returncode == 128 + signal.SIGINT, output[-3000:]
             assert "run the same command to continue" in output
             assert "Traceback" not in output and "py4j" not in output.lower(), output[-3000:]
         else:
             assert process.returncode == -signal.SIGKILL
         rows = committed_rows(out)
-        assert len(rows) >= before + 200 and len(rows) < 1200
+        assert len(rows) >= before + 100 and len(rows) < 600
         assert all(same(rows[p], expected[p]) for p in rows)  # whole commits, right values
         kept.append(len(rows))
     print(f"rows kept: {kept[0]} after SIGINT, {kept[1]} after SIGKILL")
@@ -373,8 +373,8 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
     assert all(same(rows[p], expected[p]) for p in rows)
     parts = list((out / store.TABLE).glob("part-*.parquet"))
     table = pq.ParquetDataset([str(p) for p in parts]).read()
-    assert table.num_rows == 1200 and len(parts) == 1  # exactly one row a photo, one file
-    assert len(rows_of(out)) == 1200
+    assert table.num_rows == 600 and len(parts) == 1  # exactly one row a photo, one file
+    assert len(rows_of(out)) == 600
     assert not (out / store.STAGING).exists() or not any((out / store.STAGING).iterdir())
     assert not (out / store.INFLIGHT).exists()
     with store.OutputLock(out):  # released: the kernel lock went with the process

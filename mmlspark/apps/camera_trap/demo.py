@@ -120,8 +120,9 @@ class DemoFiles:
             shutil.copyfile(photo, copy)
 
 
-def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
-    """Train on three quarters of the embedded photos, classify and evaluate the rest."""
+def demo(spark: SparkSession, out: str, log: Log = print, detection: bool = True) -> dict[str, Any]:
+    """Train on three quarters of the embedded photos, classify and evaluate the rest; then,
+    unless `detection` is False, the detection part (:func:`demo_detection`)."""
     out_dir = Path(out)
     written = DemoFiles(out_dir)
     written.copy_photos(DEMO_DATA / "images", out_dir / "data", split=True)
@@ -162,8 +163,8 @@ def demo(spark: SparkSession, out: str, log: Log = print) -> dict[str, Any]:
         f"[demo] accuracy {metrics['accuracy']:.3f} on {metrics['photos']} held-out photos "
         f"(chance {chance:.3f}); {seconds:.1f} s in all"
     )
-    detection = demo_detection(spark, out_dir, written, log)
-    return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary, **detection}
+    found = demo_detection(spark, out_dir, written, log) if detection else {}
+    return {"accuracy": metrics["accuracy"], "seconds": seconds, **summary, **found}
 
 
 def demo_detection(
