@@ -9,9 +9,10 @@ at launch hold for every session after the first, so the JVM is started first wi
 heap any of them asks for. Between benchmarks, a session a failed one left is stopped and the ONNX
 Runtime sessions no task holds are closed, so that each starts as in a JVM of its own
 (onnx_inference.py counts the sessions it creates). Processes a benchmark starts itself
-(scaling.py's standalone cluster, onnx_inference.py's raw ONNX Runtime Java) are still its own.
+(scaling.py's standalone cluster, unless --standalone names a running one; onnx_inference.py's
+raw ONNX Runtime Java) are still its own.
 
-Usage: python bench/quick.py --out DIR [NAME ...]   (NAME: image_pipeline, scaling, ...)
+Usage: python bench/quick.py --out DIR [--standalone URL] [NAME ...]   (NAME: image_pipeline, ...)
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def settle() -> None:
         SparkContext._jvm.mmlspark.onnx.OrtSessions.closeIdle(0)
 
 
-def run_all(out: Path, names: list[str]) -> dict:
-    """Runs the quick mode of each benchmark of `names`, writing its table under `out`; returns
+def run_all(out: Path, names: list[str], standalone: str | None = None) -> dict:
+    """Runs the quick mode of each benchmark of `names`, writing its table under `out` (scaling.py
+    on the running standalone cluster at `standalone`, where given); returns
     {"figures": {name: figures}, "errors": {name: traceback}, "seconds": {name: seconds}}."""
     out.mkdir(parents=True, exist_ok=True)
     result: dict = {"figures": {}, "errors": {}, "seconds": {}}
@@ -81,7 +83,10 @@ def run_all(out: Path, names: list[str]) -> dict:
         start = time.perf_counter()
         try:
             module = importlib.import_module(name)
-            result["figures"][name] = module.run(["--quick", "--out", str(out / BENCHMARKS[name])])
+            argv = ["--quick", "--out", str(out / BENCHMARKS[name])]
+            if name == "scaling" and standalone:
+                argv += ["--standalone", standalone]
+            result["figures"][name] = module.run(argv)
         except Exception:
             result["errors"][name] = traceback.format_exc()
             print(result["errors"][name], file=sys.stderr)
@@ -95,13 +100,14 @@ def run_all(out: Path, names: list[str]) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="folder of the tables and quick.json")
+    parser.add_argument("--standalone", metavar="URL", help="scaling.py's --standalone")
     parser.add_argument("names", nargs="*", help=f"of {', '.join(BENCHMARKS)} (default: all)")
     args = parser.parse_args()
     unknown = sorted(set(args.names) - set(BENCHMARKS))
     if unknown:
         parser.error(f"no benchmark {', '.join(unknown)}; there are {', '.join(BENCHMARKS)}")
     names = [name for name in BENCHMARKS if name in args.names or not args.names]
-    result = run_all(Path(args.out), names)
+    result = run_all(Path(args.out), names, args.standalone)
     print(json.dumps(result))  # the last line of output
     return 1 if result["errors"] else 0
 

@@ -84,6 +84,12 @@ def run(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scaling.md"))
+    parser.add_argument(
+        "--standalone",
+        metavar="URL",
+        help="master URL of a running standalone cluster of two one-core workers to measure on "
+        "(default: start one on this machine)",
+    )
     args = parser.parse_args(argv)
     if args.quick:
         args.model, args.images, args.repeats = "tiny", 256, 1
@@ -99,11 +105,14 @@ def run(argv: list[str] | None = None) -> dict:
         )
         name = f"{master}, Python backend"
         python[name], logits[name] = on_python
-    with tempfile.TemporaryDirectory() as tmp:
-        with StandaloneCluster(Path(tmp), workers=2, cores=1, memory="4g") as cluster:
-            cluster.start()
-            name = "standalone, 2 workers x 1 core"
-            ((rates[name], logits[name]),) = measure(cluster.master_url, model, tensors, args)
+    name = "standalone, 2 workers x 1 core"
+    if args.standalone:
+        ((rates[name], logits[name]),) = measure(args.standalone, model, tensors, args)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            with StandaloneCluster(Path(tmp), workers=2, cores=1, memory="4g") as cluster:
+                cluster.start()
+                ((rates[name], logits[name]),) = measure(cluster.master_url, model, tensors, args)
     base, python_base = rates["local[1]"], python["local[1], Python backend"]
     # Each backend's rows against its own local[1].
     speedups = {name: rate / base for name, rate in rates.items()}

@@ -19,7 +19,7 @@ from mmlspark.core.compat import connect_ml_supported
 from mmlspark.core.wrapper import MMLParams
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
-from spark_services import ConnectServer  # noqa: E402
+from spark_services import ConnectServer, StandaloneCluster  # noqa: E402
 
 #: The tiers, by what a test starts. `unit` and `integration` are given by the fixtures a test
 #: uses; `system` and `lines` are marked by hand (a module's `pytestmark`, or a decorator).
@@ -105,6 +105,28 @@ def demo_run(spark, tmp_path_factory) -> tuple[dict, list[str], Path]:
     primary = mmlspark.spark_line() == mmlspark.spark_line(mmlspark.spark_version)
     summary = job.demo(spark, str(out), log=lines.append, detection=primary)
     return summary, lines, out
+
+
+@pytest.fixture(scope="session")
+def demo_model(spark, tmp_path_factory) -> Path:
+    """The camera-trap classifier trained on the demo photos (`job.train` with its defaults),
+    once for every test that classifies with a trained model and does not test training: the
+    folder is read only (a test that changes a model changes a copy)."""
+    from mmlspark.apps.camera_trap import job
+
+    path = tmp_path_factory.mktemp("demo-model") / "model"
+    data = job.DEMO_DATA
+    job.train(spark, str(data / "images"), str(data / "featurizer.onnx"), str(path), log=print)
+    return path
+
+
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory):
+    """One Spark standalone cluster (a master and two one-core workers on loopback) for every
+    test that submits to one: the camera-trap job's and the scaling benchmark's."""
+    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2, memory="4g") as c:
+        c.start()
+        yield c
 
 
 @pytest.fixture(scope="session")

@@ -45,7 +45,8 @@ def quick_run_of(benchmark: str) -> Callable:
 @pytest.fixture(scope="module")
 def quick_runs(request, tmp_path_factory) -> dict:
     """The quick runs of the benchmarks whose tests are selected, all in one process, once:
-    bench/quick.py's figures, errors and seconds, and `out`, the folder of their tables."""
+    bench/quick.py's figures, errors and seconds, and `out`, the folder of their tables. The
+    scaling benchmark measures on the suite's standalone cluster."""
     names = {
         getattr(getattr(item, "function", None), "benchmark", None)
         for item in request.session.items
@@ -53,6 +54,8 @@ def quick_runs(request, tmp_path_factory) -> dict:
     names.discard(None)
     out = tmp_path_factory.mktemp("bench")
     command = [sys.executable, str(ROOT / "bench" / "quick.py"), "--out", str(out), *sorted(names)]
+    if "scaling" in names:  # on the suite's standalone cluster instead of one of its own
+        command[2:2] = ["--standalone", request.getfixturevalue("standalone_cluster").master_url]
     # A session of its own, so that a run past its time goes with the JVM and the processes it
     # started.
     process = subprocess.Popen(

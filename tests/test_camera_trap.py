@@ -177,11 +177,10 @@ def test_unreadable_inputs_fail_before_spark_work(spark, tmp_path, capsys):
     assert code == 2 and "cannot load a camera-trap model" in capsys.readouterr().err
 
 
-def test_burst_ensembling_by_sequence_and_by_time(spark, tmp_path):
+def test_burst_ensembling_by_sequence_and_by_time(spark, demo_model, tmp_path):
     import os
 
-    model = tmp_path / "model"
-    job.train(spark, str(DEMO / "images"), str(DEMO / "featurizer.onnx"), str(model), log=print)
+    model = demo_model
     new = tmp_path / "new"
     photos = _copy(new, ["deer", "fox"], every=8, offset=2)  # 5 + 5 photos
     # Sequences of the CCT file: the photos of each folder in threes (and a single).

@@ -34,11 +34,9 @@ from spark_services import (  # noqa: E402
 COPIES = 10  # of the 120 demo photos: enough tasks that one is surely running at the kill
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2, memory="2g") as c:
-        c.start()
-        yield c
+@pytest.fixture
+def cluster(standalone_cluster: StandaloneCluster) -> StandaloneCluster:
+    return standalone_cluster
 
 
 def submit(cluster: StandaloneCluster, args: list[str], events: Path, ui_port: int) -> Any:
@@ -182,7 +180,7 @@ def kill_mid_job(ui_port: int, out: Path, events: Path, done: threading.Event) -
 
 
 @pytest.mark.system
-def test_executor_killed_mid_job_loses_and_duplicates_nothing(cluster, spark, tmp_path):
+def test_executor_killed_mid_job_loses_and_duplicates_nothing(cluster, spark, demo_model, tmp_path):
     photos = tmp_path / "photos"
     for copy in range(COPIES):
         for photo in (job.DEMO_DATA / "images").glob("*/*.jpg"):
@@ -191,16 +189,18 @@ def test_executor_killed_mid_job_loses_and_duplicates_nothing(cluster, spark, tm
             shutil.copyfile(photo, target)
     (photos / "deer" / "broken.jpg").write_bytes(b"not a photo")
     count = COPIES * 120 + 1
-    model = tmp_path / "model"
-    job.train(
-        spark,
-        str(job.DEMO_DATA / "images"),
-        str(job.DEMO_DATA / "featurizer.onnx"),
-        str(model),
-        log=lambda _: None,
-    )
-    job.classify(spark, str(photos), str(model), str(tmp_path / "local"), log=lambda _: None)
-    expected = predictions(tmp_path / "local")
+    model = demo_model
+    # Local mode scores the 120 photos and the broken file once; each copy's row is its photo's.
+    once = tmp_path / "once"
+    shutil.copytree(job.DEMO_DATA / "images", once)
+    shutil.copyfile(photos / "deer" / "broken.jpg", once / "deer" / "broken.jpg")
+    job.classify(spark, str(once), str(model), str(tmp_path / "local"), log=lambda _: None)
+    expected = []
+    for row in predictions(tmp_path / "local"):
+        folder, name = row["path"].replace("/once/", "/photos/").rsplit("/", 1)
+        copies = [""] if name == "broken.jpg" else [f"{c}_" for c in range(COPIES)]
+        expected += [{**row, "path": f"{folder}/{c}{name}"} for c in copies]
+    expected.sort(key=lambda r: r["path"])
 
     ui_port = free_port()
     events = tmp_path / "events"

@@ -69,11 +69,9 @@ def copy_photos(target: Path, copies: int = 1, per_label: int | None = None) -> 
     return photos
 
 
-@pytest.fixture(scope="module")
-def model(spark, tmp_path_factory) -> Path:
-    path = tmp_path_factory.mktemp("model") / "model"
-    job.train(spark, str(DEMO / "images"), str(DEMO / "featurizer.onnx"), str(path), log=print)
-    return path
+@pytest.fixture
+def model(demo_model) -> Path:
+    return demo_model
 
 
 def rows_of(out: Path) -> list[dict]:

@@ -20,6 +20,7 @@ from mmlspark.apps.camera_trap.labels import with_labels
 from mmlspark.apps.camera_trap.predictions import _levels, _sql_strings
 from mmlspark.apps.camera_trap.session import _qualified
 from mmlspark.apps.camera_trap.settings import EMPTY, LABEL_INDEX, PREDICTION_INDEX, JobError, Log
+from mmlspark.core.session import default_parallelism
 from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
 
 
@@ -81,6 +82,12 @@ def _labelled(spark: SparkSession, images: str, labels: str | None, decoder: Any
     return with_labels(spark, read_files(listing, decoder), images, labels)
 
 
+def _for_fitting(rows: DataFrame) -> DataFrame:
+    """`rows` cached in at most one partition per core: the regression runs one Spark job per
+    iteration, whose cost on a small survey is its tasks, not its rows."""
+    return rows.coalesce(default_parallelism(rows.sparkSession)).cache()
+
+
 def _fit_classifier(rows: DataFrame) -> list[Any]:
     """The classifier stages fitted on `rows` (`features`, `label`): a logistic regression over
     the classes' index in sorted order, then `IndexToString` to the class name ('prediction';
@@ -125,11 +132,12 @@ def _fit_on_photos(
     if not counts["usable"]:
         raise JobError(f"no labelled photos under {images}")
     featured = featurize.transform(photos.filter(wanted).select("path", "image", "label"))
+    # Featurized once: the classes' scan and the regression's passes read the cached features.
+    rows = _for_fitting(featured.filter("features IS NOT NULL").select("features", "label"))
     try:
-        fitted = _fit_classifier(
-            featured.filter("features IS NOT NULL").select("features", "label")
-        )
+        fitted = _fit_classifier(rows)
     finally:
+        rows.unpersist()
         photos.unpersist()
     return PipelineModel([featurize, *fitted]), counts.asDict()
 
@@ -172,7 +180,11 @@ def _fit_on_crops(
             raise JobError(
                 f"no detection at or over {threshold} on the labelled photos under {images}"
             )
-        fitted = _fit_classifier(rows.filter("wanted AND features IS NOT NULL"))
+        usable = _for_fitting(rows.filter("wanted AND features IS NOT NULL"))
+        try:
+            fitted = _fit_classifier(usable)
+        finally:
+            usable.unpersist()
     finally:
         rows.unpersist()
     return PipelineModel([featurize, *fitted]), counts.asDict()
