@@ -18,7 +18,9 @@ import mmlspark
 from mmlspark.core.compat import connect_ml_supported
 from mmlspark.core.wrapper import MMLParams
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+ROOT = Path(__file__).resolve().parent.parent
+DEMO_NOTEBOOK = ROOT / "notebooks" / "02_camera_trap_transfer_learning.ipynb"
+sys.path.insert(0, str(ROOT / "scripts"))
 from spark_services import ConnectServer, StandaloneCluster  # noqa: E402
 
 #: The tiers, by what a test starts. `unit` and `integration` are given by the fixtures a test
@@ -93,18 +95,74 @@ def pytest_runtest_call(item):
 
 
 @pytest.fixture(scope="session")
-def demo_run(spark, tmp_path_factory) -> tuple[dict, list[str], Path]:
+def demo_run(spark, tmp_path_factory, request) -> tuple[dict, list[str], Path]:
     """The camera-trap demo, run once in local mode for every test that checks it or compares
-    with it: its summary, its log lines and its output folder (read only)."""
+    with it: its summary, its log lines and its output folder (read only). On the primary line it
+    is the run of the camera-trap notebook (`demo_notebook`), with the jar, in a kernel of its
+    own: the notebook's test checks that run, and the demo runs once, not twice."""
     from mmlspark.apps.camera_trap import job
 
-    out = tmp_path_factory.mktemp("demo") / "demo"
-    lines: list[str] = []
+    if mmlspark.spark_line() == mmlspark.spark_line(mmlspark.spark_version):
+        _, summary, lines, out = request.getfixturevalue("demo_notebook")
+        return summary, lines, out
     # The other lines' runs use only its classification part (tests/test_lines.py), and run the
     # detection stages in their own line tests.
-    primary = mmlspark.spark_line() == mmlspark.spark_line(mmlspark.spark_version)
-    summary = job.demo(spark, str(out), log=lines.append, detection=primary)
+    out = tmp_path_factory.mktemp("demo") / "demo"
+    lines: list[str] = []
+    summary = job.demo(spark, str(out), log=lines.append, detection=False)
     return summary, lines, out
+
+
+@contextmanager
+def environment(**variables: str) -> Iterator[None]:
+    """os.environ with `variables` set inside the block (what a kernel started in it inherits)."""
+    before = {name: os.environ.get(name) for name in variables}
+    os.environ.update(variables)
+    try:
+        yield
+    finally:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def execute_notebook(notebook, **variables: str) -> None:
+    """Runs every cell of `notebook` (nbformat, changed in place: the cells get their outputs) in a
+    new python3 kernel in the checkout's root, which imports mmlspark from this checkout, with
+    `variables` in its environment. Raises CellExecutionError, with the cell and its traceback,
+    on a failure."""
+    from nbclient import NotebookClient
+
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    client = NotebookClient(notebook, timeout=600, kernel_name="python3",
+                            resources={"metadata": {"path": str(ROOT)}})  # fmt: skip
+    with environment(PYTHONPATH=path, **variables):
+        client.execute()
+
+
+@pytest.fixture(scope="session")
+def demo_notebook(tmp_path_factory):
+    """The camera-trap notebook as stored, run once with the jar (its session is the notebook's
+    own, in the kernel's JVM): the executed notebook, and the summary, log lines and output
+    folder of the demo it ran. Its temporary folders are made under the test's."""
+    import json
+
+    import nbformat
+
+    notebook = nbformat.read(DEMO_NOTEBOOK, as_version=4)
+    stored = len(notebook.cells)
+    report = "print('SUMMARY', json.dumps({'work': str(work), **summary}, default=str))"
+    notebook.cells.append(nbformat.v4.new_code_cell(report))
+    execute_notebook(notebook, TMPDIR=str(tmp_path_factory.mktemp("notebook")))
+    printed = "".join(o.get("text", "") for o in notebook.cells.pop().outputs)
+    assert len(notebook.cells) == stored
+    summary = json.loads(printed.split("SUMMARY ", 1)[1])
+    # The demo's log lines: what the cell that ran it printed.
+    demo_cell = next(c for c in notebook.cells if "job.demo(" in c.source)
+    said = "".join(o.get("text", "") for o in demo_cell.outputs if o.get("name") == "stdout")
+    return notebook, summary, said.splitlines(), Path(summary.pop("work"))
 
 
 @pytest.fixture(scope="session")
