@@ -113,6 +113,11 @@ def _packages(scala: str) -> list[str]:
 
 _LIST_SETTINGS = ("spark.jars.packages", "spark.jars.repositories", "spark.jars.excludes")
 
+#: The environment mmlspark gives the processes that load ONNX Runtime (unless already set):
+#: without it, ONNX Runtime 1.29 writes a `mat-debug-<pid>.log` and a `.ses` file into the
+#: temporary folder of every process that loads it, and leaves them there.
+ORT_ENVIRONMENT = {"ORT_DISABLE_TELEMETRY": "1"}
+
 # ONNX Runtime's CPU and GPU builds: same API, same version, one or the other on a classpath.
 _ORT_CPU = "com.microsoft.onnxruntime:onnxruntime"
 _ORT_GPU = "com.microsoft.onnxruntime:onnxruntime_gpu"
@@ -127,7 +132,8 @@ def spark_conf(*, gpu: bool = False, spark_version: str | None = None) -> dict[s
     Central once and caching them, and ships every jar to the executors. Pass the settings
     to ``SparkSession.builder.config(map=...)`` or ``spark-submit --conf``; if you set
     ``spark.jars.packages`` or ``spark.jars.repositories`` yourself, join the lists with
-    commas. With ``gpu=True`` ONNX Runtime's GPU build (``onnxruntime_gpu``, CUDA 12 and cuDNN 9
+    commas. The executors get ``ORT_ENVIRONMENT`` (ONNX Runtime's telemetry files off). With
+    ``gpu=True`` ONNX Runtime's GPU build (``onnxruntime_gpu``, CUDA 12 and cuDNN 9
     on the executors) replaces the CPU build. On a cluster without network access use the
     self-contained jar (``make jar``
     writes it to ``dist/``) with ``--jars`` instead.
@@ -140,6 +146,7 @@ def spark_conf(*, gpu: bool = False, spark_version: str | None = None) -> dict[s
     conf = {
         "spark.jars.packages": ",".join(_packages(scala)),
         "spark.jars.repositories": (_JARS_DIR / "repo").as_uri(),
+        **{f"spark.executorEnv.{name}": value for name, value in ORT_ENVIRONMENT.items()},
     }
     if gpu:
         conf["spark.jars.packages"] += f",{_ORT_GPU}:{onnxruntime_version}"
@@ -195,6 +202,8 @@ def session(
     # Python workers (UDFs) run this interpreter and its packages unless PYSPARK_PYTHON says
     # otherwise (pyspark itself would start whatever `python3` is first on the PATH).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    for name, value in ORT_ENVIRONMENT.items():  # the driver's JVM and local workers inherit it
+        os.environ.setdefault(name, value)
     if "spark.driver.memory" not in merged and master.startswith("local"):
         heap = default_driver_memory()
         if heap:

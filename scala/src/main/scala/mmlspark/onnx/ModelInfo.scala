@@ -160,7 +160,7 @@ object ModelInfo {
     } catch {
       case e: OrtException =>
         throw new IllegalArgumentException(
-          s"$what is not a model ONNX Runtime ${ai.onnxruntime.OrtEnvironment.getEnvironment.getVersion} " +
+          s"$what is not a model ONNX Runtime ${OrtSessions.environment.getVersion} " +
             s"can load: ${e.getMessage}",
           e
         )

@@ -77,6 +77,7 @@ object OrtSessions extends Logging {
 
   lazy val environment: OrtEnvironment = {
     val env = OrtEnvironment.getEnvironment(OrtLoggingLevel.ORT_LOGGING_LEVEL_WARNING, "mmlspark")
+    OrtNative.removeExtracted()
     OrtRuns.install()
     env
   }

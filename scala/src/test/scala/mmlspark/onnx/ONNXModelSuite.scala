@@ -165,6 +165,16 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
     )
   }
 
+  test("ONNX Runtime's copies of its native libraries leave the temporary folder once loaded") {
+    OrtSessions.environment
+    assert(!OrtNative.carriesLazyProviders, "the CPU build of ONNX Runtime is the one tested here")
+    // ONNX Runtime Java copied them into a folder of java.io.tmpdir and would keep it to the end.
+    // (Its path is the loader's own field: other JVMs' folders may be there too.)
+    val copied = OrtNative.extractedPath
+    assert(copied.nonEmpty, "ONNX Runtime Java no longer says where it copied its libraries")
+    assert(!copied.get.toFile.exists(), copied)
+  }
+
   test("one session per model content, device and settings in a JVM; idle sessions close") {
     OrtSessions.closeIdle(0)
     val before = OrtSessions.created
