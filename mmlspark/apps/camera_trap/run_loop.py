@@ -4,23 +4,20 @@ ends with one current row per photo and the output files."""
 
 from __future__ import annotations
 
-import errno
-import signal
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JError
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mmlspark.apps.camera_trap.bursts import with_bursts
 from mmlspark.apps.camera_trap.labels import CctLabels
 from mmlspark.apps.camera_trap.listing import HIDDEN_SKIPPED, hidden_entries
 from mmlspark.apps.camera_trap.results import begin, committed, current, open_folder
-from mmlspark.apps.camera_trap.session import _cancel_all
+from mmlspark.apps.camera_trap.scorer import Interrupted, Scorer, StopOnSignal, disk_full
 from mmlspark.apps.camera_trap.settings import (
     SCHEMA,
     ClassifySettings,
@@ -30,49 +27,8 @@ from mmlspark.apps.camera_trap.settings import (
     _Work,
 )
 from mmlspark.apps.camera_trap.store import FolderError, OutputLock, RunFolder
-from mmlspark.core.jvm import jvm_alive
 from mmlspark.core.session import default_parallelism
 from mmlspark.image import list_files
-
-
-class Interrupted(Exception):
-    """A signal asked the run to stop; what was committed stays."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class _StopOnSignal:
-    """Turns SIGINT and SIGTERM into a prompt, clean stop: the running Spark jobs are cancelled
-    (their tasks end their ONNX Runtime runs) and the loop stops before the next commit."""
-
-    def __init__(self, spark: SparkSession) -> None:
-        self.spark = spark
-        self.signum: int | None = None
-        self.previous: dict[int, Any] = {}
-
-    def _handle(self, signum: int, frame: Any) -> None:
-        if self.signum is None:
-            self.signum = signum
-            # From a thread of its own: a handler runs on the main thread, whose py4j connection
-            # (one per thread) is waiting for the answer of the call the signal interrupted;
-            # a second command on it would garble both.
-            threading.Thread(target=_cancel_all, args=(self.spark,), daemon=True).start()
-
-    def check(self) -> None:
-        if self.signum is not None:
-            raise Interrupted(self.signum)
-
-    def __enter__(self) -> _StopOnSignal:
-        if threading.current_thread() is threading.main_thread():  # where Python allows handlers
-            for s in (signal.SIGINT, signal.SIGTERM):
-                self.previous[s] = signal.signal(s, self._handle)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for s, handler in self.previous.items():
-            signal.signal(s, handler)
 
 
 def _locked_run(
@@ -103,7 +59,7 @@ def _locked_run(
             spark, folder, work, run, overwrite, cct, burst_gap, settings or ClassifySettings(), log
         )
     except (OSError, Py4JError) as e:
-        if not _disk_full(e):
+        if not disk_full(e):
             raise
         if folder is not None:
             folder.clear_inflight()  # a full disk says nothing about the photos being scored
@@ -113,13 +69,6 @@ def _locked_run(
         ) from None
     finally:
         lock.__exit__()
-
-
-def _disk_full(e: BaseException) -> bool:
-    """Whether `e` (from Python or from a Spark job) says a disk is full."""
-    return (isinstance(e, OSError) and e.errno == errno.ENOSPC) or (
-        "No space left on device" in str(e)
-    )
 
 
 def _run(
@@ -183,10 +132,10 @@ def _run(
             & todo["modificationTime"].eqNullSafe(latest["modificationTime"])
         )
         todo = todo.join(latest, same, "left_anti")
-    scorer = _Scorer(spark, folder, work, settings, log)
+    scorer = Scorer(spark, folder, work, settings, log)
     suspects, level, died, vanished = folder.inflight()
     try:
-        with _StopOnSignal(spark) as stop:
+        with StopOnSignal(spark) as stop:
             scorer.stop = stop
             try:
                 if suspects:
@@ -251,7 +200,7 @@ VANISHED_RUNS = 3
 
 
 def _rescore_suspects(
-    scorer: _Scorer,
+    scorer: Scorer,
     command: str,
     held: DataFrame,
     count: int,
@@ -277,144 +226,6 @@ def _rescore_suspects(
             "smaller parts first"
         )
         scorer.score_all(held, level + 1)
-
-
-class _Scorer:
-    """Scores units of work (a burst, or a photo) in commits, sized to the measured rate."""
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        folder: RunFolder,
-        work: _Work,
-        settings: ClassifySettings,
-        log: Log,
-    ) -> None:
-        self.spark = spark
-        self.folder = folder
-        self.work = work
-        self.settings = settings
-        self.log = log
-        self.scored = 0
-        self.rate: float | None = None  # photos/s of the commits so far
-        self.stop: _StopOnSignal | None = None
-
-    def _chunk_photos(self) -> int:
-        cores = default_parallelism(self.spark)
-        if self.rate is None:
-            return max(1, min(self.settings.commit_every, 8 * cores))
-        by_time = int(self.rate * self.settings.commit_seconds * 0.8)
-        return max(1, min(self.settings.commit_every, by_time))
-
-    def score_all(self, todo: DataFrame, level: int, *, vanished: int = 0) -> None:
-        """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
-        died on) in sixteenths of a chunk and one photo at a time."""
-        # Numbered in one partition: a unit is a short string, a survey 10^6 of them at most.
-        numbered = (
-            todo.select("unit")
-            .distinct()
-            .withColumn("_unit", F.row_number().over(Window.orderBy("unit")) - 1)
-        )
-        work = todo.join(numbered, "unit").cache()
-        try:
-            photos, count = (work.count(), numbered.count())
-            if not count:
-                return
-            per_unit = photos / count
-            first = 0
-            while first < count:
-                if self.stop:
-                    self.stop.check()
-                n = self._chunk_photos()
-                n = {0: n, 1: max(1, n // 16), 2: 1}[min(level, 2)]
-                last = min(count, first + max(1, round(n / per_unit)))
-                chunk = work.filter((F.col("_unit") >= first) & (F.col("_unit") < last))
-                self.commit(chunk, level, vanished=vanished)
-                first = last
-        finally:
-            work.unpersist()
-
-    def commit(
-        self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False
-    ) -> None:
-        paths = [r.path for r in chunk.select("path").collect()]
-        if not paths:
-            return
-        self.folder.set_inflight(paths, level, vanished=vanished)
-        started = time.perf_counter()
-        number = self.folder.next_commit()
-        staged = self.folder.staged(f"commit-{number:08d}")
-        parallelism = max(1, min(len(paths), 2 * default_parallelism(self.spark)))
-        scored = self.work.score(chunk.repartition(parallelism))
-        try:
-            scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
-        except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM
-            if self.stop:
-                self.stop.check()
-            if _disk_full(e):
-                raise
-            if not jvm_alive(self.spark):
-                self.folder.mark_died()
-                raise JobError(
-                    f"the Spark JVM died while scoring {len(paths)} photos ({_first_line(e)}); "
-                    "run the same command to continue: those photos are scored in smaller parts "
-                    "first, and one that kills the process alone becomes a failure row"
-                ) from None
-            self.folder.drop_staged(staged)
-            if level >= 2 or len(paths) == 1:
-                if not retried:
-                    self.log(
-                        f"[{self.work.command}] scoring {paths[0]} failed ({_first_line(e)}); "
-                        "trying it once more"
-                    )
-                    self.commit(chunk, level, vanished=vanished, retried=True)
-                    return
-                self.record_failed(chunk, f"scoring failed: {_first_line(e)}")
-                self.folder.clear_inflight()
-                return
-            self.log(
-                f"[{self.work.command}] a commit of {len(paths)} photos failed; scoring it in parts"
-            )
-            self.folder.clear_inflight()
-            self.score_all(chunk.drop("_unit"), level + 1)
-            return
-        self.folder.commit(staged, number)
-        self.folder.clear_inflight()
-        seconds = time.perf_counter() - started
-        self.scored += len(paths)
-        rate = len(paths) / max(seconds, 1e-6)
-        self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
-
-    def record_failed(self, chunk: DataFrame, reason: str) -> None:
-        """Commits `chunk`'s photos as failures with `reason`."""
-        number = self.folder.next_commit()
-        staged = self.folder.staged(f"commit-{number:08d}")
-        table = self.spark.createDataFrame([], self.work.schema).schema
-        given = {"path", "length", "modificationTime", "burst"}
-        rows = chunk.select(
-            *[
-                F.col(f.name)
-                if f.name in given
-                else F.lit(
-                    reason if f.name == "failure" else number if f.name == "commit" else None
-                )
-                .cast(f.dataType)
-                .alias(f.name)
-                for f in table.fields
-            ]
-        )
-        rows.repartition(1).write.parquet(str(staged))
-        self.folder.commit(staged, number)
-        self.scored += rows.count()
-
-    def record_crashed(self, chunk: DataFrame) -> None:
-        """Photos the process died of, scored alone: listed as failures and skipped."""
-        self.record_failed(
-            chunk,
-            "the process died while scoring this file alone in an earlier run; it was skipped "
-            "(run again with --retry-failures to try it once more)",
-        )
-        self.folder.clear_inflight()
 
 
 #: The committed table keeps at most this many photos' rows per file when a run ends.

@@ -17,28 +17,43 @@
 
 from __future__ import annotations
 
-import errno
-import fcntl
-import hashlib
 import json
 import os
 import re
-import shutil
-import socket
 import stat
-import time
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from mmlspark.apps.camera_trap.files import (
+    FolderError,
+    atomic_write,
+    content_hash,
+    real_directory,
+    remove_name,
+    remove_tree,
+)
+from mmlspark.apps.camera_trap.locking import EXCLUSIVE_LOCK, LOCK, OutputLock
+
+__all__ = [
+    "EXCLUSIVE_LOCK",
+    "LOCK",
+    "FolderError",
+    "OutputLock",
+    "RunFolder",
+    "atomic_write",
+    "content_hash",
+    "inside",
+    "read_manifest",
+    "real_directory",
+    "remove_name",
+]
+
 MANIFEST = "run.json"
 TABLE = "predictions.parquet"
 STAGING = "_staging"
 INFLIGHT = "inflight.json"
-LOCK = ".lock"
-#: Where the lock cannot be an OS lock (a filesystem without flock): created exclusively.
-EXCLUSIVE_LOCK = ".lock.exclusive"
 
 #: The marker that makes a run.json this job's own.
 FORMAT = "mmlspark camera-trap results"
@@ -48,177 +63,6 @@ LAYOUT_VERSION = 2
 OUTPUT_NAMES = frozenset({MANIFEST, INFLIGHT, "predictions.csv", "detections.csv", "results.json"})
 _PART = re.compile(r"part-\d{8}-\d{4}-[0-9a-f]{8}\.parquet")
 _STAGED = re.compile(r"[a-z][a-z0-9-]{0,40}-[0-9a-f]{8}")
-
-
-class FolderError(Exception):
-    """The output folder cannot be used as asked; the message says what is there."""
-
-
-def atomic_write(path: Path, text: str | Iterable[str]) -> None:
-    """Writes `text` (or its pieces) to `path` through a temporary file in the same folder and a
-    rename, so that `path` holds the old content or the new, never a part."""
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        with open(fd, "w", encoding="utf-8", newline="") as f:
-            for piece in [text] if isinstance(text, str) else text:
-                f.write(piece)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def content_hash(path: str | Path) -> str:
-    """The SHA-256 of a model file, or of a saved model folder (every file's relative name and
-    bytes, in name order): what identifies a model whatever its path."""
-    root = Path(path)
-    digest = hashlib.sha256()
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-    for file in files:
-        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
-        with file.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\0")
-    return digest.hexdigest()
-
-
-def real_directory(path: Path) -> bool:
-    """Whether `path` is a directory itself, not a link to one (False when it is missing)."""
-    try:
-        return stat.S_ISDIR(os.lstat(path).st_mode)
-    except FileNotFoundError:
-        return False
-
-
-def remove_name(path: Path) -> bool:
-    """Unlinks `path` if it is a file or a link (never what a link points to)."""
-    try:
-        mode = os.lstat(path).st_mode
-    except FileNotFoundError:
-        return False
-    if stat.S_ISDIR(mode):
-        return False
-    path.unlink()
-    return True
-
-
-def _own_folder(path: Path) -> None:
-    """Makes the job's folder `path` if needed; refuses one that is a link (or not a folder)."""
-    if os.path.lexists(path) and not real_directory(path):
-        raise FolderError(f"{path} is not a real directory; the job writes nothing through it")
-    path.mkdir(exist_ok=True)
-
-
-def _remove_tree(path: Path) -> None:
-    """Removes the real directory `path` and what is in it; links inside are removed as names,
-    never followed (`shutil.rmtree` works through directory descriptors on this platform)."""
-    if real_directory(path):
-        shutil.rmtree(path)
-    else:
-        remove_name(path)
-
-
-# -- the lock --------------------------------------------------------------------------------
-
-#: errno values of a filesystem that has no flock (some network and FUSE filesystems).
-_NO_LOCKS = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
-
-
-class OutputLock:
-    """An exclusive lock on an output folder: `flock` on ``.lock``, held while this object is
-    entered. The kernel releases it when the process ends, so a dead holder needs no takeover;
-    the file stays (removing it could let two processes lock two different files). It holds the
-    holder's host, process and start time, for the message a second run gets.
-
-    Where the filesystem has no locks, the lock is the exclusive creation of ``.lock.exclusive``:
-    a run refuses while it exists, and a holder that died leaves it behind (the message says so).
-    """
-
-    def __init__(self, folder: Path, *, wait: bool = False, poll_seconds: float = 0.5) -> None:
-        self.path = folder / LOCK
-        self.exclusive_path = folder / EXCLUSIVE_LOCK
-        self.wait = wait
-        self.poll_seconds = poll_seconds
-        self._fd: int | None = None
-        self._exclusive = False
-
-    @staticmethod
-    def _me() -> bytes:
-        holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
-        return json.dumps(holder).encode()
-
-    @staticmethod
-    def _holder(path: Path) -> str:
-        try:
-            holder = json.loads(path.read_text())
-            since = time.strftime(
-                "%Y-%m-%d %H:%M:%S", time.localtime(float(holder.get("started", 0)))
-            )
-            host, pid = holder.get("host", "?"), holder.get("pid", "?")
-            return f"host {host}, process {pid}, since {since}"
-        except (OSError, ValueError, TypeError, AttributeError):
-            return "holder unknown"
-
-    def __enter__(self) -> OutputLock:
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-        try:
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if not self.wait:
-                        raise FolderError(
-                            f"{self.path.parent} is in use by another run of this job "
-                            f"({self._holder(self.path)}); wait for it to finish (or pass "
-                            "--wait), or choose another --out"
-                        ) from None
-                    time.sleep(self.poll_seconds)
-                except OSError as e:
-                    if e.errno not in _NO_LOCKS:
-                        raise
-                    os.close(fd)
-                    fd = -1
-                    self._take_exclusive()
-                    return self
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, self._me(), 0)
-        except BaseException:
-            if fd >= 0:
-                os.close(fd)
-            raise
-        self._fd = fd
-        return self
-
-    def _take_exclusive(self) -> None:
-        while True:
-            try:
-                fd = os.open(self.exclusive_path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                if self.wait:
-                    time.sleep(self.poll_seconds)
-                    continue
-                raise FolderError(
-                    f"{self.path.parent} is on a filesystem without file locks and "
-                    f"{self.exclusive_path.name} says another run of this job uses it "
-                    f"({self._holder(self.exclusive_path)}); wait for it to finish, or, if no "
-                    f"such run is alive, delete {self.exclusive_path}"
-                ) from None
-            with os.fdopen(fd, "wb") as f:
-                f.write(self._me())
-            self._exclusive = True
-            return
-
-    def __exit__(self, *exc: object) -> None:
-        if self._fd is not None:
-            os.close(self._fd)  # closing the descriptor releases the flock
-            self._fd = None
-        if self._exclusive:
-            self.exclusive_path.unlink(missing_ok=True)
-            self._exclusive = False
 
 
 def inside(a: Path, b: Path) -> bool:
@@ -379,7 +223,7 @@ class RunFolder:
         if self.manifest is None:
             return
         for name in sorted(self.staged_folders):
-            _remove_tree(self.folder / name)
+            remove_tree(self.folder / name)
         if self.staged_folders:
             self.manifest["staging"] = []
             self._save()
@@ -440,7 +284,7 @@ class RunFolder:
         """Removes one staging folder the manifest lists (with what Spark left in it)."""
         name = staged_dir.relative_to(self.folder).as_posix()
         assert self.manifest is not None and name in self.staged_folders, name
-        _remove_tree(staged_dir)
+        remove_tree(staged_dir)
         self.manifest["staging"] = sorted(self.staged_folders - {name})
         self._save()
 
