@@ -1,6 +1,8 @@
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtSession;
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
@@ -15,8 +17,11 @@ import java.util.Map;
  * `threads` threads (one intra-op thread each, like one Spark task per core), each copying its
  * batches of images from memory into a direct buffer, running them and reading the outputs back.
  *
- * <p>Usage: RawOrt model.onnx tensors.f32 rows channels height width batch threads repeats
- * (tensors.f32: rows x channels x height x width little-endian floats). Prints one JSON line.
+ * <p>Usage: RawOrt model.onnx tensors.f32 rows channels height width batch threads
+ * (tensors.f32: rows x channels x height x width little-endian floats). It loads the model, prints
+ * {@code ready}, then answers each line {@code run} on its input with the seconds one run over all
+ * rows took, measured here (bench/protocol.py times it like every other contender, in turn with
+ * them), and ends at {@code quit} or the end of its input.
  */
 public final class RawOrt {
   public static void main(String[] args) throws Exception {
@@ -26,7 +31,6 @@ public final class RawOrt {
     long[] image = {Long.parseLong(args[3]), Long.parseLong(args[4]), Long.parseLong(args[5])};
     int batch = Integer.parseInt(args[6]);
     int threads = Integer.parseInt(args[7]);
-    int repeats = Integer.parseInt(args[8]);
     int perImage = (int) (image[0] * image[1] * image[2]);
     FloatBuffer all = ByteBuffer.wrap(raw).order(ByteOrder.LITTLE_ENDIAN).asFloatBuffer();
     float[] data = new float[rows * perImage];
@@ -41,15 +45,17 @@ public final class RawOrt {
     OrtSession session = env.createSession(model, options);
     String input = session.getInputNames().iterator().next();
 
-    runAll(env, session, input, data, rows, image, perImage, batch, threads); // warm-up
-    long start = System.nanoTime();
-    for (int r = 0; r < repeats; r++) {
+    BufferedReader commands = new BufferedReader(new InputStreamReader(System.in));
+    System.out.println("ready");
+    System.out.flush();
+    for (String line = commands.readLine(); line != null; line = commands.readLine()) {
+      if (line.equals("quit")) break;
+      if (!line.equals("run")) throw new IllegalArgumentException("unknown command: " + line);
+      long start = System.nanoTime();
       runAll(env, session, input, data, rows, image, perImage, batch, threads);
+      System.out.println((System.nanoTime() - start) / 1e9);
+      System.out.flush();
     }
-    double seconds = (System.nanoTime() - start) / 1e9;
-    System.out.printf(
-        "{\"images\": %d, \"seconds\": %.4f, \"images_per_s\": %.2f}%n",
-        (long) rows * repeats, seconds, rows * repeats / seconds);
     session.close();
   }
 

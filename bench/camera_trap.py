@@ -17,12 +17,14 @@ every contender:
     intra-op threads, in this process,
   - the camera-trap CLI: `classify` with a model trained (by `train`, on the same photos in two
     folders) on the same ResNet-50 cut at its pooled features; its own summary line's photos/s.
-Peak RSS of the JVM is sampled during each mmlspark run and the CLI run. Every contender but the
-CLI computes the same top class (checked). Best of --repeats timed runs after a warm-up; writes
-bench/results/camera_trap.md and .json. Not a test. The quick (smoke) run has a tiny CNN in place
-of ResNet-50 (bench/models.py's quick_classifier).
+Peak RSS of the JVM is sampled during one more (untimed) run of each mmlspark pipeline and
+during the CLI run. Every contender but the CLI computes the same top class (checked). All but the
+CLI are measured by one protocol (bench/protocol.py): --warmups untimed and --repeats timed rounds,
+the order reversed every round, medians with their range; the CLI is one whole process over the
+survey (its own summary line's rate). Writes bench/results/camera_trap.md and .json. Not a test.
+The quick (smoke) run has a tiny CNN in place of ResNet-50 (bench/models.py's quick_classifier).
 
-Usage: python bench/camera_trap.py [--images N] [--repeats R] [--quick]
+Usage: python bench/camera_trap.py [--images N] [--repeats R] [--warmups W] [--quick]
 """
 
 from __future__ import annotations
@@ -47,9 +49,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
-from end_to_end import agree, run_raw_python, run_udf  # noqa: E402
+import protocol  # noqa: E402
+from end_to_end import agree, noop, raw_python, tops_of, udf_pipeline  # noqa: E402
 from image_pipeline import MEAN, STD, preprocess_reduced  # noqa: E402
-from onnx_inference import PeakRss, best_of, report, service_off  # noqa: E402
+from onnx_inference import PeakRss, rates_of, ratios_of, report_rounds, service_off  # noqa: E402
 
 BATCH = 64
 HEIGHT, WIDTH = 3000, 4000
@@ -115,15 +118,12 @@ def transformer(input_col: str):
     )
 
 
-def run_mmlspark(
-    spark,
-    folder: Path,
-    model: bytes,
-    repeats: int,
-    binary: bool,
-    backend: str = "jvm",
-    reduced: bool = True,
+def mmlspark_pipeline(
+    spark, folder: Path, model: bytes, binary: bool, backend: str = "jvm", reduced: bool = True
 ):
+    """The function of the scored rows (path, top, transformError) of one of the mmlspark
+    pipelines: binaryFile -> ImageTransformer, or read_images -> ImageTransformer (with or
+    without its reduced decode), then ONNXModel."""
     from mmlspark.image import read_images
 
     onnx_model = onnx_stage(model).setBackend(backend).setModelPayload(model)
@@ -137,11 +137,13 @@ def run_mmlspark(
             stage.setReducedDecode(reduced)
         return onnx_model.transform(stage.transform(images)).select("path", "top", "transformError")
 
-    with PeakRss(jvms_under(spark.sparkContext._gateway.proc.pid)) as rss:
-        seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
+    return scored
+
+
+def checked_tops(scored) -> dict[str, int]:
     rows = scored().collect()
     assert all(r.transformError is None for r in rows), [r.transformError for r in rows][:3]
-    return seconds, {Path(r.path).name: int(r.top) for r in rows}, rss.peak
+    return tops_of(scored().select("path", "top"))
 
 
 def feature_node(model: bytes) -> str:
@@ -205,14 +207,15 @@ def run(argv: list[str] | None = None) -> dict:
         help="photos the CLI classifies (copies of the --images photos): a run long enough that"
         " its start, listing and final outputs weigh as they do in a survey; 0 leaves the CLI out",
     )
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds of every contender")
+    parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument(
-        "--quick", action="store_true", help="4 photos, 1 repeat, a tiny CNN, no CLI"
+        "--quick", action="store_true", help="4 photos, 1 round, a tiny CNN, no CLI"
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "camera_trap.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.repeats = 4, 1
+        args.images, args.repeats, args.warmups = 4, 1, 1
     with_cli = not args.quick and args.survey > 0
 
     import mmlspark
@@ -221,7 +224,6 @@ def run(argv: list[str] | None = None) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
     model_name, model = models.classifier(args.quick)
-    rates: dict[str, float] = {}
     agreement: dict[str, float] = {}
     peak_rss_mb: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -230,41 +232,51 @@ def run(argv: list[str] | None = None) -> dict:
         photo_mb = sum(p.stat().st_size for p in paths) / len(paths) / 1e6
         model_path = Path(tmp) / "classifier.onnx"
         model_path.write_bytes(model)
-        seconds, expected, rss = run_mmlspark(spark, folder, model, args.repeats, binary=True)
-        rates["mmlspark"], peak_rss_mb["mmlspark"] = args.images / seconds, rss / 1e6
+        pipelines = {
+            "mmlspark": mmlspark_pipeline(spark, folder, model, binary=True),
+            "mmlspark_python_backend": mmlspark_pipeline(
+                spark, folder, model, binary=True, backend="python"
+            ),
+            "mmlspark_read_images": mmlspark_pipeline(spark, folder, model, binary=False),
+            "mmlspark_read_images_full_decode": mmlspark_pipeline(
+                spark, folder, model, binary=False, reduced=False
+            ),
+        }
+        udf = udf_pipeline(spark, folder, model_path, preprocess)
+        raw_run, raw_tops = raw_python(paths, model_path, preprocess)
+
+        def service_off_run() -> None:
+            with service_off(spark):
+                noop(pipelines["mmlspark"]())
+
+        contenders = {name: (lambda p=p: noop(p())) for name, p in pipelines.items()}
+        contenders["mmlspark_service_off"] = service_off_run
+        contenders["predict_batch_udf"] = lambda: noop(udf())
+        contenders["raw_python"] = raw_run
+        rounds = protocol.measure(contenders, warmups=args.warmups, rounds=args.repeats)
+        jvms = jvms_under(spark.sparkContext._gateway.proc.pid)
+        for name in [*pipelines, "mmlspark_service_off"]:
+            if name != "mmlspark_python_backend":
+                with PeakRss(jvms) as rss:
+                    contenders[name]()
+                peak_rss_mb[name] = rss.peak / 1e6
+        expected = checked_tops(pipelines["mmlspark"])
+        for name in ("mmlspark_python_backend", "mmlspark_read_images"):
+            agreement[name] = agree(checked_tops(pipelines[name]), expected)
         with service_off(spark):
-            seconds, tops, rss = run_mmlspark(spark, folder, model, args.repeats, binary=True)
-        rates["mmlspark_service_off"] = args.images / seconds
-        peak_rss_mb["mmlspark_service_off"] = rss / 1e6
-        agreement["mmlspark_service_off"] = agree(tops, expected)
-        seconds, tops, _ = run_mmlspark(
-            spark, folder, model, args.repeats, binary=True, backend="python"
-        )
-        rates["mmlspark_python_backend"] = args.images / seconds
-        agreement["mmlspark_python_backend"] = agree(tops, expected)
-        seconds, tops, rss = run_mmlspark(spark, folder, model, args.repeats, binary=False)
-        rates["mmlspark_read_images"] = args.images / seconds
-        peak_rss_mb["mmlspark_read_images"] = rss / 1e6
-        agreement["mmlspark_read_images"] = agree(tops, expected)
-        seconds, _, rss = run_mmlspark(
-            spark, folder, model, args.repeats, binary=False, reduced=False
-        )
-        rates["mmlspark_read_images_full_decode"] = args.images / seconds
-        peak_rss_mb["mmlspark_read_images_full_decode"] = rss / 1e6
-        seconds, tops = run_udf(spark, folder, model_path, args.repeats, preprocess)
-        rates["predict_batch_udf"] = args.images / seconds
-        agreement["predict_batch_udf"] = agree(tops, expected)
-        seconds, tops = run_raw_python(paths, model_path, args.repeats, preprocess)
-        rates["raw_python"] = args.images / seconds
-        agreement["raw_python"] = agree(tops, expected)
+            agreement["mmlspark_service_off"] = agree(checked_tops(pipelines["mmlspark"]), expected)
+        agreement["predict_batch_udf"] = agree(tops_of(udf()), expected)
+        agreement["raw_python"] = agree(raw_tops, expected)
+        measured = rates_of(rounds, args.images)
         spark.stop()
         if with_cli:
             survey_folder = survey(paths, Path(tmp) / "survey", args.survey)
             rate, rss = run_cli(
                 folder, survey_folder, args.survey, model_path, Path(tmp), feature_node(model)
             )
-            rates["camera_trap_cli"], peak_rss_mb["camera_trap_cli"] = rate, rss / 1e6
-    raw = rates["raw_python"]
+            measured["images_per_s"]["camera_trap_cli"] = rate
+            peak_rss_mb["camera_trap_cli"] = rss / 1e6
+    rates = measured["images_per_s"]
     figures = {
         "images": args.images,
         "model": model_name,
@@ -272,35 +284,50 @@ def run(argv: list[str] | None = None) -> dict:
         "cli_survey_photos": args.survey if with_cli else None,
         "photo": f"{WIDTH}x{HEIGHT} JPEG, {photo_mb:.1f} MB on average",
         "top_class_agreement_with_mmlspark": agreement,
-        "images_per_s": rates,
+        **measured,
         "peak_jvm_rss_mb": peak_rss_mb,
-        "ratio_vs_raw_python": rates["mmlspark"] / raw,
-        "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
-        "cli_ratio_vs_raw_python": rates["camera_trap_cli"] / raw if with_cli else None,
-        "python_backend_vs_predict_batch_udf": rates["mmlspark_python_backend"]
-        / rates["predict_batch_udf"],
-        "python_backend_vs_jvm_backend": rates["mmlspark_python_backend"] / rates["mmlspark"],
-        "read_images_vs_raw_python": rates["mmlspark_read_images"] / raw,
+        **ratios_of(rounds, RATIOS),
+        "cli_ratio_vs_raw_python": rates["camera_trap_cli"] / rates["raw_python"]
+        if with_cli
+        else None,
     }
-    report(
+    cli = (
+        f" The CLI (one run over the survey): {rates['camera_trap_cli']:.1f} photos/s,"
+        f" {figures['cli_ratio_vs_raw_python']:.2f} of raw Python's median."
+        if with_cli
+        else ""
+    )
+    report_rounds(
         args.out,
         "Camera-trap benchmark",
         f"python bench/camera_trap.py --images {args.images} --survey {args.survey}"
-        f" --repeats {args.repeats}"
-        f"{' --quick' if args.quick else ''}",
+        f" --repeats {args.repeats} --warmups {args.warmups}{' --quick' if args.quick else ''}",
         f"{WIDTH}x{HEIGHT} JPEGs ({photo_mb:.1f} MB) -> decode at 1/8 -> resize {SIZE}x{SIZE} ->"
         f" normalize -> {model_name} (random weights) -> top class; the CLI classifies"
         f" a survey of {args.survey} such photos (copies of these) with a logistic regression on"
         " the pooled features, its rate from its own summary line. Peak JVM RSS (MB):"
-        f" {', '.join(f'{k} {v:.0f}' for k, v in peak_rss_mb.items())}.",
-        "contender | photos/s | mmlspark / contender",
-        rates,
-        lambda rate: rates["mmlspark"] / rate,
+        f" {', '.join(f'{k} {v:.0f}' for k, v in peak_rss_mb.items())}.{cli}",
+        "photos",
+        rounds,
+        args.images,
+        "mmlspark",
         "mmlspark >= 1.0x raw Python and >= 2x predict_batch_udf; the CLI >= 0.8x raw Python;"
         " the Python backend >= 1.2x predict_batch_udf and >= 0.8x the JVM backend",
         figures,
     )
     return figures
+
+
+#: Figure name: (contender, contender) whose per-round rate ratio it is.
+RATIOS = {
+    "ratio_vs_raw_python": ("mmlspark", "raw_python"),
+    "ratio_vs_predict_batch_udf": ("mmlspark", "predict_batch_udf"),
+    "python_backend_vs_predict_batch_udf": ("mmlspark_python_backend", "predict_batch_udf"),
+    "python_backend_vs_jvm_backend": ("mmlspark_python_backend", "mmlspark"),
+    "service_on_vs_off": ("mmlspark", "mmlspark_service_off"),
+    "read_images_vs_raw_python": ("mmlspark_read_images", "raw_python"),
+    "raw_python_vs_predict_batch_udf": ("raw_python", "predict_batch_udf"),
+}
 
 
 def main() -> None:

@@ -14,11 +14,12 @@
     contender).
 The raw Python and Python backend detector runs are checked to find the same number of boxes
 as the JVM detector on (nearly) every photo.
-Best of --repeats timed runs after a warm-up; writes bench/results/detection.md and .json. Not a
+One protocol for all (bench/protocol.py): --warmups untimed and --repeats timed rounds, the order
+reversed every round, medians with their range. Writes bench/results/detection.md and .json. Not a
 test. The quick (smoke) run classifies with a tiny CNN in place of ResNet-50 (bench/models.py's
 quick_classifier).
 
-Usage: python bench/detection.py [--images N] [--repeats R] [--quick]
+Usage: python bench/detection.py [--images N] [--repeats R] [--warmups W] [--quick]
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
-from camera_trap import make_photos, run_mmlspark  # noqa: E402
-from onnx_inference import best_of, report  # noqa: E402
+import protocol  # noqa: E402
+from camera_trap import make_photos, mmlspark_pipeline  # noqa: E402
+from end_to_end import noop  # noqa: E402
+from onnx_inference import rates_of, ratios_of, report_rounds  # noqa: E402
 
 SIZE = 640
 BATCH = 8
@@ -93,7 +96,8 @@ def boxes(raw: np.ndarray, iou_threshold: float = 0.45, max_det: int = 300) -> i
     return len(kept)
 
 
-def run_raw_python(paths: list[Path], model: bytes, repeats: int) -> tuple[float, dict]:
+def raw_python(paths: list[Path], model: bytes):
+    """The function of one raw Python run, and the dict (file name -> boxes) each run fills."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -109,12 +113,11 @@ def run_raw_python(paths: list[Path], model: bytes, repeats: int) -> tuple[float
             for p, raw in zip(paths[start : start + BATCH], outputs, strict=True):
                 counts[p.name] = boxes(raw)
 
-    return best_of(repeats, run), counts
+    return run, counts
 
 
-def run_detector(
-    spark, folder: Path, model: bytes, repeats: int, backend: str = "jvm"
-) -> tuple[float, dict]:
+def detector_pipeline(spark, folder: Path, model: bytes, backend: str = "jvm"):
+    """The function of the rows (path, boxes, detectionError) of ObjectDetector on the photos."""
     from pyspark.sql import functions as F
 
     from mmlspark.detection import ObjectDetector
@@ -127,10 +130,13 @@ def run_detector(
         out = stage.transform(files.load(str(folder)))
         return out.select("path", F.size("detections").alias("boxes"), "detectionError")
 
-    seconds = best_of(repeats, lambda: found().write.format("noop").mode("overwrite").save())
+    return found
+
+
+def box_counts(found) -> dict[str, int]:
     rows = found().collect()
     assert all(r.detectionError is None for r in rows), [r.detectionError for r in rows][:3]
-    return seconds, {Path(r.path).name: r.boxes for r in rows}
+    return {Path(r.path).name: r.boxes for r in rows}
 
 
 def same_boxes(counts: dict, expected: dict) -> float:
@@ -145,12 +151,13 @@ def run(argv: list[str] | None = None) -> dict:
     table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=48)
-    parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--quick", action="store_true", help="4 photos, 1 repeat, a tiny CNN")
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds of every contender")
+    parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
+    parser.add_argument("--quick", action="store_true", help="4 photos, 1 round, a tiny CNN")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "detection.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.repeats = 4, 1
+        args.images, args.repeats, args.warmups = 4, 1, 1
 
     import mmlspark
 
@@ -158,50 +165,65 @@ def run(argv: list[str] | None = None) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     detector = models.yolo_detector(SIZE)
     classifier_name, classifier = models.classifier(args.quick)
-    rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "photos"
         paths = make_photos(folder, args.images)
-        seconds, counts = run_detector(spark, folder, detector, args.repeats)
-        rates["detector_mmlspark"] = args.images / seconds
-        seconds, python_counts = run_detector(
-            spark, folder, detector, args.repeats, backend="python"
+        jvm = detector_pipeline(spark, folder, detector)
+        python = detector_pipeline(spark, folder, detector, backend="python")
+        raw_run, raw_counts = raw_python(paths, detector)
+        classify = mmlspark_pipeline(spark, folder, classifier, binary=True)
+        rounds = protocol.measure(
+            {
+                "detector_mmlspark": lambda: noop(jvm()),
+                "detector_mmlspark_python_backend": lambda: noop(python()),
+                "detector_raw_python": raw_run,
+                "whole_image_classification_mmlspark": lambda: noop(classify()),
+            },
+            warmups=args.warmups,
+            rounds=args.repeats,
         )
-        rates["detector_mmlspark_python_backend"] = args.images / seconds
-        seconds, raw_counts = run_raw_python(paths, detector, args.repeats)
-        rates["detector_raw_python"] = args.images / seconds
-        seconds, _, _ = run_mmlspark(spark, folder, classifier, args.repeats, binary=True)
-        rates["whole_image_classification_mmlspark"] = args.images / seconds
+        counts, python_counts = box_counts(jvm), box_counts(python)
         spark.stop()
-    python_backend = rates["detector_mmlspark_python_backend"]
     figures = {
         "images": args.images,
-        "images_per_s": rates,
+        **rates_of(rounds, args.images),
         "boxes_per_photo": sum(counts.values()) / len(counts),
         "same_box_count_share": same_boxes(raw_counts, counts),
         "python_backend_same_box_count_share": same_boxes(python_counts, counts),
-        "detector_vs_raw_python": rates["detector_mmlspark"] / rates["detector_raw_python"],
-        "detector_vs_whole_image_classification": rates["detector_mmlspark"]
-        / rates["whole_image_classification_mmlspark"],
-        "detector_python_backend_vs_jvm": python_backend / rates["detector_mmlspark"],
-        "detector_python_backend_vs_raw_python": python_backend / rates["detector_raw_python"],
+        **ratios_of(rounds, RATIOS),
     }
-    report(
+    report_rounds(
         args.out,
         "Detection benchmark",
-        f"python bench/detection.py --images {args.images} --repeats {args.repeats}"
-        f"{' --quick' if args.quick else ''}",
+        f"python bench/detection.py --images {args.images} --repeats {args.repeats} --warmups"
+        f" {args.warmups}{' --quick' if args.quick else ''}",
         "4000x3000 JPEGs -> (detector) decode at 1/4 -> letterbox 640 -> YOLOv5s-sized detector"
         " (random weights, 25 200 boxes) -> NMS, next to (classification) decode at 1/8 -> 224x224"
         f" -> {classifier_name} -> top class.",
-        "contender | photos/s | mmlspark detector / contender",
-        rates,
-        lambda rate: rates["detector_mmlspark"] / rate,
+        "photos",
+        rounds,
+        args.images,
+        "detector_mmlspark",
         "detector >= 1.0x raw Python (same decode, model and NMS); its Python backend >= 0.8x the"
         " JVM detector",
         figures,
     )
     return figures
+
+
+#: Figure name: (contender, contender) whose per-round rate ratio it is.
+RATIOS = {
+    "detector_vs_raw_python": ("detector_mmlspark", "detector_raw_python"),
+    "detector_vs_whole_image_classification": (
+        "detector_mmlspark",
+        "whole_image_classification_mmlspark",
+    ),
+    "detector_python_backend_vs_jvm": ("detector_mmlspark_python_backend", "detector_mmlspark"),
+    "detector_python_backend_vs_raw_python": (
+        "detector_mmlspark_python_backend",
+        "detector_raw_python",
+    ),
+}
 
 
 def main() -> None:

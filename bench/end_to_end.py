@@ -8,11 +8,13 @@ normalize -> ResNet-50 architecture -> top class, side by side in one run on two
   - raw Python: opencv-python decoding in two threads, onnxruntime with two intra-op threads,
   - SynapseML 1.1.0: Spark's image source, its ImageTransformer and ONNXModel, local[2], in its
     own virtualenv (bench/synapseml_peer.py).
-Every contender computes the same top class (checked). The JPEGs are generated in code. Best of
---repeats timed runs after a warm-up; writes bench/results/end_to_end.md. Not a test. The quick
-(smoke) run has a tiny CNN in place of ResNet-50 (bench/models.py's quick_classifier).
+Every contender computes the same top class (checked). The JPEGs are generated in code. One
+protocol for all but SynapseML (bench/protocol.py): --warmups untimed and --repeats timed rounds,
+the order reversed every round, medians with their range; SynapseML runs in its own process with
+the same rounds. Writes bench/results/end_to_end.md. Not a test. The quick (smoke) run has a tiny
+CNN in place of ResNet-50 (bench/models.py's quick_classifier).
 
-Usage: python bench/end_to_end.py [--images N] [--repeats R] [--quick]
+Usage: python bench/end_to_end.py [--images N] [--repeats R] [--warmups W] [--quick]
 """
 
 from __future__ import annotations
@@ -32,16 +34,25 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
+import protocol  # noqa: E402
 import synapseml_peer  # noqa: E402
 from image_pipeline import MEAN, STD, make_jpegs, preprocess  # noqa: E402
-from onnx_inference import best_of, report, service_off  # noqa: E402
+from onnx_inference import rates_of, ratios_of, report_rounds, service_off  # noqa: E402
 
 BATCH = 64
 
 
-def run_mmlspark(
-    spark, folder: Path, model: bytes, repeats: int, backend: str = "jvm"
-) -> tuple[float, dict]:
+def noop(frame) -> None:
+    """Runs every row of `frame` through, writing nothing."""
+    frame.write.format("noop").mode("overwrite").save()
+
+
+def tops_of(frame) -> dict[str, int]:
+    """Photo file name -> top class, of `frame`'s rows (path, top)."""
+    return {Path(r.path).name: int(r.top) for r in frame.collect()}
+
+
+def mmlspark_pipeline(spark, folder: Path, model: bytes, backend: str = "jvm"):
     from mmlspark.image import read_images
     from mmlspark.onnx import ONNXModel
     from mmlspark.opencv import ImageTransformer
@@ -65,15 +76,14 @@ def run_mmlspark(
         photos = read_images(spark, str(folder), backend=backend)
         return onnx.transform(transform.transform(photos)).select("path", "top")
 
-    seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
-    return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
+    return scored
 
 
-def run_udf(
-    spark, folder: Path, model_path: Path, repeats: int, prepare=preprocess
-) -> tuple[float, dict]:
+def udf_pipeline(spark, folder: Path, model_path: Path, prepare=preprocess):
     """predict_batch_udf over the binaryFile rows under `folder` (recursively), each photo turned
-    into a CHW tensor by `prepare` (encoded bytes -> flat float32 3x224x224) in a pandas UDF."""
+    into a CHW tensor by `prepare` (encoded bytes -> flat float32 3x224x224) in a pandas UDF, as
+    a user would write it: the files' partitions as Spark reads them (no shuffle of the bytes).
+    Returns the function of the scored rows (path, top)."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql import functions as F
     from pyspark.sql.functions import pandas_udf
@@ -108,17 +118,15 @@ def run_udf(
 
     def scored():
         reader = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
-        files = reader.load(str(folder)).repartition(2)
+        files = reader.load(str(folder))
         return files.select("path", top(to_tensor(F.col("content"))).alias("top"))
 
-    seconds = best_of(repeats, lambda: scored().write.format("noop").mode("overwrite").save())
-    return seconds, {Path(r.path).name: int(r.top) for r in scored().collect()}
+    return scored
 
 
-def run_raw_python(
-    paths: list[Path], model_path: Path, repeats: int, prepare=preprocess
-) -> tuple[float, dict]:
-    """opencv-python (`prepare`) in two threads, then onnxruntime with two intra-op threads."""
+def raw_python(paths: list[Path], model_path: Path, prepare=preprocess):
+    """opencv-python (`prepare`) in two threads, then onnxruntime with two intra-op threads:
+    the function of one run, and the dict (file name -> top class) each run fills."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -135,7 +143,7 @@ def run_raw_python(
             for p, t in zip(paths[start : start + BATCH], tops, strict=True):
                 result[p.name] = int(t)
 
-    return best_of(repeats, run), result
+    return run, result
 
 
 def agree(tops: dict, expected: dict) -> float:
@@ -153,15 +161,16 @@ def run(argv: list[str] | None = None) -> dict:
     table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--images", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds of every contender")
+    parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument(
-        "--quick", action="store_true", help="16 images, 1 repeat, a tiny CNN, no SynapseML"
+        "--quick", action="store_true", help="16 images, 1 round, a tiny CNN, no SynapseML"
     )
     synapseml_peer.add_option(parser)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "end_to_end.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.repeats, args.synapseml = 16, 1, False
+        args.images, args.repeats, args.warmups, args.synapseml = 16, 1, 1, False
 
     import mmlspark
 
@@ -172,7 +181,6 @@ def run(argv: list[str] | None = None) -> dict:
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
     model_name, model = models.classifier(args.quick)
-    rates: dict[str, float] = {}
     agreement: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "jpegs"
@@ -180,59 +188,84 @@ def run(argv: list[str] | None = None) -> dict:
         paths = make_jpegs(folder, args.images)
         model_path = Path(tmp) / "classifier.onnx"
         model_path.write_bytes(model)
-        seconds, expected = run_mmlspark(spark, folder, model, args.repeats)
-        rates["mmlspark"] = args.images / seconds
+        jvm = mmlspark_pipeline(spark, folder, model)
+        python = mmlspark_pipeline(spark, folder, model, backend="python")
+        udf = udf_pipeline(spark, folder, model_path)
+        raw_run, raw_tops = raw_python(paths, model_path)
+
+        def service_off_run() -> None:
+            with service_off(spark):
+                noop(jvm())
+
+        rounds = protocol.measure(
+            {
+                "mmlspark": lambda: noop(jvm()),
+                "mmlspark_service_off": service_off_run,
+                "mmlspark_python_backend": lambda: noop(python()),
+                "predict_batch_udf": lambda: noop(udf()),
+                "raw_python": raw_run,
+            },
+            warmups=args.warmups,
+            rounds=args.repeats,
+        )
+        expected = tops_of(jvm())
         with service_off(spark):
-            seconds, tops = run_mmlspark(spark, folder, model, args.repeats)
-        rates["mmlspark_service_off"] = args.images / seconds
-        agreement["mmlspark_service_off"] = agree(tops, expected)
-        seconds, tops = run_mmlspark(spark, folder, model, args.repeats, backend="python")
-        rates["mmlspark_python_backend"] = args.images / seconds
-        agreement["mmlspark_python_backend"] = agree(tops, expected)
-        seconds, tops = run_udf(spark, folder, model_path, args.repeats)
-        rates["predict_batch_udf"] = args.images / seconds
-        agreement["predict_batch_udf"] = agree(tops, expected)
-        seconds, tops = run_raw_python(paths, model_path, args.repeats)
-        rates["raw_python"] = args.images / seconds
-        agreement["raw_python"] = agree(tops, expected)
+            agreement["mmlspark_service_off"] = agree(tops_of(jvm()), expected)
+        agreement["mmlspark_python_backend"] = agree(tops_of(python()), expected)
+        agreement["predict_batch_udf"] = agree(tops_of(udf()), expected)
+        agreement["raw_python"] = agree(raw_tops, expected)
+        measured = rates_of(rounds, args.images)
         if args.synapseml:
             old_model = Path(tmp) / "resnet50-opset13.onnx"
             old_model.write_bytes(models.for_old_runtimes(model))
             peer = synapseml_peer.measure_images(
                 old_model, folder, args.images, BATCH, args.repeats
             )
-            rates["synapseml"] = peer["images_per_s"]
+            measured["images_per_s"]["synapseml"] = peer["images_per_s"]
             agreement["synapseml"] = agree(peer["tops"], expected)
     spark.stop()
+    rates = measured["images_per_s"]
     figures = {
         "images": args.images,
         "model": model_name,
         "mmlspark_top_classes": expected,
         "top_class_agreement_with_mmlspark": agreement,
-        "images_per_s": rates,
-        "ratio_vs_predict_batch_udf": rates["mmlspark"] / rates["predict_batch_udf"],
-        "ratio_vs_raw_python": rates["mmlspark"] / rates["raw_python"],
-        "python_backend_vs_predict_batch_udf": rates["mmlspark_python_backend"]
-        / rates["predict_batch_udf"],
-        "python_backend_vs_jvm_backend": rates["mmlspark_python_backend"] / rates["mmlspark"],
+        **measured,
+        **ratios_of(rounds, RATIOS),
         "ratio_vs_synapseml": rates["mmlspark"] / rates["synapseml"] if args.synapseml else None,
     }
-    report(
+    report_rounds(
         args.out,
         "End-to-end benchmark",
-        f"python bench/end_to_end.py --images {args.images} --repeats {args.repeats}"
-        f"{' --quick' if args.quick else ''}",
+        f"python bench/end_to_end.py --images {args.images} --repeats {args.repeats} --warmups"
+        f" {args.warmups}{' --quick' if args.quick else ''}",
         "640x480 JPEG files -> decode -> resize 256 -> center crop 224 -> normalize ->"
         f" {model_name} (random weights) -> top class. Share of top classes equal to mmlspark's:"
-        f" {agreement}.",
-        "contender | images/s | mmlspark / contender",
-        rates,
-        lambda rate: rates["mmlspark"] / rate,
+        f" {agreement}."
+        + (
+            f" SynapseML (its own process): {rates['synapseml']:.1f} images/s."
+            if args.synapseml
+            else ""
+        ),
+        "images",
+        rounds,
+        args.images,
+        "mmlspark",
         "mmlspark >= 1.5x predict_batch_udf and >= 1.2x SynapseML end to end; its Python backend"
         " >= 1.2x predict_batch_udf and >= 0.8x the JVM backend",
         figures,
     )
     return figures
+
+
+#: Figure name: (contender, contender) whose per-round rate ratio it is.
+RATIOS = {
+    "ratio_vs_predict_batch_udf": ("mmlspark", "predict_batch_udf"),
+    "ratio_vs_raw_python": ("mmlspark", "raw_python"),
+    "python_backend_vs_predict_batch_udf": ("mmlspark_python_backend", "predict_batch_udf"),
+    "python_backend_vs_jvm_backend": ("mmlspark_python_backend", "mmlspark"),
+    "service_on_vs_off": ("mmlspark", "mmlspark_service_off"),
+}
 
 
 def main() -> None:

@@ -2,13 +2,14 @@
 
 All contenders do the same work on the same synthetic 640x480 JPEGs with two cores: mmlspark
 through ``read_images`` + ``ImageTransformer`` on ``local[2]``, on the JVM and on its Python backend
-(opencv-python in Arrow UDFs), and opencv-python in two worker processes. Each is run once to warm
-up, then timed over ``--repeats`` runs (best kept). Reports images/s, peak resident memory and, for
+(opencv-python in Arrow UDFs), and opencv-python in two worker processes. One protocol for all
+(``bench/protocol.py``): ``--warmups`` untimed and ``--repeats`` timed rounds, the order reversed
+every round, medians with their range. Reports images/s, peak resident memory and, for
 each mmlspark backend, a digest of the tensors it made (``tensor_digest``), which a check can
 recompute with opencv-python from the same JPEGs (``make_jpegs`` is deterministic). Writes
 ``bench/results/images.md``. Not a test: numbers vary with the machine and its load.
 
-Usage: python bench/image_pipeline.py [--images N] [--repeats R] [--quick]
+Usage: python bench/image_pipeline.py [--images N] [--repeats R] [--warmups W] [--quick]
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ import platform
 import resource
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import cv2
@@ -75,11 +75,9 @@ def preprocess_reduced(encoded: np.ndarray, size: int = 224) -> np.ndarray:
     return ((rgb * np.float32(1 / 255) - MEAN) / STD).transpose(2, 0, 1).ravel()
 
 
-def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> float:
-    start = time.perf_counter()
+def run_opencv(paths: list[Path], pool: multiprocessing.pool.Pool) -> None:
     sizes = pool.map(opencv_one, [str(p) for p in paths], chunksize=16)
     assert all(s == 3 * 224 * 224 for s in sizes)
-    return time.perf_counter() - start
 
 
 def tensors(spark, folder: Path, backend: str = "jvm"):
@@ -116,13 +114,10 @@ def tensor_digest(spark, folder: Path, backend: str = "jvm") -> dict:
     }
 
 
-def run_mmlspark(spark, folder: Path, count: int, backend: str = "jvm") -> float:
-    start = time.perf_counter()
+def run_mmlspark(spark, folder: Path, count: int, backend: str = "jvm") -> None:
     out = tensors(spark, folder, backend).selectExpr("size(tensor) AS n")
     sizes = out.groupBy("n").count().collect()
-    elapsed = time.perf_counter() - start
     assert [(r["n"], r["count"]) for r in sizes] == [(3 * 224 * 224, count)], sizes
-    return elapsed
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -142,12 +137,13 @@ def run(argv: list[str] | None = None) -> dict:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--images", type=int, default=1000)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 40 images, 1 repeat")
+    parser.add_argument("--repeats", type=int, default=5, help="timed rounds of every contender")
+    parser.add_argument("--warmups", type=int, default=2, help="untimed rounds before them")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 40 images, 1 round")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "images.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.repeats = 40, 1
+        args.images, args.repeats, args.warmups = 40, 1, 1
 
     import mmlspark
 
@@ -165,6 +161,7 @@ def run(argv: list[str] | None = None) -> dict:
         )
         spark.sparkContext.setLogLevel("ERROR")
         # Imported here, on the driver: end_to_end.py ships this module alone to the executors.
+        import protocol
         from onnx_inference import PeakRss
 
         jvm_pid = spark._jvm.java.lang.ProcessHandle.current().pid()
@@ -172,14 +169,17 @@ def run(argv: list[str] | None = None) -> dict:
         others = {p.pid for p in psutil.Process().children()}  # the JVM, say
         with jvm_peak, multiprocessing.get_context("fork").Pool(2) as pool:
             workers = [p.pid for p in psutil.Process().children() if p.pid not in others]
-            run_opencv(paths[:20], pool)  # warm-up
-            run_mmlspark(spark, folder, args.images)
-            run_mmlspark(spark, folder, args.images, "python")
-            cv_times = [run_opencv(paths, pool) for _ in range(args.repeats)]
-            ml_times = [run_mmlspark(spark, folder, args.images) for _ in range(args.repeats)]
-            py_times = [
-                run_mmlspark(spark, folder, args.images, "python") for _ in range(args.repeats)
-            ]
+            rounds = protocol.measure(
+                {
+                    "mmlspark": lambda: run_mmlspark(spark, folder, args.images),
+                    "mmlspark_python_backend": lambda: run_mmlspark(
+                        spark, folder, args.images, "python"
+                    ),
+                    "opencv_python": lambda: run_opencv(paths, pool),
+                },
+                warmups=args.warmups,
+                rounds=args.repeats,
+            )
             # Of the pool's workers alone (this process's other children, in a run of several
             # benchmarks, are not opencv-python's).
             worker_rss = max(peak_rss_mib(pid) for pid in workers)
@@ -191,18 +191,23 @@ def run(argv: list[str] | None = None) -> dict:
         spark.stop()
     if not worker_rss:  # no /proc: the largest child this process has waited for
         worker_rss = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    cv_rate = args.images / min(cv_times)
-    ml_rate = args.images / min(ml_times)
-    py_rate = args.images / min(py_times)
+    rates = {name: r.rate(args.images) for name, r in rounds.items()}
+    ratios = {
+        "ratio": ("mmlspark", "opencv_python"),
+        "python_backend_ratio": ("mmlspark_python_backend", "opencv_python"),
+        "python_backend_vs_jvm_backend": ("mmlspark_python_backend", "mmlspark"),
+    }
+    spreads = {key: protocol.ratio(rounds[a], rounds[b]) for key, (a, b) in ratios.items()}
     result = {
         "images": args.images,
         "repeats": args.repeats,
-        "mmlspark_images_per_s": round(ml_rate, 1),
-        "opencv_python_images_per_s": round(cv_rate, 1),
-        "ratio": round(ml_rate / cv_rate, 3),
-        "mmlspark_python_backend_images_per_s": round(py_rate, 1),
-        "python_backend_ratio": round(py_rate / cv_rate, 3),
-        "python_backend_vs_jvm_backend": round(py_rate / ml_rate, 3),
+        "warmups": args.warmups,
+        "mmlspark_images_per_s": round(rates["mmlspark"].median, 1),
+        "opencv_python_images_per_s": round(rates["opencv_python"].median, 1),
+        "mmlspark_python_backend_images_per_s": round(rates["mmlspark_python_backend"].median, 1),
+        **{key: round(spread.median, 3) for key, spread in spreads.items()},
+        "spreads": {name: rate.as_dict() for name, rate in rates.items()},
+        "ratio_spreads": {key: spread.as_dict() for key, spread in spreads.items()},
         "mmlspark_jvm_peak_rss_mib": round(jvm_rss, 1),
         "opencv_worker_peak_rss_mib": round(worker_rss, 1),
         "tensor_digests": digests,
@@ -215,16 +220,20 @@ def run(argv: list[str] | None = None) -> dict:
         [
             "# Image preprocessing: decode + resize(256) + centerCrop(224) + normalize -> tensor",
             "",
-            f"{args.images} synthetic 640x480 JPEGs, two cores each, best of {args.repeats}.",
+            f"{args.images} synthetic 640x480 JPEGs, two cores each; every contender the same"
+            f" {args.warmups} warm-up and {args.repeats} timed rounds, in an order reversed every"
+            " round: images/s of the median round (slowest - fastest), ratios as the median of"
+            " the per-round ratios (range).",
             f"Machine: {machine}.",
             "",
             "| contender | images/s | ratio to opencv-python | peak resident memory |",
             "|---|---:|---:|---:|",
-            f"| mmlspark (read_images + ImageTransformer, local[2]) | {ml_rate:.1f} | "
-            f"{ml_rate / cv_rate:.2f} | {jvm_rss:.0f} MiB (Spark JVM) |",
-            f"| mmlspark, Python backend (the same stages, local[2]) | {py_rate:.1f} | "
-            f"{py_rate / cv_rate:.2f} | not sampled (Python workers) |",
-            f"| opencv-python, 2 worker processes | {cv_rate:.1f} | 1.00 | "
+            f"| mmlspark (read_images + ImageTransformer, local[2]) | {rates['mmlspark'].text(1)}"
+            f" | {spreads['ratio'].text(2)} | {jvm_rss:.0f} MiB (Spark JVM) |",
+            "| mmlspark, Python backend (the same stages, local[2]) |"
+            f" {rates['mmlspark_python_backend'].text(1)} |"
+            f" {spreads['python_backend_ratio'].text(2)} | not sampled (Python workers) |",
+            f"| opencv-python, 2 worker processes | {rates['opencv_python'].text(1)} | 1.00 | "
             f"{worker_rss:.0f} MiB (largest worker) |",
             "",
         ]

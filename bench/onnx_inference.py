@@ -10,13 +10,15 @@ same float32 image tensors go through
   - ONNXModel on the Python backend (setBackend("python"): onnxruntime in Arrow UDFs, as on
     compute that cannot load the jar) on local[2], the same params; its top classes are checked
     against the JVM ONNXModel's.
-Each is run once to warm up, then timed over --repeats runs (best kept). Reports images/s,
-ratios, ONNX Runtime sessions created and peak resident memory, and digests of ONNXModel's logits
-with its output buffers pinned and unpinned (the tensors come from --seed, so that a check can
-recompute them with onnxruntime); writes bench/results/onnx.md. Not a test: numbers vary with the
-machine and its load.
+All of them are measured by one protocol (bench/protocol.py): --warmups untimed rounds, then
+--repeats timed rounds, in an order reversed every round; each rate is the median round's with the
+range of the rounds, each ratio the median of the per-round ratios with their range. Reports
+images/s, ratios, ONNX Runtime sessions created and peak resident memory (one more untimed run
+each), and digests of ONNXModel's logits with its output buffers pinned and unpinned (the tensors
+come from --seed, so that a check can recompute them with onnxruntime); writes
+bench/results/onnx.md. Not a test: numbers vary with the machine and its load.
 
-Usage: python bench/onnx_inference.py [--models resnet50,tiny] [--repeats R] [--quick]
+Usage: python bench/onnx_inference.py [--models resnet50,tiny] [--repeats R] [--warmups W] [--quick]
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import models  # noqa: E402
+import protocol  # noqa: E402
 import synapseml_peer  # noqa: E402
 
 # model: (builder, image size, images)
@@ -112,6 +115,60 @@ def report(
     save_figures(out, figures)
 
 
+def report_rounds(
+    out: str,
+    title: str,
+    command: str,
+    setup: str,
+    noun: str,
+    rounds: dict[str, protocol.Rounds],
+    items: int,
+    reference: str,
+    target: str,
+    figures: dict,
+) -> None:
+    """Writes the table of a `protocol.measure` comparison: each contender's `noun`/s (median
+    round, slowest - fastest) and `reference`'s rate over its own, round by round (median,
+    range); and `figures` as JSON beside it."""
+    lines = [
+        f"# {title}",
+        "",
+        f"`{command}` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. {setup} Every"
+        " contender: the same warm-ups and timed rounds, in an order reversed every round;"
+        f" {noun}/s of the median round (slowest - fastest), ratios as the median of the"
+        " per-round ratios (range).",
+        "",
+        f"| contender | {noun}/s | {reference} / contender |",
+        "|---|---|---|",
+    ]
+    for name, r in rounds.items():
+        ratio = protocol.ratio(rounds[reference], r).text(2)
+        lines.append(f"| {name} | {r.rate(items).text(1)} | {ratio} |")
+    lines += ["", f"Target: {target}.", ""]
+    Path(out).parent.mkdir(parents=True, exist_ok=True)
+    Path(out).write_text("\n".join(lines))
+    save_figures(out, figures)
+
+
+def rates_of(rounds: dict[str, protocol.Rounds], items: int) -> dict:
+    """Figures of a `protocol.measure` comparison: "images_per_s" (each contender's median
+    rate), "spreads" (its median, slowest and fastest round) and "rounds"."""
+    return {
+        "images_per_s": {name: r.rate(items).median for name, r in rounds.items()},
+        "spreads": {name: r.rate(items).as_dict() for name, r in rounds.items()},
+        "rounds": len(next(iter(rounds.values())).seconds),
+    }
+
+
+def ratios_of(rounds: dict[str, protocol.Rounds], pairs: dict[str, tuple[str, str]]) -> dict:
+    """For each figure name of `pairs` (a, b): the median per-round ratio of a's rate over b's,
+    and its range under "ratio_spreads"."""
+    spreads = {key: protocol.ratio(rounds[a], rounds[b]) for key, (a, b) in pairs.items()}
+    figures: dict = {key: spread.median for key, spread in spreads.items()}
+    figures["ratio_spreads"] = {key: spread.as_dict() for key, spread in spreads.items()}
+    return figures
+
+
 @contextlib.contextmanager
 def setting(spark, key: str, value: str):
     """Spark setting `key` at `value` inside the block, unset after it."""
@@ -128,83 +185,50 @@ def service_off(spark):
     return setting(spark, "spark.mmlspark.onnx.inferenceService", "false")
 
 
-def best_of(repeats: int, run) -> float:
-    run()  # warm-up: sessions, JIT, caches
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return min(times)
+class RawOrtJava:
+    """Raw ONNX Runtime Java (bench/RawOrt.java) in a JVM of its own, loaded once: each call runs
+    every batch once there and returns the seconds it measured (`protocol.Timed`), so that it is
+    timed in turn with the other contenders."""
 
-
-def best_of_alternating(repeats: int, runs: dict) -> dict:
-    """Seconds of the best of `repeats` timed runs of each of `runs` (name -> function), taken in
-    turn, the order reversed every round (a, b, b, a, a, b, ...) after one warm-up each, so that
-    none gains from its place."""
-    for run in runs.values():
-        run()
-    times: dict = {name: [] for name in runs}
-    for round_ in range(repeats):
-        order = list(runs.items())
-        for name, run in order if round_ % 2 == 0 else reversed(order):
-            start = time.perf_counter()
-            run()
-            times[name].append(time.perf_counter() - start)
-    return {name: min(t) for name, t in times.items()}
-
-
-def run_raw(
-    work: Path,
-    ort_jar: str,
-    model: Path,
-    tensors: Path,
-    n: int,
-    size: int,
-    batch: int,
-    repeats: int,
-) -> tuple[float, int]:
-    classes = work / "classes"
-    if not (classes / "RawOrt.class").exists():
-        subprocess.run(
-            ["javac", "-d", str(classes), "-cp", ort_jar, str(ROOT / "bench" / "RawOrt.java")],
-            check=True,
+    def __init__(self, work: Path, ort_jar: str, model: Path, tensors: Path, n: int, size: int,
+                 batch: int) -> None:  # fmt: skip
+        classes = work / "classes"
+        if not (classes / "RawOrt.class").exists():
+            subprocess.run(
+                ["javac", "-d", str(classes), "-cp", ort_jar, str(ROOT / "bench" / "RawOrt.java")],
+                check=True,
+            )
+        shape = [str(n), "3", str(size), str(size), str(batch), "2"]
+        command = ["java", "-Xmx4g", "-cp", f"{ort_jar}:{classes}", "RawOrt", str(model),
+                   str(tensors), *shape]  # fmt: skip
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
         )
-    cmd = [
-        "java",
-        "-Xmx4g",
-        "-cp",
-        f"{ort_jar}:{classes}",
-        "RawOrt",
-        str(model),
-        str(tensors),
-        str(n),
-        "3",
-        str(size),
-        str(size),
-        str(batch),
-        "2",
-        str(repeats),
-    ]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
-    with PeakRss(lambda pid, _: pid == proc.pid) as rss:
-        out, _ = proc.communicate()
-    if proc.returncode != 0:
-        raise RuntimeError(f"RawOrt failed: {out}")
-    result = json.loads(out.strip().splitlines()[-1])
-    return result["images"] / result["seconds"] * 1.0, rss.peak
+        self._answer("ready")
+
+    def _answer(self, expected: str | None = None) -> str:
+        line = self.process.stdout.readline().strip()  # type: ignore[union-attr]
+        if not line or (expected and line != expected):
+            self.process.kill()
+            raise RuntimeError(f"RawOrt failed (exit {self.process.wait()}): {line!r}")
+        return line
+
+    def __call__(self) -> protocol.Timed:
+        self.process.stdin.write("run\n")  # type: ignore[union-attr]
+        return protocol.Timed(float(self._answer()))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.write("quit\n")  # type: ignore[union-attr]
+            self.process.stdin.close()  # type: ignore[union-attr]
+            self.process.wait(timeout=60)
 
 
-def run_raw_python(
-    model: Path, tensors: np.ndarray, batch: int, repeats: int
-) -> tuple[float, float]:
+def raw_python(model: Path, tensors: np.ndarray, batch: int):
     """onnxruntime in this Python process: one session, two intra-op threads (the two cores the
-    other contenders get), the same batches. Returns the best seconds and the growth of this
-    process's resident memory while it ran (its own baseline includes the Spark driver's Python
-    side, not the JVM)."""
+    other contenders get), the same batches. Returns the function of one run over all tensors."""
     import onnxruntime as ort
 
-    before = rss_of(os.getpid())
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     options.inter_op_num_threads = 1
@@ -215,9 +239,7 @@ def run_raw_python(
         for start in range(0, len(tensors), batch):
             session.run(None, {name: tensors[start : start + batch]})
 
-    seconds = best_of(repeats, run)
-    grown = (rss_of(os.getpid()) - before) / 2**20
-    return seconds, grown
+    return run
 
 
 def rss_of(pid: int) -> int:
@@ -301,64 +323,127 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
 
     onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
     onnx.setModelPayload(model_bytes)
-    sessions_before = jvm.mmlspark.onnx.OrtSessions.created()
+    python_backend = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
+    python_backend = python_backend.setBackend("python").setModelPayload(model_bytes)
+
+    def written(frame) -> None:
+        frame.write.format("noop").mode("overwrite").save()
 
     def onnx_run() -> None:
-        onnx.transform(df).write.format("noop").mode("overwrite").save()
+        written(onnx.transform(df))
 
-    with PeakRss(lambda pid, _: pid == jvm_pid) as rss:
-        seconds = best_of(args.repeats, onnx_run)
-    figures["mmlspark_images_per_s"] = n / seconds
-    figures["mmlspark_sessions_created"] = jvm.mmlspark.onnx.OrtSessions.created() - sessions_before
-    figures["mmlspark_jvm_peak_rss_mb"] = rss.peak / 2**20
-    with service_off(spark):
-        figures["mmlspark_service_off_images_per_s"] = n / best_of(args.repeats, onnx_run)
-    figures["service_on_vs_off"] = (
-        figures["mmlspark_images_per_s"] / figures["mmlspark_service_off_images_per_s"]
-    )
+    def service_off_run() -> None:
+        with service_off(spark):
+            onnx_run()
 
     def unpinned_run() -> None:
+        # Outputs ONNX Runtime allocates each run, against buffers reused run after run.
         with setting(spark, "spark.mmlspark.onnx.pinOutputs", "false"):
             onnx_run()
 
-    # Output buffers reused run after run (the default) against outputs ONNX Runtime allocates
-    # each run, in turn in one loop.
-    pins = best_of_alternating(args.repeats, {"pinned": onnx_run, "unpinned": unpinned_run})
-    figures["mmlspark_pinned_images_per_s"] = n / pins["pinned"]
-    figures["mmlspark_unpinned_images_per_s"] = n / pins["unpinned"]
-    figures["pinned_vs_unpinned"] = pins["unpinned"] / pins["pinned"]
+    udf = predict_batch_udf_of(model_path, args.batch, size)
+    ort_jar = next(
+        j for j in spark.sparkContext.getConf().get("spark.jars").split(",") if "onnxruntime" in j
+    ).replace("file://", "")
+    python_rss_before = rss_of(os.getpid())
+    contenders = {
+        "mmlspark": onnx_run,
+        "mmlspark, service off": service_off_run,
+        "mmlspark, outputs unpinned": unpinned_run,
+        "mmlspark, Python backend": lambda: written(python_backend.transform(df)),
+        "predict_batch_udf": lambda: written(df.select(udf("tensor").alias("logits"))),
+        "raw ORT Python": raw_python(model_path, tensors, args.batch),
+    }
+    sessions_before = jvm.mmlspark.onnx.OrtSessions.created()
+    raw_java = RawOrtJava(work, ort_jar, model_path, tensor_path, n, size, args.batch)
+    try:
+        contenders["raw ORT Java"] = raw_java
+        rounds = protocol.measure(contenders, warmups=args.warmups, rounds=args.repeats)
+        # One per settings: the inference service's and, with the service off, the tasks' own.
+        figures["mmlspark_sessions_created"] = (
+            jvm.mmlspark.onnx.OrtSessions.created() - sessions_before
+        )
+        figures["raw_ort_python_rss_mb"] = (rss_of(os.getpid()) - python_rss_before) / 2**20
+        # Peak memory: one more run of each on its own, untimed (the sampler takes CPU). The
+        # Python workers are shared by predict_batch_udf and the Python backend.
+        workers = lambda pid, cmdline: pid == jvm_pid or "pyspark" in cmdline  # noqa: E731
+        for key, pick, run in [
+            ("mmlspark_jvm_peak_rss_mb", lambda pid, _: pid == jvm_pid, onnx_run),
+            ("raw_ort_java_peak_rss_mb", lambda pid, _: pid == raw_java.process.pid, raw_java),
+            ("predict_batch_udf_peak_rss_mb", workers, contenders["predict_batch_udf"]),
+        ]:
+            with PeakRss(pick) as rss:
+                run()
+            figures[key] = rss.peak / 2**20
+    finally:
+        raw_java.close()
+    figures.update(rates_and_ratios(rounds, n))
+
     # What each way gives, not only how fast: a pinned buffer handed on before it is copied out
     # shows as logits of the wrong image.
     pinned_logits = logits_by_id(onnx.transform(df))
     figures["mmlspark_pinned_logits"] = logit_digest(pinned_logits)
     with setting(spark, "spark.mmlspark.onnx.pinOutputs", "false"):
         figures["mmlspark_unpinned_logits"] = logit_digest(logits_by_id(onnx.transform(df)))
-
-    ort_jar = next(
-        j for j in spark.sparkContext.getConf().get("spark.jars").split(",") if "onnxruntime" in j
-    ).replace("file://", "")
-    raw_per_s, raw_rss = run_raw(
-        work, ort_jar, model_path, tensor_path, n, size, args.batch, args.repeats
-    )
-    figures["raw_ort_java_images_per_s"] = raw_per_s
-    figures["raw_ort_java_peak_rss_mb"] = raw_rss / 2**20
-    figures["ratio_vs_raw"] = figures["mmlspark_images_per_s"] / raw_per_s
+    share, difference = agreement(logits_by_id(python_backend.transform(df)), pinned_logits)
+    figures["python_backend_top_class_agreement"] = share
+    figures["python_backend_max_abs_logit_difference"] = difference
 
     if args.synapseml:
+        # SynapseML needs ONNX Runtime 1.17 and Spark 3.5: a process of its own, measured there
+        # with the same warm-up and rounds (not in turn with the contenders above).
         old_model = work / f"{name}-opset13.onnx"
         old_model.write_bytes(models.for_old_runtimes(model_bytes))
         peer = synapseml_peer.measure(old_model, tensor_path, n, size, args.batch, args.repeats)
         figures["synapseml_images_per_s"] = peer["images_per_s"]
         figures["synapseml_jvm_peak_rss_mb"] = peer["jvm_peak_rss_mb"]
         figures["ratio_vs_synapseml"] = figures["mmlspark_images_per_s"] / peer["images_per_s"]
+    df.unpersist()
+    return figures
 
-    seconds, rss_mb = run_raw_python(model_path, tensors, args.batch, args.repeats)
-    figures["raw_ort_python_images_per_s"] = n / seconds
-    figures["raw_ort_python_rss_mb"] = rss_mb
+
+#: Figure name: (contender, contender) whose per-round rate ratio it is.
+RATIOS = {
+    "service_on_vs_off": ("mmlspark", "mmlspark, service off"),
+    "pinned_vs_unpinned": ("mmlspark", "mmlspark, outputs unpinned"),
+    "ratio_vs_raw": ("mmlspark", "raw ORT Java"),
+    "ratio_vs_raw_python": ("mmlspark", "raw ORT Python"),
+    "ratio_vs_predict_batch_udf": ("mmlspark", "predict_batch_udf"),
+    "python_backend_vs_jvm_backend": ("mmlspark, Python backend", "mmlspark"),
+    "python_backend_vs_raw_ort_python": ("mmlspark, Python backend", "raw ORT Python"),
+    "python_backend_vs_predict_batch_udf": ("mmlspark, Python backend", "predict_batch_udf"),
+}
+#: Figure name of each contender's median rate.
+RATE_FIGURES = {
+    "mmlspark": "mmlspark_images_per_s",
+    "mmlspark, service off": "mmlspark_service_off_images_per_s",
+    "mmlspark, outputs unpinned": "mmlspark_unpinned_images_per_s",
+    "mmlspark, Python backend": "mmlspark_python_backend_images_per_s",
+    "predict_batch_udf": "predict_batch_udf_images_per_s",
+    "raw ORT Python": "raw_ort_python_images_per_s",
+    "raw ORT Java": "raw_ort_java_images_per_s",
+}
+
+
+def rates_and_ratios(rounds: dict[str, protocol.Rounds], n: int) -> dict:
+    """The figures of one measurement: each contender's median rate (and its range under
+    "spreads"), and each ratio of RATIOS as the median of its per-round ratios (range under
+    "ratio_spreads")."""
+    measured = rates_of(rounds, n)
+    figures: dict = {RATE_FIGURES[name]: rate for name, rate in measured["images_per_s"].items()}
+    figures["mmlspark_pinned_images_per_s"] = figures["mmlspark_images_per_s"]
+    figures.update(ratios_of(rounds, RATIOS))
+    figures["rounds"], figures["spreads"] = measured["rounds"], measured["spreads"]
+    return figures
+
+
+def predict_batch_udf_of(model_path: Path, batch: int, size: int):
+    """pyspark's predict_batch_udf with onnxruntime, one intra-op thread per task, written as a
+    user would."""
     from pyspark.ml.functions import predict_batch_udf
     from pyspark.sql.types import ArrayType, FloatType
 
-    path, batch = str(model_path), args.batch
+    path = str(model_path)
 
     def make_predict_fn():
         import onnxruntime as ort
@@ -374,88 +459,68 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
 
         return predict
 
-    udf = predict_batch_udf(
+    return predict_batch_udf(
         make_predict_fn,
         return_type=ArrayType(FloatType()),
         batch_size=batch,
         input_tensor_shapes=[[3, size, size]],
     )
 
-    def udf_run() -> None:
-        df.select(udf("tensor").alias("logits")).write.format("noop").mode("overwrite").save()
-
-    workers = lambda pid, cmdline: pid == jvm_pid or "pyspark" in cmdline  # noqa: E731
-    with PeakRss(workers) as rss:
-        seconds = best_of(args.repeats, udf_run)
-    figures["predict_batch_udf_images_per_s"] = n / seconds
-    figures["predict_batch_udf_peak_rss_mb"] = rss.peak / 2**20
-    figures["ratio_vs_predict_batch_udf"] = figures["mmlspark_images_per_s"] * seconds / n
-
-    # After predict_batch_udf, so that its peak RSS counts no session this run leaves in the
-    # (reused) Python workers.
-    python_backend = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
-    python_backend = python_backend.setBackend("python").setModelPayload(model_bytes)
-
-    def python_backend_run() -> None:
-        python_backend.transform(df).write.format("noop").mode("overwrite").save()
-
-    rate = n / best_of(args.repeats, python_backend_run)
-    figures["mmlspark_python_backend_images_per_s"] = rate
-    figures["python_backend_vs_jvm_backend"] = rate / figures["mmlspark_images_per_s"]
-    figures["python_backend_vs_raw_ort_python"] = rate / figures["raw_ort_python_images_per_s"]
-    figures["python_backend_vs_predict_batch_udf"] = (
-        rate / figures["predict_batch_udf_images_per_s"]
-    )
-    share, difference = agreement(logits_by_id(python_backend.transform(df)), pinned_logits)
-    figures["python_backend_top_class_agreement"] = share
-    figures["python_backend_max_abs_logit_difference"] = difference
-    df.unpersist()
-    return figures
-
 
 def table(results: list[dict], args) -> str:
     def f(v, spec=".1f"):
         return "n/a" if v is None else format(v, spec)
 
+    def rate(r: dict, contender: str) -> str:
+        """A contender's median images/s with the range of its rounds."""
+        spread = r["spreads"].get(contender)
+        return "n/a" if spread is None else protocol.Spread(**spread).text(1)
+
+    def ratio(r: dict, key: str) -> str:
+        spread = r["ratio_spreads"].get(key)
+        return "n/a" if spread is None else protocol.Spread(**spread).text(2)
+
     lines = [
         "# ONNX inference benchmark",
         "",
         f"`python bench/onnx_inference.py --models {args.models} --repeats {args.repeats}"
-        f"{' --quick' if args.quick else ''}` on {platform.machine()}, {os.cpu_count()} cores,"
-        f" {time.strftime('%Y-%m-%d')}. Random float32 tensors, batch {args.batch}, two threads"
-        " (local[2]: two tasks; ONNXModel's inference service runs the batches of both on two"
-        " worker threads, one intra-op thread each, and with the service off each task runs its"
-        " own with one); best of the timed runs.",
+        f" --warmups {args.warmups}{' --quick' if args.quick else ''}` on {platform.machine()},"
+        f" {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Random float32 tensors, batch"
+        f" {args.batch}, two threads (local[2]: two tasks; ONNXModel's inference service runs the"
+        " batches of both on two worker threads, one intra-op thread each, and with the service"
+        " off each task runs its own with one). Every contender: the same warm-ups and timed"
+        " rounds, in an order reversed every round; images/s as the median round's (slowest -"
+        " fastest), ratios as the median of the per-round ratios (range). SynapseML runs in a"
+        " process of its own with the same rounds, not in turn with the others.",
         "",
-        "| model | images | ONNXModel img/s | ONNXModel, service off img/s |"
+        "| model | images | rounds | ONNXModel img/s | ONNXModel, service off img/s |"
         " ONNXModel, Python backend img/s | raw ORT Java img/s | raw ORT Python img/s |"
         " predict_batch_udf img/s | SynapseML 1.1.0 img/s | ONNXModel / raw Java |"
-        " ONNXModel / predict_batch_udf | ONNXModel / SynapseML |"
-        " Python backend / (ONNXModel / raw ORT Python / predict_batch_udf) |"
+        " ONNXModel / predict_batch_udf | ONNXModel / SynapseML | Python backend / ONNXModel |"
+        " Python backend / raw ORT Python | Python backend / predict_batch_udf |"
         " Python backend's top classes equal to ONNXModel's | sessions created |"
         " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |"
-        " outputs pinned / unpinned img/s (in turn) | pinned / unpinned |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        " outputs unpinned img/s | pinned / unpinned | service on / off |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
-            f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {f(r['mmlspark_images_per_s'])}"
-            f" | {f(r['mmlspark_service_off_images_per_s'])}"
-            f" | {f(r.get('mmlspark_python_backend_images_per_s'))}"
-            f" | {f(r['raw_ort_java_images_per_s'])} | {f(r['raw_ort_python_images_per_s'])}"
-            f" | {f(r['predict_batch_udf_images_per_s'])} | {f(r.get('synapseml_images_per_s'))}"
-            f" | {f(r['ratio_vs_raw'], '.3f')} | {f(r.get('ratio_vs_predict_batch_udf'), '.2f')}"
-            f" | {f(r.get('ratio_vs_synapseml'), '.2f')}"
-            f" | {f(r.get('python_backend_vs_jvm_backend'), '.2f')} /"
-            f" {f(r.get('python_backend_vs_raw_ort_python'), '.2f')} /"
-            f" {f(r.get('python_backend_vs_predict_batch_udf'), '.2f')}"
+            f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {r['rounds']}"
+            f" | {rate(r, 'mmlspark')} | {rate(r, 'mmlspark, service off')}"
+            f" | {rate(r, 'mmlspark, Python backend')} | {rate(r, 'raw ORT Java')}"
+            f" | {rate(r, 'raw ORT Python')} | {rate(r, 'predict_batch_udf')}"
+            f" | {f(r.get('synapseml_images_per_s'))} | {ratio(r, 'ratio_vs_raw')}"
+            f" | {ratio(r, 'ratio_vs_predict_batch_udf')} | {f(r.get('ratio_vs_synapseml'), '.2f')}"
+            f" | {ratio(r, 'python_backend_vs_jvm_backend')}"
+            f" | {ratio(r, 'python_backend_vs_raw_ort_python')}"
+            f" | {ratio(r, 'python_backend_vs_predict_batch_udf')}"
             f" | {f(r.get('python_backend_top_class_agreement'), '.2f')}"
             f" | {r['mmlspark_sessions_created']} | {f(r['mmlspark_jvm_peak_rss_mb'], '.0f')} /"
             f" {f(r['raw_ort_java_peak_rss_mb'], '.0f')} /"
             f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} /"
             f" {f(r.get('synapseml_jvm_peak_rss_mb'), '.0f')}"
-            f" | {f(r['mmlspark_pinned_images_per_s'])} / {f(r['mmlspark_unpinned_images_per_s'])}"
-            f" | {f(r['pinned_vs_unpinned'], '.2f')} |"
+            f" | {rate(r, 'mmlspark, outputs unpinned')} | {ratio(r, 'pinned_vs_unpinned')}"
+            f" | {ratio(r, 'service_on_vs_off')} |"
         )
     lines += [
         "",
@@ -472,7 +537,8 @@ def run(argv: list[str] | None = None) -> list[dict]:
     table and JSON, and returns its figures, one dict per model."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="resnet50,tiny")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds of every contender")
+    parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
@@ -480,7 +546,7 @@ def run(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.models, args.repeats, args.synapseml = "tiny", 1, False
+        args.models, args.repeats, args.warmups, args.synapseml = "tiny", 1, 1, False
 
     import mmlspark
 

@@ -3,11 +3,14 @@ standalone cluster of two one-core workers on this machine (scripts/spark_servic
 local[1] and local[2] its Python backend too (onnxruntime in the Python workers).
 
 The same model (the ResNet-50 architecture by default: work that should scale) and the same
-float32 tensors (from --seed), cached in the executors, batch 64; the best of --repeats timed runs
-after a warm-up. Reports images/s and a digest of each run's logits (onnx_inference.logit_digest).
+float32 tensors (from --seed), cached in the executors, batch 64; a master's backends in turn by
+the one protocol (bench/protocol.py: --warmups untimed and --repeats timed rounds, the order
+reversed every round, the median round), the masters one after another (each is a session of its
+own). Reports images/s and a digest of each run's logits (onnx_inference.logit_digest).
 Writes bench/results/scaling.md. Not a test: numbers vary with the machine and its load.
 
-Usage: python bench/scaling.py [--model resnet50|tiny] [--images N] [--repeats R] [--quick]
+Usage: python bench/scaling.py [--model resnet50|tiny] [--images N] [--repeats R] [--warmups W]
+       [--quick]
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
+import protocol  # noqa: E402
+from end_to_end import noop  # noqa: E402
 from onnx_inference import (  # noqa: E402
     MODELS,
-    best_of,
     logit_digest,
     logits_by_id,
     report,
@@ -58,17 +62,21 @@ def measure(
     spark.sparkContext.setLogLevel("ERROR")
     try:
         df = tensor_frame(spark, tensors, partitions=2)
-        results: list[tuple[float, dict]] = []
+        stages = {}
         for backend in ("jvm", "python") if python else ("jvm",):
             onnx = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=args.batch)
-            onnx.setBackend(backend).setModelPayload(model)
-
-            def run(stage: ONNXModel = onnx) -> None:
-                stage.transform(df).write.format("noop").mode("overwrite").save()
-
-            rate = len(tensors) / best_of(args.repeats, run)
-            results.append((rate, logit_digest(logits_by_id(onnx.transform(df)))))
-        return results
+            stages[backend] = onnx.setBackend(backend).setModelPayload(model)
+        # The backends of one master in turn, by the one protocol; the masters one after another
+        # (each is a session of its own).
+        rounds = protocol.measure(
+            {b: (lambda s=s: noop(s.transform(df))) for b, s in stages.items()},
+            warmups=args.warmups,
+            rounds=args.repeats,
+        )
+        return [
+            (rounds[b].rate(len(tensors)).median, logit_digest(logits_by_id(s.transform(df))))
+            for b, s in stages.items()
+        ]
     finally:
         spark.stop()
 
@@ -79,7 +87,8 @@ def run(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="resnet50", choices=sorted(MODELS))
     parser.add_argument("--images", type=int, default=128)
-    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--repeats", type=int, default=3, help="timed rounds of every contender")
+    parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
     parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
@@ -92,7 +101,7 @@ def run(argv: list[str] | None = None) -> dict:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.model, args.images, args.repeats = "tiny", 256, 1
+        args.model, args.images, args.repeats, args.warmups = "tiny", 256, 1, 1
     build, size, _ = MODELS[args.model]
     model = build()
     tensors = seeded_tensors(args.seed, args.images, size)
@@ -136,7 +145,9 @@ def run(argv: list[str] | None = None) -> dict:
         "Scaling benchmark",
         f"python bench/scaling.py --model {args.model} --images {args.images} --repeats"
         f" {args.repeats}{' --quick' if args.quick else ''}",
-        f"ONNXModel, batch {args.batch}, tensors cached in the executors, best of the timed runs.",
+        f"ONNXModel, batch {args.batch}, tensors cached in the executors; each master's"
+        f" backends in turn, {args.warmups} warm-up and {args.repeats} timed rounds each, the"
+        " median round.",
         "master | images/s | speed-up vs local[1] (of the same backend)",
         rates,
         lambda rate: by_rate[rate],

@@ -62,10 +62,34 @@ def machine() -> dict[str, str]:
 def service_row(workload: str, r: dict) -> list[tuple[str, float, float | None]]:
     """mmlspark with the inference service against mmlspark without it, where both ran."""
     rates = r["images_per_s"]
+    if r.get("service_on_vs_off"):
+        return [(f"{workload}: inference service on / off", fig(r, "service_on_vs_off"), None)]
     if not rates.get("mmlspark_service_off"):
         return []
     ratio = rates["mmlspark"] / rates["mmlspark_service_off"]
     return [(f"{workload}: inference service on / off", ratio, None)]
+
+
+class Ratio(float):
+    """A ratio of a benchmark's figures, with the range of its per-round ratios where the
+    figures have it (bench/protocol.py)."""
+
+    spread: str | None = None
+
+
+def fig(r: dict, key: str) -> Ratio:
+    """Figure `key` of `r`, with its range from `r["ratio_spreads"]` where there is one."""
+    value = Ratio(r[key])
+    spread = (r.get("ratio_spreads") or {}).get(key)
+    if spread:
+        value.spread = f"{spread['low']:.2f}-{spread['high']:.2f}"
+    return value
+
+
+def shown(value: float) -> str:
+    """'0.94' or, with its range, '0.94 (0.90-0.97)'."""
+    spread = getattr(value, "spread", None)
+    return f"{value:.2f}" + (f" ({spread})" if spread else "")
 
 
 # onnx_inference.py's models by the names the summary gives them.
@@ -82,55 +106,64 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
             rows.append(
                 (
                     f"{name}: ONNXModel / raw ORT Java",
-                    r["ratio_vs_raw"],
+                    fig(r, "ratio_vs_raw"),
                     0.95 if name == "ResNet-50" else 0.6,
                 )
             )
             if r.get("service_on_vs_off"):
-                ratio = r["service_on_vs_off"]
+                ratio = fig(r, "service_on_vs_off")
                 rows.append((f"{name}: inference service on / off", ratio, None))
             if r.get("pinned_vs_unpinned"):
-                ratio = r["pinned_vs_unpinned"]
+                ratio = fig(r, "pinned_vs_unpinned")
                 rows.append((f"{name}: pinned outputs on / off", ratio, None))
             if r.get("ratio_vs_predict_batch_udf"):
                 target = 1.5 if name == "tiny CNN" else None
                 rows.append(
                     (
                         f"{name}: ONNXModel / predict_batch_udf",
-                        r["ratio_vs_predict_batch_udf"],
+                        fig(r, "ratio_vs_predict_batch_udf"),
                         target,
                     )
                 )
             if r.get("ratio_vs_synapseml"):
                 target = 2.0 if name == "tiny CNN" else None
-                rows.append((f"{name}: ONNXModel / SynapseML", r["ratio_vs_synapseml"], target))
+                rows.append(
+                    (f"{name}: ONNXModel / SynapseML", fig(r, "ratio_vs_synapseml"), target)
+                )
     e2e = results / "end_to_end.json"
     if e2e.exists():
         r = json.loads(e2e.read_text())
         rows.append(
-            ("end to end: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 1.5)
+            ("end to end: mmlspark / predict_batch_udf", fig(r, "ratio_vs_predict_batch_udf"), 1.5)
         )
         if r.get("ratio_vs_synapseml"):
-            rows.append(("end to end: mmlspark / SynapseML", r["ratio_vs_synapseml"], 1.2))
-        rows.append(("end to end: mmlspark / raw Python", r["ratio_vs_raw_python"], 1.0))
+            rows.append(("end to end: mmlspark / SynapseML", fig(r, "ratio_vs_synapseml"), 1.2))
+        rows.append(("end to end: mmlspark / raw Python", fig(r, "ratio_vs_raw_python"), 1.0))
         rows += service_row("end to end", r)
     camera = results / "camera_trap.json"
     if camera.exists():
         r = json.loads(camera.read_text())
-        rows.append(("12 MP photos: mmlspark / raw Python", r["ratio_vs_raw_python"], 1.0))
+        rows.append(("12 MP photos: mmlspark / raw Python", fig(r, "ratio_vs_raw_python"), 1.0))
         if r.get("read_images_vs_raw_python") is not None:
             rows.append(
                 (
                     "12 MP photos: read_images -> ImageTransformer / raw Python",
-                    r["read_images_vs_raw_python"],
+                    fig(r, "read_images_vs_raw_python"),
                     1.0,
                 )
             )
         rows.append(
-            ("12 MP photos: mmlspark / predict_batch_udf", r["ratio_vs_predict_batch_udf"], 2.0)
+            (
+                "12 MP photos: mmlspark / predict_batch_udf",
+                fig(r, "ratio_vs_predict_batch_udf"),
+                2.0,
+            )
         )
         rates = r["images_per_s"]
-        if rates.get("raw_python") and rates.get("predict_batch_udf"):
+        if r.get("raw_python_vs_predict_batch_udf"):
+            ratio = fig(r, "raw_python_vs_predict_batch_udf")
+            rows.append(("12 MP photos: raw Python / predict_batch_udf", ratio, None))
+        elif rates.get("raw_python") and rates.get("predict_batch_udf"):
             # What mmlspark / predict_batch_udf would be at raw Python's rate.
             ratio = rates["raw_python"] / rates["predict_batch_udf"]
             rows.append(("12 MP photos: raw Python / predict_batch_udf", ratio, None))
@@ -142,11 +175,13 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
     detection = results / "detection.json"
     if detection.exists():
         r = json.loads(detection.read_text())
-        rows.append(("12 MP detection: mmlspark / raw Python", r["detector_vs_raw_python"], 1.0))
+        rows.append(
+            ("12 MP detection: mmlspark / raw Python", fig(r, "detector_vs_raw_python"), 1.0)
+        )
     images = results / "images.json"
     if images.exists():
         r = json.loads(images.read_text())
-        rows.append(("image preprocessing: mmlspark / opencv-python", r["ratio"], 0.9))
+        rows.append(("image preprocessing: mmlspark / opencv-python", fig(r, "ratio"), 0.9))
     scaling = results / "scaling.json"
     if scaling.exists():
         r = json.loads(scaling.read_text())
@@ -196,9 +231,11 @@ def python_backend(results: Path) -> list[tuple[str, float, float | None]]:
         for r in data if isinstance(data, list) else [data]:
             label = workload or MODEL_NAMES.get(r["model"], r["model"])
             if r.get(vs_jvm):
-                rows.append((f"{label}: Python backend / JVM backend", r[vs_jvm], 0.8))
+                rows.append((f"{label}: Python backend / JVM backend", fig(r, vs_jvm), 0.8))
             if vs_udf and r.get(vs_udf):
-                rows.append((f"{label}: Python backend / predict_batch_udf", r[vs_udf], udf_target))
+                rows.append(
+                    (f"{label}: Python backend / predict_batch_udf", fig(r, vs_udf), udf_target)
+                )
     return rows
 
 
@@ -248,12 +285,12 @@ def main() -> None:
         "",
         "## Headline ratios",
         "",
-        "| figure | value | target | met |",
+        "| figure | value (range of the rounds) | target | met |",
         "|---|---|---|---|",
     ]
     for label, value, target in rows:
         met = "" if target is None else ("yes" if value >= target else "no")
-        lines.append(f"| {label} | {value:.2f} | {'' if target is None else target} | {met} |")
+        lines.append(f"| {label} | {shown(value)} | {'' if target is None else target} | {met} |")
     lines += ["", "Tables: onnx.md, end_to_end.md, scaling.md, images.md. Chart: summary.png.", ""]
     (results / "summary.md").write_text("\n".join(lines))
     chart(rows, results / "summary.png")

@@ -161,7 +161,10 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(quick_runs):
     assert figures["mmlspark_images_per_s"] > 0 and figures["raw_ort_java_images_per_s"] > 0
     assert figures["raw_ort_python_images_per_s"] > 0
     assert figures["predict_batch_udf_images_per_s"] > 0
-    assert figures["mmlspark_sessions_created"] == 1
+    # One ONNX Runtime session per settings for all rounds and tasks: the inference service's
+    # (threads that do not spin) and the tasks' own with the service off; unpinned outputs share
+    # the service's.
+    assert figures["mmlspark_sessions_created"] == 2
     assert figures["mmlspark_service_off_images_per_s"] > 0
     assert figures["mmlspark_pinned_images_per_s"] > 0
     assert figures["mmlspark_unpinned_images_per_s"] > 0
@@ -176,6 +179,21 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(quick_runs):
     for contender in ("jvm_backend", "raw_ort_python", "predict_batch_udf"):
         assert figures[f"python_backend_vs_{contender}"] > 0
     assert figures["python_backend_top_class_agreement"] >= 0.95
+    # One protocol for every contender, raw ONNX Runtime Java (another JVM) among them: one
+    # round in quick mode, so each ratio is the ratio of the two rates.
+    assert figures["rounds"] == 1
+    assert set(figures["spreads"]) == {
+        "mmlspark",
+        "mmlspark, service off",
+        "mmlspark, outputs unpinned",
+        "mmlspark, Python backend",
+        "predict_batch_udf",
+        "raw ORT Python",
+        "raw ORT Java",
+    }
+    assert figures["ratio_vs_raw"] == pytest.approx(
+        figures["mmlspark_images_per_s"] / figures["raw_ort_java_images_per_s"]
+    )
     assert "| tiny (" in out.read_text()
 
 
@@ -236,6 +254,7 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
                 {
                     "model": "resnet50",
                     "ratio_vs_raw": 0.9,
+                    "ratio_spreads": {"ratio_vs_raw": {"median": 0.9, "low": 0.85, "high": 0.95}},
                     "ratio_vs_predict_batch_udf": 1.1,
                     "python_backend_vs_jvm_backend": 0.85,
                     "python_backend_vs_predict_batch_udf": 0.93,
@@ -280,7 +299,8 @@ def test_summary_lists_machine_and_ratios_against_targets_and_draws_them(tmp_pat
     assert result.returncode == 0, result.stderr[-4000:]
     summary = (tmp_path / "summary.md").read_text()
     assert "- cores: " in summary and "- ONNX Runtime (Java): " in summary
-    assert "| ResNet-50: ONNXModel / raw ORT Java | 0.90 | 0.95 | no |" in summary
+    # With the range of its per-round ratios where the figures have one.
+    assert "| ResNet-50: ONNXModel / raw ORT Java | 0.90 (0.85-0.95) | 0.95 | no |" in summary
     assert "| tiny CNN: ONNXModel / SynapseML | 3.00 | 2.0 | yes |" in summary
     assert "| tiny CNN: ONNXModel / raw ORT Java | 0.50 | 0.6 | no |" in summary
     assert "| tiny CNN: inference service on / off | 1.25 |  |  |" in summary
