@@ -1,5 +1,5 @@
 """How much the Python backend's image results depend on the OpenCV version: the image engine
-(mmlspark/opencv/_cv.py, loaded by path, so any Python with numpy and opencv-python runs it)
+(mmlspark/_engine, loaded from its folder, so any Python with numpy and opencv-python runs it)
 decodes and transforms fixed photos (JPEG and PNG, 640x480 to 12 MP; full and reduced decodes;
 every interpolation of resize, the ImageNet chain, letterbox, gray + blur + threshold) and saves
 the results; `compare` reports the largest difference and the share of differing values against
@@ -51,22 +51,23 @@ CHAINS = {
 }
 
 
-def _engine() -> types.ModuleType:
-    """The image engine and its header readers, loaded from their files (no pyspark needed)."""
-    for package in ("mmlspark", "mmlspark.image", "mmlspark.opencv"):
-        sys.modules.setdefault(package, types.ModuleType(package))
-    loaded = None
-    for name, path in (
-        ("mmlspark.image._headers", "mmlspark/image/_headers.py"),
-        ("mmlspark.opencv._cv", "mmlspark/opencv/_cv.py"),
-    ):
-        spec = importlib.util.spec_from_file_location(name, ROOT / path)
-        assert spec is not None and spec.loader is not None
-        loaded = importlib.util.module_from_spec(spec)
-        sys.modules[name] = loaded
-        spec.loader.exec_module(loaded)
-    assert loaded is not None
-    return loaded
+def _engine() -> types.SimpleNamespace:
+    """The image engine's functions, loaded from its folder: the engine imports nothing of
+    mmlspark but itself, so the package it sits in is a stand-in here (no pyspark needed)."""
+    package = types.ModuleType("mmlspark")
+    package.__path__ = [str(ROOT / "mmlspark")]
+    sys.modules.setdefault("mmlspark", package)
+    decode = importlib.import_module("mmlspark._engine.decode")
+    ops = importlib.import_module("mmlspark._engine.ops")
+    structs = importlib.import_module("mmlspark._engine.structs")
+    return types.SimpleNamespace(
+        parse_ops=ops.parse_ops,
+        reduced_decode_target=ops.reduced_decode_target,
+        run_ops=ops.run_ops,
+        Image=ops.Image,
+        decode=decode.decode,
+        order_of=structs.order_of,
+    )
 
 
 def _photo(height: int, width: int, seed: int) -> np.ndarray:

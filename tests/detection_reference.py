@@ -2,7 +2,7 @@
 decoding, per-class non-maximum suppression and the boxes mapped back to the image.
 
 It is written from the formats' definitions, not from mmlspark's decoders (``YoloDecoder`` in
-``YoloOutput.scala``, ``mmlspark/detection/_yolo.py``): YOLOv5's output is [K, 5 + C] per image
+``YoloOutput.scala``, ``mmlspark/_engine/yolo.py``): YOLOv5's output is [K, 5 + C] per image
 (cx, cy, w, h, objectness, C class scores), a box is a candidate when its objectness is over the
 confidence threshold and its confidence (objectness x its best class score) is too; YOLOv8's is
 [4 + C, K] with no objectness, the confidence being the best class score. Candidates are taken

@@ -121,41 +121,41 @@ def test_listing_and_reading_on_python_equal_the_jars(spark, tmp_path):
 
 
 def test_python_reads_local_and_mounted_paths_only_and_keeps_the_file_limit(spark, tmp_path):
-    from mmlspark.opencv import _cv
+    from mmlspark._engine import files as engine_files
 
     photo = tmp_path / "a b%.jpg"
     photo.write_bytes(encode(pattern(8, 8), ".jpg"))
-    assert _cv.local_file("file://" + str(photo)) == str(photo)
-    assert _cv.local_file("file:" + str(photo).replace(" ", "%20").replace("%.", "%25.")) == str(
-        photo
-    )
-    assert _cv.local_file("dbfs:/Volumes/cat/db/vol/x.jpg") == "/Volumes/cat/db/vol/x.jpg"
-    assert _cv.local_file("dbfs:/mnt/x.jpg") == "/dbfs/mnt/x.jpg"
-    with pytest.raises(_cv.RowError, match="not s3a: paths"):
-        _cv.local_file("s3a://bucket/x.jpg")
-    with pytest.raises(_cv.RowError, match=r"file is 0\.0 MB, over the limit of 0\.0 MB"):
-        _cv.read_file(str(photo), 10)
+    assert engine_files.local_file("file://" + str(photo)) == str(photo)
+    assert engine_files.local_file(
+        "file:" + str(photo).replace(" ", "%20").replace("%.", "%25.")
+    ) == str(photo)
+    assert engine_files.local_file("dbfs:/Volumes/cat/db/vol/x.jpg") == "/Volumes/cat/db/vol/x.jpg"
+    assert engine_files.local_file("dbfs:/mnt/x.jpg") == "/dbfs/mnt/x.jpg"
+    with pytest.raises(engine_files.RowError, match="not s3a: paths"):
+        engine_files.local_file("s3a://bucket/x.jpg")
+    with pytest.raises(engine_files.RowError, match=r"file is 0\.0 MB, over the limit of 0\.0 MB"):
+        engine_files.read_file(str(photo), 10)
     listing = spark.createDataFrame(
         [("file:" + str(photo), 1, None, None), ("s3a://bucket/x.jpg", 1, None, None)],
         "path string, length long, modificationTime timestamp, error string",
     )
-    spark.conf.set(_cv.MAX_FILE_BYTES_KEY, "64")
+    spark.conf.set(engine_files.MAX_FILE_BYTES_KEY, "64")
     try:
         rows = {
             r.path: r.error
             for r in read_files(listing, ImageDecoder().setBackend("python")).collect()
         }
     finally:
-        spark.conf.unset(_cv.MAX_FILE_BYTES_KEY)
+        spark.conf.unset(engine_files.MAX_FILE_BYTES_KEY)
     assert "over the limit of 0.0 MB per file" in rows["file:" + str(photo)]
     assert "spark.mmlspark.image.maxFileBytes" in rows["file:" + str(photo)]
     assert "the Python backend reads local and mounted paths" in rows["s3a://bucket/x.jpg"]
 
 
 def test_exif_times_on_python_equal_the_jars(spark, tmp_path):
+    from mmlspark._engine.headers import exif_seconds
     from mmlspark.apps.camera_trap import _jvm
-    from mmlspark.image._headers import exif_seconds
-    from mmlspark.opencv import _cv
+    from mmlspark.image import taken_times
 
     jpeg = encode(np.full((16, 16, 3), 90, np.uint8), ".jpg")
     (tmp_path / "a.jpg").write_bytes(with_exif_datetime(jpeg, "2024:05:01 10:00:02"))
@@ -167,7 +167,7 @@ def test_exif_times_on_python_equal_the_jars(spark, tmp_path):
         spark.createDataFrame([("file:/no/such.jpg", 0, None, None)], listing.schema)
     )
     expected = {r.path: r.t for r in _jvm.taken_times(listing, "t").collect()}
-    got = {r.path: r.t for r in _cv.taken_times(listing, "t").collect()}
+    got = {r.path: r.t for r in taken_times(listing, "t").collect()}
     assert got == expected
     assert got["file:" + str(tmp_path / "a.jpg")] == 1714557602.0  # 2024-05-01 10:00:02 as UTC
     assert sum(v is not None for v in got.values()) == 1

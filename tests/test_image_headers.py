@@ -1,4 +1,4 @@
-"""mmlspark/image/_headers.py, the Python twin of the JVM's ImageHeader and Exif readers.
+"""mmlspark/_engine/headers.py, the Python twin of the JVM's ImageHeader and Exif readers.
 
 Pure Python (no Spark). Sizes are checked against what OpenCV decodes, and hand-made headers and
 EXIF blocks against the values written into them.
@@ -18,12 +18,12 @@ import cv2
 import numpy as np
 import pytest
 
-MODULE = Path(__file__).resolve().parent.parent / "mmlspark" / "image" / "_headers.py"
+MODULE = Path(__file__).resolve().parent.parent / "mmlspark" / "_engine" / "headers.py"
 
 
 def _load() -> ModuleType:
     # Loaded from its file, as Spark workers get it (by value), without the mmlspark package.
-    spec = importlib.util.spec_from_file_location("_mmlspark_image_headers", MODULE)
+    spec = importlib.util.spec_from_file_location("_mmlspark_engine_headers", MODULE)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up

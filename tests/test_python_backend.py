@@ -83,10 +83,10 @@ def test_a_cnn_with_softmax_argmax_and_bad_rows(spark):
     jvm_out, py_out = both(kwargs, model, df)
     assert_same(jvm_out, py_out)
     # the model went to the executors once (SparkContext.addFile), not with every task's UDF
-    from mmlspark.onnx import _ort
+    from mmlspark.onnx import _backend
 
     name = f"mmlspark-model-{hashlib.sha256(model).hexdigest()}.onnx"
-    assert (spark.sparkContext.applicationId, name) in _ort._SHIPPED
+    assert (spark.sparkContext.applicationId, name) in _backend._SHIPPED
     errors = {r["id"]: r["onnxError"] for r in py_out.collect()}
     assert errors[0] is None
     assert errors[40] == "input column 'tensor' is null"
@@ -180,6 +180,63 @@ def test_each_python_worker_makes_one_session_per_model_across_tasks(spark):
     per_worker = {r["pid"]: r["made"] for r in probes.collect()}
     # every worker that ran the stage made its session once, whatever the number of its tasks
     assert set(per_worker.values()) <= {0, 1} and 1 in per_worker.values(), per_worker
+
+
+def test_the_engine_runs_on_the_gpu_and_cpus_its_task_was_given(monkeypatch):
+    """The engine reads no TaskContext: the task's gpu addresses and CPUs come in a Task
+    (mmlspark.core.fused builds it in the worker), and choose the providers and threads."""
+    import onnxruntime
+
+    from mmlspark._engine import ort
+    from mmlspark._engine.rows import Task
+
+    cpu = ("CPUExecutionProvider",)
+
+    def cuda(device_id):
+        return (("CUDAExecutionProvider", (("device_id", device_id),)), *cpu)
+
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider"])
+    assert ort._providers("auto", Task(gpus=("3", "1"))) == cuda(3)
+    assert ort._providers("auto", Task(gpus=())) == cuda(0)  # a gpu resource, no address
+    assert ort._providers("auto", Task()) == cpu  # no gpu given to the task
+    assert ort._providers("cuda", Task()) == cuda(0)
+    assert ort._providers("cpu", Task(gpus=("1",))) == cpu
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: list(cpu))
+    assert ort._providers("auto", Task(gpus=("1",))) == cpu
+    with pytest.raises(RuntimeError, match="deviceType is 'cuda' but this onnxruntime has no CUDA"):
+        ort._providers("cuda", Task(gpus=("1",)))
+    assert [ort._threads(2, Task(cpus=3)), ort._threads(0, Task(cpus=3))] == [2, 3]
+    assert [ort._threads(0, Task(cpus=0)), ort._threads(0, Task())] == [1, 1]
+
+
+def test_the_python_workers_tell_the_engine_their_task(spark):
+    """What mmlspark.core.fused gives the engine in a worker: the task's CPUs, no gpu (none is
+    configured here) and the shipped files' lookup."""
+
+    def probe(batches):
+        import os
+
+        import pyarrow as pa
+
+        from mmlspark.core.fused import _task
+
+        task = _task()
+        for _ in batches:
+            pass
+        yield pa.RecordBatch.from_pydict(
+            {
+                "cpus": [task.cpus],
+                "gpus": [task.gpus is not None],
+                "files": [os.path.dirname(task.files("x")) if task.files else None],
+            }
+        )
+
+    rows = spark.range(0, 4, numPartitions=2).mapInArrow(
+        probe, "cpus long, gpus boolean, files string"
+    )
+    got = rows.collect()
+    assert [(r.cpus, r.gpus) for r in got] == [(1, False), (1, False)]
+    assert all(r.files for r in got)
 
 
 @pytest.mark.parametrize(
@@ -303,10 +360,10 @@ def test_connect_without_the_jar_runs_on_python_with_the_jvm_results(
         df = jarless_connect.createDataFrame(rows, "id int, tensor array<float>")
         got = {r["id"]: r for r in stage.transform(df).collect()}
     # the model went to the server once, as a file artifact, not with every task's UDF
-    from mmlspark.onnx import _ort
+    from mmlspark.onnx import _backend
 
     name = f"mmlspark-model-{hashlib.sha256(model).hexdigest()}.onnx"
-    assert (jarless_connect.session_id, name) in _ort._SHIPPED
+    assert (jarless_connect.session_id, name) in _backend._SHIPPED
     for e in expected_rows:
         g = got[e["id"]]
         assert g["onnxError"] == e["onnxError"]

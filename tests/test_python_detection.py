@@ -39,9 +39,10 @@ from pyspark.ml import PipelineModel
 from pyspark.sql import DataFrame, Row
 from pyspark.sql import types as T
 
+from mmlspark._engine import java, yolo
 from mmlspark.core.backend import set_backend
 from mmlspark.core.persistence import load_pipeline, save_pipeline
-from mmlspark.detection import ObjectDetector, _yolo
+from mmlspark.detection import ObjectDetector
 from mmlspark.detection.crop_detections import CropDetections
 from mmlspark.image import ImageDecoder
 
@@ -99,8 +100,8 @@ def test_decoding_equals_the_reference(fmt, seed):
         for iou_threshold in (0.0, 0.45, 1.0):
             for max_detections in (1, 5, 300):
                 settings = (threshold, iou_threshold, max_detections)
-                decoder = _yolo.Decoder(_yolo.Layout(fmt, 3), *settings, tuple(NAMES))
-                got = _yolo.detections(raw.reshape(-1), decoder, _yolo.Geometry.of(*hw, 64))
+                decoder = yolo.Decoder(yolo.Layout(fmt, 3), *settings, tuple(NAMES))
+                got = yolo.detections(raw.reshape(-1), decoder, yolo.Geometry.of(*hw, 64))
                 expected = reference.detect(raw, fmt, hw, 64, *settings, names=NAMES)
                 same_as_reference(got, expected)
                 counts[settings] = len(expected)
@@ -120,31 +121,31 @@ def test_reference_refuses_an_iou_within_float32_rounding_of_the_threshold():
     for iou_threshold, kept in ((1 / 3, 2), (1 / 3 - 1e-6, 1)):
         expected = reference.detect(raw, "yolov5", (64, 64), 64, 0.25, iou_threshold)
         assert len(expected) == kept
-        decoder = _yolo.Decoder(_yolo.Layout("yolov5", 3), 0.25, iou_threshold, 300, tuple(NAMES))
+        decoder = yolo.Decoder(yolo.Layout("yolov5", 3), 0.25, iou_threshold, 300, tuple(NAMES))
         same_as_reference(
-            _yolo.detections(raw.reshape(-1), decoder, _yolo.Geometry.of(64, 64, 64)), expected
+            yolo.detections(raw.reshape(-1), decoder, yolo.Geometry.of(64, 64, 64)), expected
         )
     with pytest.raises(ValueError, match="within float32 rounding of the IoU threshold"):
         reference.detect(raw, "yolov5", (64, 64), 64, 0.25, 1 / 3 - 1e-9)
 
 
 def test_layouts_and_numbers_read_as_the_jvm_reads_them():
-    assert _yolo.resolve_layout([16, 8], "auto") == _yolo.Layout("yolov5", 3)
-    assert _yolo.resolve_layout([7, 8400], "auto") == _yolo.Layout("yolov8", 3)
-    assert _yolo.resolve_layout([-1, 85], "auto") == _yolo.Layout("yolov5", 80)
-    assert _yolo.resolve_layout([84, -1], " YOLOv8 ") == _yolo.Layout("yolov8", 80)
+    assert yolo.resolve_layout([16, 8], "auto") == yolo.Layout("yolov5", 3)
+    assert yolo.resolve_layout([7, 8400], "auto") == yolo.Layout("yolov8", 3)
+    assert yolo.resolve_layout([-1, 85], "auto") == yolo.Layout("yolov5", 80)
+    assert yolo.resolve_layout([84, -1], " YOLOv8 ") == yolo.Layout("yolov8", 80)
     with pytest.raises(ValueError, match=r"per image \[8, 8\]: modelFormat 'auto' cannot tell"):
-        _yolo.resolve_layout([8, 8], "auto")
+        yolo.resolve_layout([8, 8], "auto")
     with pytest.raises(ValueError, match="as yolov8 its first dimension must be fixed"):
-        _yolo.resolve_layout([-1, 85], "yolov8")
+        yolo.resolve_layout([-1, 85], "yolov8")
     with pytest.raises(ValueError, match=r"\[1, 2, 3\]: it does not have two dimensions"):
-        _yolo.resolve_layout([1, 2, 3], "auto")
+        yolo.resolve_layout([1, 2, 3], "auto")
     shown = [0.25, 1.0, 100.0, 1e-5, 0.001, 1.5e7, -0.0, 1 / 3, 9.9e-4, None, math.nan]
-    assert [_yolo.java_double(v) for v in shown] == [
+    assert [java.java_double(v) for v in shown] == [
         "0.25", "1.0", "100.0", "1.0E-5", "0.001", "1.5E7", "-0.0", "0.3333333333333333",
         "9.9E-4", "null", "NaN",
     ]  # fmt: skip
-    assert [_yolo.java_int(v) for v in (2.9, -2.9, math.nan, 1e12, -1e12)] == [
+    assert [java.java_int(v) for v in (2.9, -2.9, math.nan, 1e12, -1e12)] == [
         2,
         -2,
         0,

@@ -1220,21 +1220,21 @@ def test_the_python_workers_pixel_limit_follows_the_memory_they_really_have(tmp_
     """In a container on a large host the worker's limit comes from its cgroup (memory.max and
     cpu.max, as the kernel shows them), or from Spark's per-worker share of
     spark.executor.pyspark.memory: never from the host's RAM and core count."""
-    from mmlspark.opencv import _cv
+    from mmlspark._engine import files as engine_files
 
     host = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     monkeypatch.delenv("PYSPARK_EXECUTOR_MEMORY_MB", raising=False)
-    monkeypatch.setattr(_cv, "CGROUP_ROOT", tmp_path)
+    monkeypatch.setattr(engine_files, "CGROUP_ROOT", tmp_path)
     (tmp_path / "memory.max").write_text("3221225472\n")  # 3 GiB
     (tmp_path / "cpu.max").write_text("150000 100000\n")  # 1.5 CPUs: two task threads
     assert 3 * 2**30 < host  # the container is smaller than this host
-    assert _cv.max_pixels(None) == int(3 * 2**30 * 0.6 / 2 / 30)
+    assert engine_files.max_pixels(None) == int(3 * 2**30 * 0.6 / 2 / 30)
     (tmp_path / "memory.max").write_text("max\n")  # no memory limit: the host's
     (tmp_path / "cpu.max").write_text("max 100000\n")
     cpus = len(os.sched_getaffinity(0))
-    assert _cv.max_pixels(None) == int(host * 0.6 / cpus / 30)
+    assert engine_files.max_pixels(None) == int(host * 0.6 / cpus / 30)
     # Spark's share per worker of spark.executor.pyspark.memory wins over both.
     monkeypatch.setenv("PYSPARK_EXECUTOR_MEMORY_MB", "512")
-    assert _cv.max_pixels(None) == int(512 * 2**20 * 0.6 / 30)
-    assert _cv.max_file_bytes(None) == int(512 * 2**20 * 0.6 / 4)
-    assert _cv.max_pixels("1000") == 1000  # the setting, where given, decides
+    assert engine_files.max_pixels(None) == int(512 * 2**20 * 0.6 / 30)
+    assert engine_files.max_file_bytes(None) == int(512 * 2**20 * 0.6 / 4)
+    assert engine_files.max_pixels("1000") == 1000  # the setting, where given, decides

@@ -12,7 +12,8 @@ batches it yields back into rows: the same function, partitions, order and resul
 ``spark.mmlspark.python.transfer`` chooses: ``auto`` (the default: rows where Spark's Arrow cannot
 run, Arrow everywhere else), ``arrow`` or ``rows`` (classic sessions only).
 
-Pickled into the workers by value: imports nothing from mmlspark in the workers' code.
+Pickled into the workers by value: imports nothing from mmlspark in the workers' code. The engine
+(``mmlspark._engine``), whose partition functions the UDFs run, travels with them by value too.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import weakref
 from collections.abc import Callable, Iterator
 from datetime import timezone
 from typing import Any
+
+from mmlspark import _engine
 
 __all__ = ["TRANSFERS", "map_in_arrow", "transfer_of"]
 
@@ -72,12 +75,16 @@ def map_in_arrow(
     dataset: Any, function: Callable[[Iterator[Any]], Iterator[Any]], schema: Any
 ) -> Any:
     """``dataset.mapInArrow(function, schema)``, or its twin over pickled rows where the
-    session's transfer is ``rows``."""
+    session's transfer is ``rows``. The engine's code that `function` names goes with it by value,
+    so the Python workers need not have mmlspark (a Connect server we do not control)."""
+    from pyspark import cloudpickle
+
+    # cloudpickle pickles the package's submodules by value too; a module the engine keeps per
+    # worker across tasks lives in the worker's sys.modules under a name of its own (ort._cache).
+    cloudpickle.register_pickle_by_value(_engine)
     spark = dataset.sparkSession
     if transfer_of(spark) == "arrow":
         return dataset.mapInArrow(function, schema)
-    from pyspark import cloudpickle
-
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     in_schema = dataset.schema
     batch_rows = int(spark.conf.get("spark.sql.execution.arrow.maxRecordsPerBatch", "10000"))

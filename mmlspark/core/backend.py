@@ -81,7 +81,7 @@ def _remote_jar_version(spark: Any) -> str | None:
 def _auto(spark: Any) -> BackendDecision:
     from pyspark.sql.utils import is_remote
 
-    from mmlspark import __version__
+    from mmlspark._version import __version__
 
     if spark is None:
         return BackendDecision("python", "no Spark session is running to load the jar into")

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from mmlspark._engine.rows import Partition, Task
 from mmlspark.core.arrow_map import map_in_arrow
 
 __all__ = ["Step", "run_step"]
@@ -27,9 +28,10 @@ __all__ = ["Step", "run_step"]
 
 @dataclass(frozen=True)
 class Step:
-    """One stage's work: ``run(plan, batches)`` yields the batches with its columns added."""
+    """One stage's work: ``run(plan, batches, task)``, a partition function of the engine
+    (``mmlspark._engine``), yields the batches with its columns added."""
 
-    run: Callable[[Any, Iterator[Any]], Iterator[Any]]
+    run: Partition
     plan: Any
 
 
@@ -45,9 +47,22 @@ class _Chain:
 _CHAINS: dict[int, _Chain] = {}
 
 
+def _task() -> Task:
+    """The Spark task this worker runs, as the engine takes it (the engine imports no pyspark)."""
+    from pyspark import SparkFiles, TaskContext
+
+    context = TaskContext.get()
+    if context is None:
+        return Task(files=SparkFiles.get)
+    gpus = context.resources().get("gpu")
+    addresses = None if gpus is None else tuple(gpus.addresses)
+    return Task(gpus=addresses, cpus=context.cpus(), files=SparkFiles.get)
+
+
 def _chained(steps: tuple[Step, ...], batches: Iterator[Any]) -> Iterator[Any]:
+    task = _task()
     for step in steps:
-        batches = step.run(step.plan, batches)
+        batches = step.run(step.plan, batches, task)
     return batches
 
 
@@ -73,20 +88,18 @@ def run_step(
     step: Step,
     added: list[Any],
     finish: Callable[[Any], Any],
-    modules: list[Any],
     ends_chain: bool = False,
     keep: tuple[str, ...] | None = None,
 ) -> Any:
     """`dataset` with the columns `added` (StructFields) computed by `step` in an Arrow UDF, then
     `finish` applied (metadata, filters); fused with the steps that made `dataset` when it is
-    their unchanged output. `modules` travel to the workers by value with the step's code.
-    `ends_chain`: `finish` changes column types, so no later step may join this chain. `keep`:
-    the columns of `dataset` the step passes on (default: all)."""
+    their unchanged output. The step's code travels to the workers by value (this module and the
+    engine: see ``map_in_arrow``). `ends_chain`: `finish` changes column types, so no later step
+    may join this chain. `keep`: the columns of `dataset` the step passes on (default: all)."""
     from pyspark import cloudpickle
     from pyspark.sql import types as T
 
-    for module in [sys.modules[__name__], *modules]:
-        cloudpickle.register_pickle_by_value(module)
+    cloudpickle.register_pickle_by_value(sys.modules[__name__])
     prior = _chain_of(dataset)
     steps: tuple[Step, ...]
     finishes: tuple[Callable[[Any], Any], ...]

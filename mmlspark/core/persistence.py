@@ -30,7 +30,7 @@ _PIPELINE = "org.apache.spark.ml.Pipeline"
 def _local(path: str, what: str) -> Path:
     """`path` as a path of the driver's filesystem (Databricks' ``dbfs:`` paths as their
     ``/Volumes`` and ``/dbfs`` mounts); other filesystems are refused, naming why."""
-    from mmlspark.opencv._cv import MOUNTS
+    from mmlspark._engine.files import MOUNTS
 
     if path.startswith("file:"):
         return Path("/" + path.removeprefix("file:").lstrip("/"))
@@ -166,10 +166,7 @@ class PythonStageReader(MLReader[Any]):
                 )
             data = model.read_bytes()
             if data:
-                from mmlspark.onnx.model_payload import with_external_data
-
-                # A JVM save of a model with external data holds its files beside model.onnx.
-                stage._python_payload = with_external_data(stage, data, str(folder), str(model))
+                stage._load_model_file(data, str(folder), str(model))
         return stage
 
 

@@ -28,7 +28,7 @@ class CropDetections(_CropDetections):
     _python_backend = True
 
     def _python_transform(self, dataset: Any) -> Any:
-        """One row per crop, from an Arrow UDF (mmlspark.detection._yolo)."""
-        from mmlspark.detection import _yolo
+        """One row per crop, from an Arrow UDF (mmlspark._engine.crops)."""
+        from mmlspark.detection import _backend
 
-        return _yolo.transform_crops(self, dataset)
+        return _backend.transform_crops(self, dataset)

@@ -35,7 +35,7 @@ class ObjectDetector(HasModelPayload, _ObjectDetector):
     _python_backend = True
 
     def _python_transform(self, dataset: Any) -> Any:
-        """Letterbox, the model and YOLO's decoding in one Arrow UDF (mmlspark.detection._yolo)."""
-        from mmlspark.detection import _yolo
+        """Letterbox, the model and YOLO's decoding in one Arrow UDF (mmlspark._engine.yolo)."""
+        from mmlspark.detection import _backend
 
-        return _yolo.transform_detector(self, dataset)
+        return _backend.transform_detector(self, dataset)

@@ -7,13 +7,19 @@ from typing import Any
 import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
+from mmlspark._engine.structs import struct_array
 from mmlspark.core.backend import files_in_python
 from mmlspark.image import _jvm
 
-__all__ = ["read_images", "read_image_stream", "list_files", "read_files", "to_ndarray"]
-
-# OpenCV depth codes (type & 7) and the numpy types of their samples.
-_DEPTHS = {0: np.uint8, 1: np.int8, 2: np.uint16, 3: np.int16, 5: np.float32}
+__all__ = [
+    "read_images",
+    "read_image_stream",
+    "list_files",
+    "read_files",
+    "read_bytes",
+    "taken_times",
+    "to_ndarray",
+]
 
 
 def read_images(
@@ -159,10 +165,47 @@ def read_files(files: DataFrame, decoder: Any) -> DataFrame:
     ``/dbfs`` and ``/Volumes``); a file elsewhere gets a row with that reason.
     """
     if files_in_python(files.sparkSession, decoder.getBackend()):
-        from mmlspark.opencv import _cv
+        from mmlspark.image import _backend
 
-        return _cv.read_files(decoder, files)  # type: ignore[no-any-return]
+        return _backend.read_files(decoder, files)  # type: ignore[no-any-return]
     return _jvm.read_files(files, decoder=decoder)
+
+
+def read_bytes(path: str, *, maxBytes: int) -> bytes:
+    """The bytes of the file that Spark names ``path``, read by this Python process as the Python
+    backend's tasks read files: a local path, a ``file:`` URI (``file:/a``, ``file:///a``,
+    ``file://localhost/a``; percent-decoded when the name as given does not exist) or a
+    Databricks ``dbfs:`` path (read from its ``/dbfs`` or ``/Volumes`` mount).
+
+    Raises a ValueError naming why, with the Python backend's words, for a file on another
+    filesystem or host, one that cannot be read, and one over ``maxBytes`` bytes (refused before
+    it is read).
+
+    Examples
+    --------
+    >>> data = read_bytes("file:///photos/a.jpg", maxBytes=64 << 20)  # doctest: +SKIP
+    """
+    from mmlspark._engine.files import read_file
+
+    return read_file(path, maxBytes)
+
+
+def taken_times(files: DataFrame, outputCol: str) -> DataFrame:
+    """``files`` (a listing with a ``path`` column, as :func:`list_files` gives it) with
+    ``outputCol``, a double: each photo's EXIF DateTimeOriginal in seconds, the camera's local
+    time read as if it were UTC (only differences between photos mean something), or null for a
+    file that is not a JPEG, has no such time or cannot be read.
+
+    Only the first 128 KiB of each file are read, in the tasks, by the Python workers, from local
+    and mounted paths as :func:`read_bytes` reads them, on any session (no jar needed).
+
+    Examples
+    --------
+    >>> timed = taken_times(list_files(spark, "photos/"), "taken")  # doctest: +SKIP
+    """
+    from mmlspark.image import _backend
+
+    return _backend.taken_times(files, outputCol)  # type: ignore[no-any-return]
 
 
 def read_image_stream(
@@ -257,13 +300,13 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
     from pyspark.sql.utils import is_remote
 
     from mmlspark.core.session import default_parallelism
-    from mmlspark.opencv import _cv
+    from mmlspark.image import _backend
 
     cores = default_parallelism(spark)
     listing = files.select("path", F.lit(None).cast("string").alias("error"))
     if is_remote():
         listing = listing.repartition(cores)
-        return _cv.read_files(decoder, listing, ("path",), _cv.read_metadata(decoder))  # type: ignore[no-any-return]
+        return _backend.read_files(decoder, listing, ("path",), _backend.read_metadata(decoder))  # type: ignore[no-any-return]
     # The number of files, from the driver's listing (no job, one call).
     listed = len(files._jdf.inputFiles())
     count = max(1, -(-listed // (cores * FILES_PER_TASK))) * cores
@@ -273,18 +316,18 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
         listing = listing.coalesce(count)
     else:
         listing = listing.repartition(count)
-    return _cv.read_files(decoder, listing, ("path",), _cv.read_metadata(decoder))  # type: ignore[no-any-return]
+    return _backend.read_files(decoder, listing, ("path",), _backend.read_metadata(decoder))  # type: ignore[no-any-return]
 
 
 def _decoded(files: DataFrame, decoder: Any) -> DataFrame:
     """`read_images`' columns from the rows of Spark's binaryFile source, ``image`` marked with
     the read's settings (an ImageTransformer may decode its files again, smaller)."""
-    from mmlspark.opencv import _cv
+    from mmlspark.image import _backend
 
-    read = _cv.read_metadata(decoder)
+    read = _backend.read_metadata(decoder)
     if decoder.getBackend() == "python":
         # only path, image and error leave the UDF (the next Python stage may join it)
-        return _cv.transform_decoder(decoder, files.select("path", "content"), ("path",), read)  # type: ignore[no-any-return]
+        return _backend.transform_decoder(decoder, files.select("path", "content"), ("path",), read)  # type: ignore[no-any-return]
     decoded = decoder.transform(files.select("path", "content"))
     # withMetadata: Spark Connect's withColumn drops an alias's metadata
     return decoded.select("path", "image", "error").withMetadata("image", read)  # type: ignore[no-any-return]
@@ -295,11 +338,4 @@ def to_ndarray(image: Any) -> np.ndarray:
 
     Handles 8- and 16-bit and float images (``pyspark.ml.image`` reads 8-bit only).
     """
-    depth = image["mode"] & 7
-    if depth not in _DEPTHS:
-        raise ValueError(f"unsupported OpenCV image mode {image['mode']}")
-    dtype = np.dtype(_DEPTHS[depth]).newbyteorder("<")
-    pixels = np.frombuffer(bytes(image["data"]), dtype=dtype)
-    return pixels.reshape(image["height"], image["width"], image["nChannels"]).astype(
-        dtype.newbyteorder("=")
-    )
+    return struct_array(image)

@@ -56,7 +56,7 @@ class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
         from mmlspark.onnx import ONNXModel
         from mmlspark.onnx._graph import cut
         from mmlspark.opencv import ImageTransformer
-        from mmlspark.opencv._cv import check_input, is_image
+        from mmlspark.opencv._backend import check_input, is_image
 
         name = f"ImageFeaturizer {self.uid}"
         field = check_input(

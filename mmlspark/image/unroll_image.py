@@ -12,6 +12,6 @@ class UnrollImage(_UnrollImage):
     _python_backend = True
 
     def _python_transform(self, dataset: Any) -> Any:
-        from mmlspark.opencv import _cv
+        from mmlspark.image import _backend
 
-        return _cv.transform_unroll(self, dataset)
+        return _backend.transform_unroll(self, dataset)

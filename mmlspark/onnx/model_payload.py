@@ -84,6 +84,12 @@ class HasModelPayload:
             ) from None
         return with_external_data(self, data, os.path.dirname(os.path.abspath(local)), location)
 
+    def _load_model_file(self, data: bytes, folder: str, source: str) -> None:
+        """Holds the model `data` of the saved stage's file `source` (in `folder`) as its payload
+        on the Python backend (mmlspark.core.persistence loads the stage)."""
+        # A JVM save of a model with external data holds its files beside model.onnx.
+        self._python_payload = with_external_data(self, data, folder, source)
+
     def getModelInputs(self) -> dict[str, dict[str, Any]]:
         """The model's inputs, in order: name -> ``type``, ``shape`` (-1 where dynamic) and
         ``dimNames`` (the names of dynamic dimensions). Read once on the driver."""
@@ -101,6 +107,6 @@ class HasModelPayload:
 def _python_specs(model: bytes, inputs: bool) -> dict[str, dict[str, Any]]:
     """getModelInputs/getModelOutputs read with onnxruntime (the Python backend), named as the
     JVM stage names them."""
-    from mmlspark.onnx import _ort
+    from mmlspark._engine.ort import described
 
-    return _ort.described(model, inputs)  # type: ignore[no-any-return]
+    return described(model, inputs)

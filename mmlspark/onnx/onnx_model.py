@@ -38,9 +38,9 @@ class ONNXModel(HasModelPayload, _ONNXModel):
     _python_backend = True
 
     def _python_transform(self, dataset: Any) -> Any:
-        from mmlspark.onnx import _ort
+        from mmlspark.onnx import _backend
 
-        return _ort.transform(self, self._model_bytes(), dataset)
+        return _backend.transform(self, self._model_bytes(), dataset)
 
     def _set(self, **kwargs: Any) -> Any:
         for name in _MAPPING_PARAMS:

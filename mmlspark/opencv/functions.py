@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from pyspark.sql import Row
 
-from mmlspark.image.functions import to_ndarray
+from mmlspark._engine.structs import struct_array
 
 __all__ = ["toNDArray", "toImage"]
 
@@ -19,7 +19,7 @@ def toNDArray(image: Any) -> np.ndarray:  # noqa: N802 - SynapseML's name
     """The pixels of an image struct row as a ``height x width x channels`` array in RGB (RGBA)
     order, as SynapseML's ``toNDArray`` gives them; gray images stay one channel.
     :func:`mmlspark.image.to_ndarray` gives the stored BGR order instead."""
-    pixels = to_ndarray(image)
+    pixels = struct_array(image)
     return pixels if pixels.shape[2] == 1 else np.ascontiguousarray(_swap_red_blue(pixels))
 
 

@@ -62,9 +62,9 @@ class ImageTransformer(_ImageOps, _ImageTransformer):
     _python_backend = True
 
     def _python_transform(self, dataset: Any) -> Any:
-        from mmlspark.opencv import _cv
+        from mmlspark.opencv import _backend
 
-        return _cv.transform_images(self, dataset)
+        return _backend.transform_images(self, dataset)
 
     def __init__(self, **kwargs: Any) -> None:
         if "stages" in kwargs:

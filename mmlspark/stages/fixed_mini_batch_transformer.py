@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import sys
+import functools
 
 from pyspark.sql import DataFrame
 
+from mmlspark._engine.batching import fixed_batches
 from mmlspark.core.arrow_map import map_in_arrow
 from mmlspark.core.checks import batch_type
-from mmlspark.stages import _batching
 from mmlspark.stages._FixedMiniBatchTransformer import _FixedMiniBatchTransformer
 
 
@@ -20,16 +20,12 @@ class FixedMiniBatchTransformer(_FixedMiniBatchTransformer):
         """Each partition's rows in batches of ``batchSize``, in an Arrow UDF that keeps the
         partitions and their order (``buffered`` changes nothing here: Spark already feeds the
         UDF from a thread of its own)."""
-        from pyspark import cloudpickle
-
         if not self.isDefined(self.batchSize):
             # The JVM stage fails with Scala's require, hence the different form.
             raise ValueError(f"requirement failed: {self.uid}: param 'batchSize' must be set")
         size = self.getOrDefault(self.batchSize)
-        # The UDF carries the batching code with it (pickled by value): the Python workers need
-        # pyarrow, not mmlspark.
-        cloudpickle.register_pickle_by_value(sys.modules[_batching.__name__])
-        fixed_batches = _batching.fixed_batches
+        # The UDF carries the engine's batching code with it (pickled by value, see
+        # map_in_arrow): the Python workers need pyarrow, not mmlspark.
         return map_in_arrow(
-            dataset, lambda batches: fixed_batches(size, batches), batch_type(dataset.schema)
+            dataset, functools.partial(fixed_batches, size), batch_type(dataset.schema)
         )

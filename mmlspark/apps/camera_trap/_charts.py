@@ -241,11 +241,11 @@ def read_local(path: str) -> bytes | None:
     """The bytes of a local file named by a path or a ``file:`` URI (``file:/a``, ``file:///a``,
     ``file://localhost/a``), percent-decoded when the name as given does not exist, or a
     Databricks mount (``dbfs:/...``); None when there is no such file or it cannot be read."""
-    from mmlspark.opencv._cv import RowError, read_file
+    from mmlspark.image import read_bytes
 
     try:
-        return read_file(path, _MAX_PHOTO_BYTES)
-    except RowError:
+        return read_bytes(path, maxBytes=_MAX_PHOTO_BYTES)
+    except ValueError:
         return None
 
 

@@ -62,7 +62,7 @@ def _taken_times(files: DataFrame, out_col: str) -> DataFrame:
     """`files` with each photo's EXIF time in seconds in `out_col`, read by the jar's readers or
     the Python workers."""
     if files_in_python(files.sparkSession):
-        from mmlspark.opencv import _cv
+        from mmlspark.image import taken_times
 
-        return _cv.taken_times(files, out_col)  # type: ignore[no-any-return]
+        return taken_times(files, out_col)
     return _jvm.taken_times(files, out_col)

@@ -8,8 +8,9 @@ orientation 1) where the JVM catches an ``IndexOutOfBoundsException``. One diffe
 whose first IFD offset is over 2^31 - 1 gives None here, where the JVM's ``Math.toIntExact``
 throws an ``ArithmeticException`` that ``ImageHeader.read`` does not catch.
 
-Standard library only, and nothing from ``mmlspark``: the module is shipped to Spark workers by
-value. Every function takes ``bytes`` (a ``bytearray``, as PySpark gives binary columns, works too).
+Standard library only, and nothing from ``mmlspark``: part of the engine (``mmlspark._engine``),
+which is shipped to Spark workers by value, and loadable from its file alone. Every function takes
+``bytes`` (a ``bytearray``, as PySpark gives binary columns, works too).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 batches of a fixed size, one output row per batch with every column an array of the batch's
 values (the last batch of a partition may be smaller), as ``MiniBatching.batch`` does on the JVM.
 
-The module imports nothing from mmlspark, so that it can travel to the Python workers by value.
+Part of the engine (``mmlspark._engine``): it travels to the Python workers by value.
 """
 
 from __future__ import annotations

@@ -1,0 +1,197 @@
+"""Decoding encoded images like the JVM's ``ImageCodec``: the same header checks before decoding,
+EXIF orientation, reduced JPEG decodes and pixel limit, so that with the same OpenCV version both
+backends give the same bytes.
+
+What the Python backend does not do: where a stage needs only a smaller image, the JVM decodes a
+PNG, TIFF, BMP or GIF over the pixel limit keeping every n-th pixel of every n-th row as it reads
+(Java's image readers); OpenCV's Python API decodes such a file only whole, so the Python backend
+refuses it with that reason, as it refuses any image over the limit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from mmlspark._engine.files import MAX_PIXELS_KEY
+from mmlspark._engine.headers import (
+    ImageHeader,
+    exif_orientation,
+    has_jpeg_end,
+    hex_prefix,
+    is_jpeg,
+    jpeg_data_shortfall,
+    read_header,
+)
+from mmlspark._engine.java import megapixels
+from mmlspark._engine.rows import RowError
+
+COLOR_MODES = ("color", "grayscale", "unchanged")
+#: Formats the JVM reads subsampled (``SubsampledDecode.Formats``).
+_SUBSAMPLED_FORMATS = ("png", "tiff", "bmp", "gif")
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _imread_flags(cv2: Any, mode: str, factor: int) -> int:
+    if mode == "unchanged":
+        return int(cv2.IMREAD_UNCHANGED)
+    names = {
+        ("color", 1): "IMREAD_COLOR",
+        ("color", 2): "IMREAD_REDUCED_COLOR_2",
+        ("color", 4): "IMREAD_REDUCED_COLOR_4",
+        ("color", 8): "IMREAD_REDUCED_COLOR_8",
+        ("grayscale", 1): "IMREAD_GRAYSCALE",
+        ("grayscale", 2): "IMREAD_REDUCED_GRAYSCALE_2",
+        ("grayscale", 4): "IMREAD_REDUCED_GRAYSCALE_4",
+        ("grayscale", 8): "IMREAD_REDUCED_GRAYSCALE_8",
+    }
+    name = names.get((mode, factor))
+    if name is None:
+        raise ValueError(f"unsupported decode options ({mode},{factor})")
+    # Orientation is applied after, from our own EXIF reading, so that all modes agree.
+    return int(getattr(cv2, name)) | int(cv2.IMREAD_IGNORE_ORIENTATION)
+
+
+def _decode_factor(
+    header: ImageHeader | None, mode: str, orientation: int, reduce: int, min_h: int, min_w: int
+) -> tuple[int, bool]:
+    """The scale to decode at, and whether the codec scales (JPEG's DCT scaling)."""
+    wanted = min_h > 0 or min_w > 0
+    scaled = header is not None and header.scalable and mode != "unchanged"
+    if header is not None and scaled and wanted:
+        width, height = (
+            (header.height, header.width) if orientation >= 5 else (header.width, header.height)
+        )
+        for f in (8, 4, 2):
+            if _ceil_div(width, f) >= min_w and _ceil_div(height, f) >= min_h:
+                return f, scaled
+        return 1, scaled
+    return (1 if wanted else reduce), scaled
+
+
+def _subsampled_on_jvm(header: ImageHeader, mode: str, min_h: int, min_w: int, limit: int) -> bool:
+    """Whether the JVM reads this image, over the limit, keeping every n-th pixel of every n-th
+    row (Java's image readers; ``SubsampledDecode``), which OpenCV's Python API cannot do."""
+    if not (min_h > 0 or min_w > 0) or mode == "unchanged":
+        return False
+    if header.format not in _SUBSAMPLED_FORMATS:
+        return False
+
+    def fits(s: int) -> bool:
+        return _ceil_div(header.width, s) >= min_w and _ceil_div(header.height, s) >= min_h
+
+    step = 1
+    while fits(step + 1) and step + 1 <= max(header.width, header.height):
+        step += 1
+    pixels = _ceil_div(header.width, step) * _ceil_div(header.height, step)
+    return step > 1 and pixels <= limit
+
+
+def _smaller(header: ImageHeader) -> str:
+    """How an image over the limit can be decoded smaller, by what its format allows (the JVM's
+    ``ImageCodec.smaller``)."""
+    if header.scalable:
+        return (
+            "decode it smaller (reduceFactor, or minHeight and minWidth where the image is "
+            "resized after), "
+        )
+    if header.format in _SUBSAMPLED_FORMATS:
+        return (
+            "decode it smaller (minHeight and minWidth where the image is resized after: a "
+            f"{header.format.upper()} is then read subsampled; reduceFactor cannot shrink it as "
+            "it is read), "
+        )
+    return ""
+
+
+def decode(
+    data: bytes | None,
+    mode: str,
+    apply_orientation: bool,
+    reduce: int,
+    min_h: int,
+    min_w: int,
+    limit: int,
+) -> np.ndarray:
+    """Decodes encoded image bytes like the JVM's ``ImageCodec.decode``: refused from the header
+    when over ``limit`` pixels, at the smallest JPEG scale covering ``min_h`` x ``min_w`` when
+    either is positive (else at 1/``reduce``), EXIF orientation applied."""
+    import cv2
+
+    if data is None:
+        raise RowError("no data (null)")
+    if len(data) == 0:
+        raise RowError("empty file (0 bytes)")
+    jpeg = is_jpeg(data)
+    if jpeg and not has_jpeg_end(data):
+        raise RowError(f"truncated JPEG: no end-of-image marker in {len(data)} bytes")
+    orientation = exif_orientation(data) if apply_orientation and jpeg else 1
+    header = read_header(data)
+    factor, scaled = _decode_factor(header, mode, orientation, reduce, min_h, min_w)
+    if header is not None:
+        decoded_pixels = (
+            _ceil_div(header.width, factor) * _ceil_div(header.height, factor)
+            if scaled
+            else header.pixels
+        )
+        if decoded_pixels > limit and _subsampled_on_jvm(header, mode, min_h, min_w, limit):
+            raise RowError(
+                f"image is {header.width}x{header.height} ({megapixels(header.pixels)}), over the "
+                f"limit of {megapixels(limit)} per image on this executor; the Python backend "
+                f"decodes a {header.format.upper()} whole (the JVM backend reads it subsampled "
+                f"to {min_h}x{min_w}): give the executors more memory, or raise {MAX_PIXELS_KEY}"
+            )
+        if decoded_pixels > limit:
+            at_scale = (
+                f" ({megapixels(decoded_pixels)} at 1/{factor} scale)"
+                if scaled and factor > 1
+                else ""
+            )
+            raise RowError(
+                f"image is {header.width}x{header.height} ({megapixels(header.pixels)})"
+                f"{at_scale}, over the limit of {megapixels(limit)} per image on this executor; "
+                f"{_smaller(header)}give the executors more memory, or raise {MAX_PIXELS_KEY}"
+            )
+    # After the limit: a header over it is refused as such, whatever follows it.
+    short = jpeg_data_shortfall(data) if jpeg else None
+    if short is not None:
+        have, need, blocks = short
+        raise RowError(
+            f"corrupt JPEG: {have} bytes of image data for a frame of {blocks} 8x8 blocks, which "
+            f"takes at least {need}; the file is damaged (its image data is missing)"
+        )
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
+    if decoded is None or decoded.size == 0:
+        raise RowError(
+            f"not a decodable image ({len(data)} bytes starting {hex_prefix(data)}): "
+            "unknown format or corrupt data"
+        )
+    if header is None and decoded.shape[0] * decoded.shape[1] > limit:
+        height, width = decoded.shape[:2]
+        raise RowError(
+            f"image is {width}x{height} ({megapixels(width * height)}), over the limit of "
+            f"{megapixels(limit)} per image on this executor; raise {MAX_PIXELS_KEY}"
+        )
+    if mode == "unchanged" and factor > 1:
+        size = (math.ceil(decoded.shape[1] / factor), math.ceil(decoded.shape[0] / factor))
+        decoded = cv2.resize(decoded, size, interpolation=cv2.INTER_AREA)
+    return orient(decoded, orientation)
+
+
+def orient(image: np.ndarray, orientation: int) -> np.ndarray:
+    """Applies an EXIF orientation (1-8) the way OpenCV's own reader does."""
+    import cv2
+
+    if orientation in (2, 3, 4):
+        return cv2.flip(image, {2: 1, 3: -1, 4: 0}[orientation])
+    if orientation in (5, 6, 7, 8):
+        transposed = cv2.transpose(image)
+        if orientation == 5:
+            return transposed
+        return cv2.flip(transposed, {6: 1, 7: -1, 8: 0}[orientation])
+    return image

@@ -1,0 +1,160 @@
+"""The partitions of the image stages: ImageDecoder (and ``read_files``), ImageTransformer and
+UnrollImage read an input column (encoded bytes, file paths or image structs) and add their
+output and error columns, one value per row, as the JVM stages do; and the EXIF times of a
+listing's photos (the JVM's ``TakenTimes``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mmlspark._engine.decode import decode
+from mmlspark._engine.files import HEAD_BYTES, max_file_bytes, max_pixels, read_file
+from mmlspark._engine.headers import exif_seconds
+from mmlspark._engine.ops import Image, Op, reduced_decode_target, run_ops, to_chw
+from mmlspark._engine.rows import RowError, Task, computed, list_array
+from mmlspark._engine.structs import from_struct, image_array, order_of, to_struct, unroll
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """How an image is decoded: ImageDecoder's settings (and read_images')."""
+
+    mode: str
+    orientation: bool
+    reduce: int
+    min_h: int
+    min_w: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What the tasks run: read `input_col` (binary or image struct), compute one value per row
+    with `kind` ("decode", "transform", "unroll"), add `output_col` and `error_col`."""
+
+    kind: str
+    input_col: str
+    binary: bool
+    output_col: str
+    error_col: str
+    setting: str | None
+    origin_col: str | None = None
+    decoding: Decoding | None = None  # ImageDecoder's settings
+    reduced: bool = False  # ImageTransformer on bytes: decode at the first resize's scale
+    ops: tuple[Op, ...] = ()
+    tensor_order: str | None = None  # set: tensor output in this channel order
+    keep: tuple[str, ...] | None = None  # the input columns passed on (default: all)
+    read_path: bool = False  # `input_col` names files to read (read_files), not their bytes
+    file_setting: str | None = None  # spark.mmlspark.image.maxFileBytes, with read_path
+    prior_error_col: str | None = None  # a row with an error here keeps it and is not read
+    reread: Decoding | None = None  # transform: read_images' settings; decode each image's
+    # origin again, at the first resize's scale
+
+
+def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
+    """The function of one row: (input value, origin) -> the output value."""
+    if plan.kind == "decode":
+        d = plan.decoding
+        assert d is not None
+        file_limit = max_file_bytes(plan.file_setting) if plan.read_path else 0
+
+        def decoded(data: Any, origin: Any) -> Any:
+            if plan.read_path:
+                if data is None:
+                    raise RowError("no path (null)")
+                data = read_file(data, file_limit)
+            pixels = decode(data, d.mode, d.orientation, d.reduce, d.min_h, d.min_w, limit)
+            return to_struct(pixels, origin)
+
+        return decoded
+    if plan.kind == "unroll":
+        return lambda row, _: unroll(from_struct(row))
+    ops, order = plan.ops, plan.tensor_order
+    target = reduced_decode_target(ops) if plan.reduced or plan.reread else None
+    file_limit = max_file_bytes(plan.file_setting) if plan.reread else 0
+
+    def transformed(value: Any, _: Any) -> Any:
+        if plan.reread is not None:
+            if value is None:
+                raise RowError("no input image (null)")
+            origin = value["origin"]
+            r, (min_h, min_w) = plan.reread, target or (0, 0)
+            data = read_file(origin, file_limit)
+            first = decode(data, r.mode, r.orientation, 1, min_h, min_w, limit)
+        elif plan.binary:
+            if value is None:
+                raise RowError("no input image (null)")
+            min_h, min_w = target or (0, 0)
+            first = decode(value, "color", True, 1, min_h, min_w, limit)
+            origin = None
+        else:
+            first = from_struct(value)
+            origin = value["origin"]
+        out = run_ops(ops, Image(first, order_of(first)), limit)
+        return to_chw(out, order) if order is not None else to_struct(out.pixels, origin)
+
+    return transformed
+
+
+def _output_array(plan: Plan, values: list[Any]) -> Any:
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    if plan.kind == "unroll" or plan.tensor_order is not None:
+        return list_array(values, pa.float64() if plan.kind == "unroll" else pa.float32())
+    return image_array(values)
+
+
+def _output_batch(plan: Plan, rows: Any, values: list[Any], errors: list[str | None]) -> Any:
+    """`rows` (the kept columns) with the stage's two columns."""
+    import pyarrow as pa
+
+    kept = [i for i, n in enumerate(rows.schema.names) if plan.keep is None or n in plan.keep]
+    arrays = [rows.column(i) for i in kept] + [
+        _output_array(plan, values),
+        pa.array(errors, pa.string()),
+    ]
+    names = [rows.schema.names[i] for i in kept] + [plan.output_col, plan.error_col]
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _size(value: Any) -> int:
+    return int(value.nbytes) if isinstance(value, np.ndarray) else len(value[5])
+
+
+def partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
+    """The rows of `batches` with the stage's columns, in output batches bounded in rows and
+    bytes (``rows.computed``)."""
+    compute = _row_function(plan, max_pixels(plan.setting))
+
+    def inputs(part: Any) -> Iterator[tuple[tuple[Any, Any], str | None]]:
+        nulls = [None] * part.num_rows
+        values = part.column(plan.input_col).to_pylist()
+        origins = part.column(plan.origin_col).to_pylist() if plan.origin_col else nulls
+        priors = part.column(plan.prior_error_col).to_pylist() if plan.prior_error_col else nulls
+        for value, origin, prior in zip(values, origins, priors, strict=True):
+            yield (value, origin), prior
+
+    for rows, values, errors in computed(batches, inputs, compute, _size):
+        yield _output_batch(plan, rows, values, errors)
+
+
+def taken_partition(out_col: str, batches: Iterator[Any]) -> Iterator[Any]:
+    """The rows of a listing (``path``) with `out_col`: each photo's EXIF DateTimeOriginal in
+    seconds, read from the first HEAD_BYTES of its file (null: not a JPEG, none, unreadable)."""
+    import pyarrow as pa
+
+    for batch in batches:
+        seconds: list[float | None] = []
+        for path in batch.column("path").to_pylist():
+            try:
+                seconds.append(
+                    None if path is None else exif_seconds(read_file(path, 0, HEAD_BYTES))
+                )
+            except RowError:
+                seconds.append(None)
+        yield pa.RecordBatch.from_arrays(
+            [*batch.columns, pa.array(seconds, pa.float64())], names=[*batch.schema.names, out_col]
+        )

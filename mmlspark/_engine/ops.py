@@ -1,0 +1,387 @@
+"""The image operations of ImageTransformer (the JVM's ``ImageOp``): their vocabulary, the JVM's
+defaults and validation, and how each one changes an image, with the JVM's results and messages;
+and images as the tensors a model takes."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from mmlspark._engine.files import MAX_PIXELS_KEY
+from mmlspark._engine.java import megapixels
+from mmlspark._engine.rows import RowError
+from mmlspark._engine.structs import channels_of
+
+_INTERPOLATIONS = {
+    0: "INTER_NEAREST",
+    1: "INTER_LINEAR",
+    2: "INTER_CUBIC",
+    3: "INTER_AREA",
+    4: "INTER_LANCZOS4",
+}
+_THRESHOLDS = {
+    0: "THRESH_BINARY",
+    1: "THRESH_BINARY_INV",
+    2: "THRESH_TRUNC",
+    3: "THRESH_TOZERO",
+    4: "THRESH_TOZERO_INV",
+}
+# ColorFormat's targets: our spellings (any case) and the OpenCV COLOR_* codes from BGR(A) that
+# give them, written as numbers.
+_COLOR_TARGETS = {
+    "rgb": "RGB",
+    "bgr": "BGR",
+    "gray": "GRAY",
+    "4": "RGB",
+    "3": "RGB",
+    "6": "GRAY",
+    "10": "GRAY",
+    "1": "BGR",
+    "8": "BGR",
+}
+
+
+@dataclass
+class Image:
+    """An image between operations, and the order of its channels (BGR, RGB or GRAY)."""
+
+    pixels: np.ndarray
+    order: str
+
+
+def color_target(value: Any) -> str | None:
+    return _COLOR_TARGETS.get(str(value).strip().lower()) if value is not None else None
+
+
+@dataclass(frozen=True)
+class Op:
+    """One parsed operation: its name and arguments, with the JVM's defaults filled in."""
+
+    op: str
+    args: dict[str, Any]
+
+    def __getitem__(self, name: str) -> Any:
+        return self.args[name]
+
+    def fail(self, message: str) -> RowError:
+        return RowError(f"{self.op}: {message}")
+
+    @property
+    def fixed_size(self) -> tuple[int, int] | None:
+        if self.op in ("resize", "crop", "centerCrop"):
+            return int(self["height"]), int(self["width"])
+        if self.op == "letterbox":
+            return int(self["size"]), int(self["size"])
+        return None
+
+    @property
+    def changes_size(self) -> bool:
+        return self.op in ("resize", "resizeShorter", "crop", "centerCrop", "letterbox")
+
+    @property
+    def min_input_size(self) -> tuple[int, int] | None:
+        if self.op == "resizeShorter":
+            return int(self["size"]), int(self["size"])
+        if self.op in ("resize", "letterbox"):
+            return self.fixed_size
+        return None
+
+    @property
+    def pixelwise(self) -> bool:
+        return self.op in ("colorFormat", "flip", "threshold", "normalize")
+
+
+# The arguments of each operation, in order, with the defaults the JVM's case classes have.
+_ARGS: dict[str, list[tuple[str, Any]]] = {
+    "resize": [("height", None), ("width", None), ("interpolation", 1)],
+    "resizeShorter": [("size", None), ("interpolation", 1)],
+    "crop": [("x", None), ("y", None), ("height", None), ("width", None)],
+    "centerCrop": [("height", None), ("width", None)],
+    "colorFormat": [("format", None)],
+    "flip": [("flipCode", 1)],
+    "blur": [("height", None), ("width", None)],
+    "threshold": [("threshold", None), ("maxVal", None), ("thresholdType", None)],
+    "gaussianKernel": [("apertureSize", None), ("sigma", None)],
+    "normalize": [("mean", None), ("std", None), ("colorScaleFactor", 1.0)],
+    "letterbox": [("size", None), ("padValue", 114.0)],
+}
+
+
+def _validate(op: Op) -> None:
+    """The JVM's ``validate()`` of each operation: arguments that can never work."""
+
+    def require(condition: bool, message: str) -> None:
+        if not condition:
+            raise ValueError(f"{op.op}: {message}")
+
+    def one_of(constants: dict[int, str], field: str, kind: str) -> None:
+        value = op[field]
+        low, high = min(constants), max(constants)
+        require(value in constants, f"{field} must be {kind} {low}-{high} but was {value}")
+
+    name = op.op
+    if name in ("resize", "crop", "centerCrop", "blur"):
+        h, w = op["height"], op["width"]
+        require(h > 0 and w > 0, f"height and width must be positive but were {h} x {w}")
+    if name in ("resize", "resizeShorter"):
+        one_of(_INTERPOLATIONS, "interpolation", "an OpenCV INTER_* interpolation")
+    if name in ("resizeShorter", "letterbox"):
+        require(op["size"] > 0, f"size must be positive but was {op['size']}")
+    if name == "crop":
+        require(
+            op["x"] >= 0 and op["y"] >= 0,
+            f"x and y must be at least 0 but were ({op['x']}, {op['y']})",
+        )
+    if name == "colorFormat":
+        require(
+            color_target(op["format"]) is not None,
+            "format must be one of 'RGB', 'BGR', 'GRAY' (any case; also '1', '10', '3', '4', "
+            f"'6', '8') but was '{op['format']}'",
+        )
+    if name == "flip":
+        require(
+            op["flipCode"] in (-1, 0, 1), f"flipCode must be -1, 0 or 1 but was {op['flipCode']}"
+        )
+    if name == "threshold":
+        one_of(_THRESHOLDS, "thresholdType", "an OpenCV THRESH_* type")
+    if name == "gaussianKernel":
+        size, sigma = op["apertureSize"], op["sigma"]
+        require(size > 0 and size % 2 == 1, f"apertureSize must be odd and positive but was {size}")
+        require(sigma >= 0, f"sigma must be at least 0 but was {float(sigma)}")
+    if name == "normalize":
+        mean, std = op["mean"], op["std"]
+        require(
+            len(mean) > 0 and len(mean) == len(std),
+            f"mean and std must have the same, non-zero length but had {len(mean)} and {len(std)}",
+        )
+        require(all(s != 0.0 for s in std), "std must not contain 0")
+
+
+def parse_ops(text: str) -> list[Op]:
+    """The operations of an ``operations`` JSON value, validated as the JVM validates them."""
+    try:
+        parsed = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(f"image operations are not JSON ({error}): {text}") from None
+    if not isinstance(parsed, list):
+        raise ValueError(f"image operations must be a JSON array but were {text}")
+    ops = []
+    for item in parsed:
+        shown = json.dumps(item, separators=(",", ":"))
+        if not isinstance(item, dict) or "op" not in item:
+            raise ValueError(f"image operation without 'op': {shown}")
+        name = item["op"]
+        if name not in _ARGS:
+            raise ValueError(f"unknown image operation '{name}'; known: {', '.join(_ARGS)}")
+        args = {}
+        for arg, default in _ARGS[name]:
+            value = item.get(arg, default)
+            if value is None:
+                raise ValueError(f"image operation {shown}: no value for '{arg}'")
+            args[arg] = value
+        op = Op(name, args)
+        _validate(op)
+        ops.append(op)
+    return ops
+
+
+def reduced_decode_target(ops: Sequence[Op]) -> tuple[int, int] | None:
+    """The size a decode must at least have to serve `ops` (see the JVM's twin)."""
+    for op in ops:
+        if not op.pixelwise:
+            return op.min_input_size
+    return None
+
+
+def _resize(image: Image, width: int, height: int, interpolation: int) -> Image:
+    import cv2
+
+    return Image(
+        cv2.resize(image.pixels, (width, height), interpolation=interpolation), image.order
+    )
+
+
+def _crop(image: Image, op: Op, x: int, y: int, height: int, width: int) -> Image:
+    h, w = image.pixels.shape[:2]
+    if x + width > w or y + height > h:
+        raise op.fail(f"region x={x} y={y} {height}x{width} lies outside the {h}x{w} image")
+    return Image(image.pixels[y : y + height, x : x + width].copy(), image.order)
+
+
+def _convert(image: Image, op: Op, target: str) -> Image:
+    import cv2
+
+    channels = channels_of(image.pixels)
+    source = image.order
+    code: str | None
+    if (channels == 3 and source == target) or (source, channels, target) == ("GRAY", 1, "GRAY"):
+        code = None
+    else:
+        code = {
+            ("BGR", 3, "RGB"): "COLOR_BGR2RGB",
+            ("RGB", 3, "BGR"): "COLOR_BGR2RGB",
+            ("BGR", 3, "GRAY"): "COLOR_BGR2GRAY",
+            ("RGB", 3, "GRAY"): "COLOR_RGB2GRAY",
+            ("BGR", 4, "BGR"): "COLOR_BGRA2BGR",
+            ("RGB", 4, "RGB"): "COLOR_BGRA2BGR",
+            ("BGR", 4, "RGB"): "COLOR_BGRA2RGB",
+            ("RGB", 4, "BGR"): "COLOR_BGRA2RGB",
+            ("BGR", 4, "GRAY"): "COLOR_BGRA2GRAY",
+            ("RGB", 4, "GRAY"): "COLOR_RGBA2GRAY",
+            ("GRAY", 1, "BGR"): "COLOR_GRAY2BGR",
+            ("GRAY", 1, "RGB"): "COLOR_GRAY2RGB",
+        }.get((source, channels, target))
+        if code is None:
+            raise op.fail(f"cannot convert a {channels}-channel {source} image to {target}")
+    if code is None:
+        return Image(image.pixels.copy(), target)
+    return Image(cv2.cvtColor(image.pixels, getattr(cv2, code)), target)
+
+
+def _normalize(image: Image, op: Op) -> Image:
+    pixels = image.pixels
+    channels = channels_of(pixels)
+    color = 3 if channels == 4 else channels
+    mean, std = list(op["mean"]), list(op["std"])
+    if len(mean) not in (1, color):
+        raise op.fail(f"{len(mean)} means for a {color}-channel image")
+
+    def per_channel(values: list[float]) -> list[float]:
+        full = values * color if len(values) == 1 else values
+        return list(reversed(full)) if image.order == "BGR" else full
+
+    m, s = per_channel(mean), per_channel(std)
+    out = pixels.astype(np.float32)
+    planes = out.reshape(out.shape[0], out.shape[1], channels)
+    scale = np.float32(op["colorScaleFactor"])
+    for c in range(color):
+        planes[..., c] = (planes[..., c] * scale - np.float32(m[c])) / np.float32(s[c])
+    return Image(out, image.order)
+
+
+def _letterbox(image: Image, op: Op) -> Image:
+    import cv2
+
+    size, pad = int(op["size"]), float(op["padValue"])
+    height, width = image.pixels.shape[:2]
+    if height <= 0 or width <= 0:
+        raise RowError(f"letterbox: an empty {width}x{height} image")
+    scale = min(size / height, size / width)
+    scaled_h, scaled_w = max(1, round(height * scale)), max(1, round(width * scale))
+    top, left = (size - scaled_h) // 2, (size - scaled_w) // 2
+    scaled = image.pixels
+    if (scaled_h, scaled_w) != (height, width):
+        scaled = cv2.resize(scaled, (scaled_w, scaled_h), interpolation=cv2.INTER_LINEAR)
+    out = cv2.copyMakeBorder(
+        scaled,
+        top,
+        size - scaled_h - top,
+        left,
+        size - scaled_w - left,
+        cv2.BORDER_CONSTANT,
+        value=(pad, pad, pad, pad),
+    )
+    return Image(out, image.order)
+
+
+def apply(op: Op, image: Image) -> Image:
+    """`op` applied to `image`: a new image."""
+    import cv2
+
+    name, pixels = op.op, image.pixels
+    if name == "resize":
+        return _resize(image, int(op["width"]), int(op["height"]), int(op["interpolation"]))
+    if name == "resizeShorter":
+        h, w = pixels.shape[:2]
+        size = int(op["size"])
+        scale = size / min(h, w)
+        nh, nw = (
+            (size, math.floor(w * scale + 0.5)) if h <= w else (math.floor(h * scale + 0.5), size)
+        )
+        return _resize(image, nw, nh, int(op["interpolation"]))
+    if name == "crop":
+        return _crop(image, op, int(op["x"]), int(op["y"]), int(op["height"]), int(op["width"]))
+    if name == "centerCrop":
+        h, w = pixels.shape[:2]
+        height, width = int(op["height"]), int(op["width"])
+        if height > h or width > w:
+            raise op.fail(f"{height}x{width} is larger than the {h}x{w} image")
+        return _crop(image, op, (w - width) // 2, (h - height) // 2, height, width)
+    if name == "colorFormat":
+        return _convert(image, op, str(color_target(op["format"])))
+    if name == "flip":
+        return Image(cv2.flip(pixels, int(op["flipCode"])), image.order)
+    if name == "blur":
+        return Image(cv2.blur(pixels, (int(op["width"]), int(op["height"]))), image.order)
+    if name == "threshold":
+        _, out = cv2.threshold(
+            pixels, float(op["threshold"]), float(op["maxVal"]), int(op["thresholdType"])
+        )
+        return Image(out, image.order)
+    if name == "gaussianKernel":
+        k = int(op["apertureSize"])
+        return Image(cv2.GaussianBlur(pixels, (k, k), float(op["sigma"])), image.order)
+    if name == "normalize":
+        return _normalize(image, op)
+    if name == "letterbox":
+        return _letterbox(image, op)
+    raise ValueError(f"unknown image operation '{name}'")
+
+
+def run_ops(ops: Sequence[Op], image: Image, limit: int) -> Image:
+    """`ops` applied in order; an output over `limit` pixels fails the row, as on the JVM."""
+
+    def refuse(op: Op, height: int, width: int) -> RowError:
+        return RowError(
+            f"{op.op} would make a {width}x{height} image ({megapixels(height * width)}), over "
+            f"the limit of {megapixels(limit)} per image on this executor; raise {MAX_PIXELS_KEY}"
+        )
+
+    for op in ops:
+        fixed = op.fixed_size
+        if fixed is not None and fixed[0] * fixed[1] > limit:
+            raise refuse(op, *fixed)
+        image = apply(op, image)
+        height, width = image.pixels.shape[:2]
+        if height * width > limit:
+            raise refuse(op, height, width)
+    return image
+
+
+def to_chw(image: Image, order: str) -> np.ndarray:
+    """The pixels as a flat float32 CHW array, channels in `order` (RGB, BGR or GRAY)."""
+    channels = channels_of(image.pixels)
+    same = (image.order, channels, order) in (
+        ("GRAY", 1, "GRAY"),
+        ("BGR", 3, "BGR"),
+        ("RGB", 3, "RGB"),
+    )
+    swapped = (image.order, channels, order) in (("BGR", 3, "RGB"), ("RGB", 3, "BGR"))
+    if not same and not swapped:
+        image = _convert(image, Op("colorFormat", {"format": order}), order)
+    pixels = image.pixels
+    planes = pixels.reshape(pixels.shape[0], pixels.shape[1], -1)
+    if swapped:
+        planes = planes[..., ::-1]
+    return np.ascontiguousarray(planes.transpose(2, 0, 1), dtype=np.float32).reshape(-1)
+
+
+def gray_tensor(ops: Sequence[Op]) -> bool:
+    """Whether the tensor has one channel: the last color conversion is to GRAY."""
+    targets = [color_target(op["format"]) for op in ops if op.op == "colorFormat"]
+    return bool(targets) and targets[-1] == "GRAY"
+
+
+def tensor_shape(ops: Sequence[Op]) -> list[int]:
+    """``[C, H, W]`` of the tensor output, -1 where it depends on the input."""
+    size: tuple[int, int] | None = None
+    for op in ops:
+        if op.changes_size:
+            size = op.fixed_size
+    channels = 1 if gray_tensor(ops) else 3
+    return [channels, size[0] if size else -1, size[1] if size else -1]

@@ -1,0 +1,254 @@
+"""ObjectDetector and CropDetections on the Python backend, driver side: OpenCV and onnxruntime
+in an Arrow UDF (``mapInArrow``), no jar.
+
+The stages are checked against the model and the input schema here, before any job, with the JVM
+stages' messages (``scala/.../detection``); the tasks run the engine (``mmlspark._engine.yolo``,
+``mmlspark._engine.crops``) on the plans made here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from pyspark.sql import types as T
+
+from mmlspark._engine.crops import CropPlan
+from mmlspark._engine.crops import partition as crops
+from mmlspark._engine.ort import model_specs
+from mmlspark._engine.yolo import Decoder, DetectPlan, Layout, detect, resolve_layout
+from mmlspark.core.checks import fail, require_absent, require_column_type, require_distinct
+from mmlspark.core.fused import Step, run_step
+from mmlspark.onnx import ONNXModel
+from mmlspark.onnx._backend import plan as onnx_plan
+from mmlspark.onnx._backend import shipped
+from mmlspark.opencv._backend import binary_or_image, image_type, pixel_setting
+
+DEVICE_TYPES = {"auto": "auto", "cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
+DEFAULT_IMAGE_SIZE = 640
+INPUT_DESCRIPTION = (
+    "an image struct (origin, height, width, nChannels, mode, data) or encoded image bytes (binary)"
+)
+DETECTIONS_DESCRIPTION = (
+    "an array of detections (category, label, conf, bbox), as ObjectDetector writes them"
+)
+
+
+def detections_type() -> Any:
+    """The detections column's type, as the JVM stage's (``Seq[Detection]``)."""
+    return T.ArrayType(
+        T.StructType(
+            [
+                T.StructField("category", T.StringType(), True),
+                T.StructField("label", T.StringType(), True),
+                T.StructField("conf", T.DoubleType(), False),
+                T.StructField("bbox", T.ArrayType(T.DoubleType(), False), True),
+            ]
+        ),
+        True,
+    )
+
+
+def is_detections(data_type: Any) -> bool:
+    """Whether `data_type` is an array of structs with the fields of a detection
+    (``CropDetections.isDetections``)."""
+    if not (isinstance(data_type, T.ArrayType) and isinstance(data_type.elementType, T.StructType)):
+        return False
+    fields = {f.name: f.dataType for f in data_type.elementType.fields}
+    wanted: list[tuple[str, Any]] = [
+        ("category", T.StringType()),
+        ("conf", T.DoubleType()),
+        ("bbox", None),  # an array of doubles
+    ]
+    for name, expected in wanted:
+        if name not in fields:
+            return False
+        actual = fields[name]
+        if isinstance(actual, T.ArrayType):
+            if expected is not None or actual.elementType != T.DoubleType():
+                return False
+        elif expected is None or actual != expected:
+            return False
+    return True
+
+
+def detector_plan(
+    fail: Callable[[str], Any],
+    inputs: Sequence[Any],
+    outputs: Sequence[Any],
+    image_size: int | None,
+    model_format: str,
+    class_names: Sequence[str],
+) -> tuple[int, Any, Any, Layout]:
+    """The square size, the model input and output and the output's layout, checked as the JVM's
+    ``ObjectDetector.plan`` checks them (`fail(message)` raises)."""
+    if len(inputs) != 1:
+        fail(f"a detector has one input (the image tensor) but the model has {len(inputs)}")
+    spec = inputs[0]
+    shape = spec.row_shape
+    if len(shape) != 3 or (shape[0] >= 0 and shape[0] != 3):
+        fail(f"the model input {spec.describe()} is not an image tensor [N, 3, H, W]")
+    h, w = shape[1], shape[2]
+    if h >= 0 and w >= 0 and h != w:
+        fail(f"the model input {spec.describe()} is not square; a letterboxed image is")
+    fixed = h if h >= 0 else w if w >= 0 else None
+    if image_size is not None and fixed is not None and image_size != fixed:
+        fail(
+            f"imageSize is {image_size} but the model takes {fixed}x{fixed} images "
+            f"(input {spec.describe()})"
+        )
+    size = image_size if image_size is not None else fixed or DEFAULT_IMAGE_SIZE
+    if not outputs:
+        fail("the model has no output")
+    output = outputs[0]
+    try:
+        layout = resolve_layout(output.row_shape, model_format)
+    except ValueError as error:
+        fail(f"output {output.describe()}: {error}")
+    if len(class_names) != layout.classes:
+        fail(
+            f"the detector gives {layout.classes} classes (output {output.describe()}, "
+            f"{layout.format}) but classNames has {len(class_names)} "
+            f"({', '.join(class_names)}); give one name per class"
+        )
+    return size, spec, output, layout
+
+
+def transform_detector(stage: Any, dataset: Any) -> Any:
+    """ObjectDetector's output on the Python backend."""
+    schema = dataset.schema
+    field = require_column_type(
+        stage, schema, stage.getOrDefault("inputCol"), INPUT_DESCRIPTION, binary_or_image
+    )
+    output_col, error_col = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
+    require_absent(stage, schema, output_col)
+    require_absent(stage, schema, error_col)
+    require_distinct(stage, "outputCol and errorCol", [output_col, error_col])
+    model = stage._model_bytes()
+    inputs, outputs = model_specs(model)
+    size, spec, output, layout = detector_plan(
+        lambda message: fail(stage, message),
+        inputs,
+        outputs,
+        stage.getOrDefault("imageSize") if stage.isDefined("imageSize") else None,
+        stage.getOrDefault("modelFormat"),
+        list(stage.getOrDefault("classNames")),
+    )
+    uid = stage.uid
+    tensor, height, width, raw, image_error, model_error = (
+        f"__{part}_{uid}"
+        for part in ("tensor", "height", "width", "raw", "imageError", "modelError")
+    )
+    device = str(stage.getOrDefault("deviceType")).strip().lower()
+    batch = int(stage.getOrDefault("miniBatchSize"))
+    onnx = ONNXModel().setBackend("python")
+    onnx.setParams(
+        feedDict={spec.name: tensor},
+        fetchDict={raw: output.name},
+        errorCol=model_error,
+        miniBatchSize=batch,
+        deviceType=DEVICE_TYPES.get(device, device),
+    )
+    prepared = T.StructType(
+        [
+            *schema.fields,
+            T.StructField(
+                tensor,
+                T.ArrayType(T.FloatType(), False),
+                True,
+                {"tensorShape": [3, size, size]},
+            ),
+            T.StructField(height, T.IntegerType(), True),
+            T.StructField(width, T.IntegerType(), True),
+            T.StructField(image_error, T.StringType(), True),
+        ]
+    )
+    scoring = shipped(dataset.sparkSession, onnx_plan(onnx, model, prepared))
+    plan = DetectPlan(
+        input_col=field.name,
+        binary=isinstance(field.dataType, T.BinaryType),
+        reduced=bool(stage.getOrDefault("reducedDecode")),
+        size=size,
+        setting=pixel_setting(dataset),
+        columns=len(schema.fields),
+        tensor_col=tensor,
+        height_col=height,
+        width_col=width,
+        image_error_col=image_error,
+        raw_col=raw,
+        model_error_col=model_error,
+        onnx=scoring,
+        decoder=Decoder(
+            layout,
+            float(stage.getOrDefault("confidenceThreshold")),
+            float(stage.getOrDefault("iouThreshold")),
+            int(stage.getOrDefault("maxDetections")),
+            tuple(stage.getOrDefault("classNames")),
+        ),
+        output_col=output_col,
+        error_col=error_col,
+        min_rows=scoring.batch,
+    )
+    added = [
+        T.StructField(output_col, detections_type(), True),
+        T.StructField(error_col, T.StringType(), True),
+    ]
+    return run_step(
+        dataset,
+        Step(detect, plan),
+        added,
+        lambda out: out,
+    )
+
+
+def transform_crops(stage: Any, dataset: Any) -> Any:
+    """CropDetections' output on the Python backend."""
+    schema = dataset.schema
+    input_col = stage.getOrDefault("inputCol")
+    field = require_column_type(stage, schema, input_col, INPUT_DESCRIPTION, binary_or_image)
+    detections_field = require_column_type(
+        stage,
+        schema,
+        stage.getOrDefault("detectionsCol"),
+        DETECTIONS_DESCRIPTION,
+        is_detections,
+    )
+    kept = T.StructType([f for f in schema.fields if f.name != input_col])
+    index_col, detection_col, output_col, error_col = (
+        stage.getOrDefault(name)
+        for name in ("detectionIndexCol", "detectionCol", "outputCol", "errorCol")
+    )
+    added_names = [index_col, detection_col, output_col, error_col]
+    for name in added_names:
+        require_absent(stage, kept, name)
+    require_distinct(stage, "output columns", added_names)
+    plan = CropPlan(
+        input_col=input_col,
+        detections_col=detections_field.name,
+        binary=isinstance(field.dataType, T.BinaryType),
+        kept=tuple(i for i, f in enumerate(schema.fields) if f.name != input_col),
+        threshold=float(stage.getOrDefault("confidenceThreshold")),
+        categories=frozenset(stage.getOrDefault("categories")),
+        square=bool(stage.getOrDefault("square")),
+        keep_uncropped=bool(stage.getOrDefault("keepUncropped")),
+        setting=pixel_setting(dataset),
+        index_col=index_col,
+        detection_col=detection_col,
+        output_col=output_col,
+        error_col=error_col,
+    )
+    detections_array = detections_field.dataType
+    assert isinstance(detections_array, T.ArrayType)  # is_detections checked it
+    added = [
+        T.StructField(index_col, T.IntegerType(), True),
+        T.StructField(detection_col, detections_array.elementType, True),
+        T.StructField(output_col, image_type(), True),
+        T.StructField(error_col, T.StringType(), True),
+    ]
+    return run_step(
+        dataset,
+        Step(crops, plan),
+        added,
+        lambda out: out,
+        keep=tuple(f.name for f in kept.fields),
+    )

@@ -1,0 +1,139 @@
+"""ImageDecoder, ``read_files``, UnrollImage and EXIF times on the Python backend, driver side:
+the params and schemas are checked here, with the JVM stages' messages, and the tasks run the
+engine (``mmlspark._engine.images``) on the plan made here (see ``mmlspark.opencv._backend``)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from pyspark.sql import types as T
+
+from mmlspark._engine.decode import COLOR_MODES
+from mmlspark._engine.files import max_file_bytes
+from mmlspark._engine.images import Decoding, Plan, taken_partition
+from mmlspark.core.arrow_map import map_in_arrow
+from mmlspark.core.checks import require_column_type
+from mmlspark.opencv._backend import (
+    IMAGE_DESCRIPTION,
+    READ_KEY,
+    check_columns,
+    file_setting,
+    image_type,
+    is_image,
+    pixel_setting,
+    run,
+    stage_error,
+    stage_plan,
+)
+
+
+def _is_string(data_type: Any) -> bool:
+    return isinstance(data_type, T.StringType)
+
+
+def decoding(decoder: Any) -> Decoding:
+    """An ImageDecoder's settings, checked as the JVM stage checks them."""
+    mode = decoder.getOrDefault("colorMode")
+    reduce = int(decoder.getOrDefault("reduceFactor"))
+    if mode not in COLOR_MODES:
+        raise stage_error(
+            decoder, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'"
+        )
+    if reduce not in (1, 2, 4, 8):
+        raise stage_error(decoder, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
+    return Decoding(
+        mode,
+        bool(decoder.getOrDefault("applyOrientation")),
+        reduce,
+        int(decoder.getOrDefault("minHeight")),
+        int(decoder.getOrDefault("minWidth")),
+    )
+
+
+def read_metadata(decoder: Any) -> dict[str, Any]:
+    """The metadata of read_images' ``image`` column, read with `decoder`'s settings."""
+    d = decoding(decoder)
+    settings = {
+        "colorMode": d.mode,
+        "applyOrientation": d.orientation,
+        "reduceFactor": d.reduce,
+        "minHeight": d.min_h,
+        "minWidth": d.min_w,
+    }
+    return {READ_KEY: settings}
+
+
+def transform_decoder(
+    stage: Any,
+    dataset: Any,
+    keep: tuple[str, ...] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
+    """ImageDecoder's output on the Python backend (with only the input columns `keep`, when
+    given, before its own)."""
+    check_columns(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
+    origin = stage.getOrDefault("originCol")
+    if origin:
+        require_column_type(stage, dataset.schema, origin, "string", _is_string)
+    plan = stage_plan(
+        stage,
+        dataset,
+        "decode",
+        binary=True,
+        origin_col=origin or None,
+        decoding=decoding(stage),
+        keep=keep,
+    )
+    return run(dataset, plan, image_type(), metadata or {}, bool(stage.getOrDefault("dropInvalid")))
+
+
+def read_files(
+    decoder: Any,
+    files: Any,
+    keep: tuple[str, ...] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Any:
+    """``read_files`` on the Python backend: the files of a listing (``path``, ``error``, ...)
+    read in the tasks from local and mounted paths and decoded with `decoder`'s settings; the
+    listing's columns but ``error``, then ``image`` and ``error`` (the listing's, the read's or
+    the decode's), as the JVM's ``ImageReader.readFiles`` gives them (with `keep`, only those of
+    the listing's columns)."""
+    for name in ("path", "error"):
+        require_column_type(decoder, files.schema, name, "string", _is_string)
+    prior = f"__listing_error_{decoder.uid}"
+    kept = tuple(c for c in files.columns if c != "error" and (keep is None or c in keep))
+    plan = Plan(
+        kind="decode",
+        input_col="path",
+        binary=True,
+        output_col="image",
+        error_col="error",
+        setting=pixel_setting(files),
+        origin_col="path",
+        decoding=decoding(decoder),
+        keep=kept,
+        read_path=True,
+        file_setting=file_setting(files),
+        prior_error_col=prior,
+    )
+    if plan.file_setting is not None:
+        max_file_bytes(plan.file_setting)  # a bad setting fails here, before any job
+    listing = files.withColumnRenamed("error", prior)
+    drop = bool(decoder.getOrDefault("dropInvalid"))
+    return run(listing, plan, image_type(), metadata or {}, drop)
+
+
+def taken_times(files: Any, out_col: str) -> Any:
+    """`files` (a listing with ``path``) with `out_col`: each photo's EXIF DateTimeOriginal in
+    seconds (null: not a JPEG, none, unreadable), read from the first 128 KiB of each file by the
+    Python workers (the JVM's ``TakenTimes.add``)."""
+    schema = T.StructType([*files.schema.fields, T.StructField(out_col, T.DoubleType(), True)])
+    return map_in_arrow(files, functools.partial(taken_partition, out_col), schema)
+
+
+def transform_unroll(stage: Any, dataset: Any) -> Any:
+    """UnrollImage's output on the Python backend."""
+    check_columns(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
+    plan = stage_plan(stage, None, "unroll", binary=False)
+    return run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})

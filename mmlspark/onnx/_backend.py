@@ -1,0 +1,319 @@
+"""ONNXModel on the Python backend, driver side: onnxruntime in an Arrow UDF (``mapInArrow``), no
+jar.
+
+The stage is checked against the model and the input schema here, before any job, as the JVM
+stage checks it (``scala/.../onnx``), and the plan made here is what the tasks run with the engine
+(``mmlspark._engine.ort``). The model file goes to the executors once (SparkContext.addFile, or a
+file artifact over Spark Connect), or, where neither is allowed, with the UDF.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from mmlspark._engine.ort import Plan, model_specs, partition, softmax_is_double
+from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec
+from mmlspark.core.fused import Step, run_step
+
+__all__ = ["transform", "plan"]
+
+
+def _source(data_type: Any) -> tuple[str, int]:
+    """The element kind and the array depth of a Spark column type."""
+    from pyspark.ml.linalg import VectorUDT
+
+    depth = 0
+    while isinstance(data_type, T.ArrayType):
+        data_type, depth = data_type.elementType, depth + 1
+    if isinstance(data_type, VectorUDT):
+        return "vector", depth
+    if isinstance(data_type, T.BinaryType):
+        return "binary", depth
+    if isinstance(data_type, T.BooleanType):
+        return "bool", depth
+    if isinstance(data_type, T.StringType):
+        return "string", depth
+    if isinstance(data_type, (T.FloatType, T.DoubleType)):
+        return "float", depth
+    if isinstance(data_type, (T.ByteType, T.ShortType, T.IntegerType, T.LongType)):
+        return "int", depth
+    return "unsupported", depth
+
+
+def _mapping(stage: Any, name: str) -> dict[str, str]:
+    return dict(json.loads(stage.getOrDefault(name)))
+
+
+def _only(stage: Any, param: str, mapping: str, specs: list[Spec], advice: str) -> Spec:
+    """The model's one input (or output) that `param` names when `mapping` is empty."""
+    kind = "input" if param == "inputCol" else "output"
+    if not stage.isDefined(param):
+        raise ValueError(
+            f"ONNXModel {stage.uid}: set {param} (a model with one {kind}) or {mapping}"
+        )
+    if len(specs) != 1:
+        raise ValueError(
+            f"ONNXModel {stage.uid}: the model has {len(specs)} {kind}s ("
+            + ", ".join(s.describe() for s in specs)
+            + f"); {advice}"
+        )
+    return specs[0]
+
+
+def plan(stage: Any, model: bytes, schema: Any) -> Plan:
+    """Checks the stage against the model and the input schema (failing before any job, as the
+    JVM stage does) and gives the plan the tasks run."""
+    name = f"ONNXModel {stage.uid}"
+
+    def fail(message: str) -> Any:
+        raise ValueError(f"{name}: {message}")
+
+    inputs, outputs = model_specs(model)
+    wanted = list(dict.fromkeys(_mapping(stage, "fetchDict").values()))
+    inner = [w for w in wanted if w not in {s.name for s in outputs}]
+    if inner:
+        # fetchDict names tensors inside the model: run the model cut so that exactly the
+        # fetched tensors are its outputs, as the JVM stage does.
+        from mmlspark.onnx._graph import cut
+
+        try:
+            model = cut(model, wanted)
+        except ValueError as error:
+            fail(
+                f"fetchDict names {', '.join(inner)}, which are not outputs of the model ("
+                + ", ".join(s.describe() for s in outputs)
+                + f"): {error}"
+            )
+        inputs, outputs = model_specs(model)
+    by_input = {s.name: s for s in inputs}
+    by_output = {s.name: s for s in outputs}
+    feed_dict = _mapping(stage, "feedDict")
+    if feed_dict:
+        for model_input in feed_dict:
+            if model_input not in by_input:
+                fail(
+                    f"feedDict names model input '{model_input}', but the model's inputs are "
+                    + ", ".join(s.describe() for s in inputs)
+                )
+        missing = [s.describe() for s in inputs if s.name not in feed_dict]
+        if missing:
+            fail(f"model inputs {', '.join(missing)} are not fed; add them to feedDict")
+    else:
+        only = _only(stage, "inputCol", "feedDict", inputs, "map each to a column with feedDict")
+        feed_dict = {only.name: stage.getOrDefault("inputCol")}
+    feeds = []
+    for spec in inputs:
+        column = feed_dict[spec.name]
+        if spec.type not in {v[0] for v in FEED_DTYPES.values()}:
+            fail(f"model input {spec.describe()} is not a tensor ONNXModel can feed")
+        if column not in schema.fieldNames():
+            fail(
+                f"input column '{column}' does not exist; available columns: "
+                f"[{', '.join(schema.fieldNames())}]"
+            )
+        field = schema[column]
+        source, _ = _source(field.dataType)
+        ok = (
+            source == "string"
+            if spec.type == "string"
+            else source in ("float", "int", "vector", "bool")
+            if spec.type == "bool"
+            else source in ("float", "int", "vector", "binary")
+        )
+        if not ok:
+            fail(
+                f"input column '{column}' has type {field.dataType.simpleString()}, which "
+                f"model input {spec.describe()} cannot take"
+            )
+        template = spec.row_shape
+        meta = field.metadata.get("tensorShape") if field.metadata else None
+        if meta is not None and len(meta) == len(template):
+            template = tuple(t if t >= 0 else int(m) for t, m in zip(template, meta, strict=True))
+        dtype = next(v[1] for v in FEED_DTYPES.values() if v[0] == spec.type)
+        feeds.append(Feed(spec, column, source, template, dtype))
+    fetch_dict = _mapping(stage, "fetchDict")
+    if fetch_dict:
+        for output in fetch_dict.values():
+            if output not in by_output:
+                fail(
+                    f"fetchDict names model output '{output}', but the model's outputs are "
+                    + ", ".join(s.describe() for s in outputs)
+                )
+    else:
+        only = _only(stage, "outputCol", "fetchDict", outputs, "choose with fetchDict")
+        fetch_dict = {stage.getOrDefault("outputCol"): only.name}
+    fetches = tuple(Fetch(c, by_output[o]) for c, o in fetch_dict.items())
+    for f in fetches:
+        kinds = f.output.map_of or (f.output.type,)
+        if not all(kind in _SPARK_TYPES for kind in kinds):
+            fail(
+                f"model output {f.output.describe()} is not a tensor or a sequence of maps; "
+                "ONNXModel fetches those only"
+            )
+    fetched = {f.column: f for f in fetches}
+    softmax, argmax = [], []
+    for param in ("softMaxDict", "argMaxDict"):
+        for column, new in _mapping(stage, param).items():
+            if column not in fetched:
+                fail(
+                    f"{param} reads column '{column}', which is not fetched; fetched: "
+                    f"{', '.join(fetched)}"
+                )
+            out = fetched[column].output
+            if out.type not in ("float", "double", "float16") or not out.row_shape:
+                fail(
+                    f"{param} needs an array of floating-point values in '{column}', but it "
+                    f"holds {out.describe()}"
+                )
+            if param == "softMaxDict":
+                softmax.append(
+                    (column, new, stage.getOrDefault("softMaxVectors") and len(out.row_shape) == 1)
+                )
+            else:
+                argmax.append((column, new))
+    added = [f.column for f in fetches] + [n for _, n, _ in softmax] + [n for _, n in argmax]
+    added.append(stage.getOrDefault("errorCol"))
+    for column in added:
+        if column in schema.fieldNames():
+            fail(f"output column '{column}' already exists")
+    if len(set(added)) != len(added):
+        repeated = next(c for c in added if added.count(c) > 1)
+        fail(f"output columns must be distinct but repeat {repeated}")
+    batched = all(f.input.shape and f.input.shape[0] == -1 for f in feeds)
+    level = stage.getOrDefault("optimizationLevel")
+    return Plan(
+        model=model,
+        digest=hashlib.sha256(model).hexdigest(),
+        feeds=tuple(feeds),
+        fetches=fetches,
+        softmax=tuple(softmax),
+        argmax=tuple(argmax),
+        error_col=stage.getOrDefault("errorCol"),
+        batch=stage.getOrDefault("miniBatchSize") if batched else 1,
+        vectors=stage.getOrDefault("vectorOutputs"),
+        device=stage.getOrDefault("deviceType"),
+        settings=(level, stage.getOrDefault("intraOpThreads")),
+    )
+
+
+_SPARK_TYPES = {
+    "float": "float",
+    "float16": "float",
+    "double": "double",
+    "int8": "tinyint",
+    "uint8": "int",
+    "int16": "smallint",
+    "int32": "int",
+    "int64": "bigint",
+    "bool": "boolean",
+    "string": "string",
+}
+
+
+def _output_type(plan: Plan, fetch: Fetch) -> Any:
+    if fetch.output.map_of is not None:
+        key, value = (T._parse_datatype_string(_SPARK_TYPES[t]) for t in fetch.output.map_of)
+        return T.MapType(key, value, valueContainsNull=False)
+    element = T._parse_datatype_string(_SPARK_TYPES[fetch.output.type])
+    if not fetch.output.row_shape:
+        return element
+    if plan.vectors and fetch.output.type in ("float", "double", "float16"):
+        return T.ArrayType(T.DoubleType(), containsNull=False)  # made a vector after the UDF
+    return T.ArrayType(element, containsNull=False)
+
+
+def _vector(column: Any) -> Any:
+    """An array<double> column as ML vectors, null staying null (Spark's array_to_vector fails on
+    a null)."""
+    from pyspark.ml.functions import array_to_vector
+
+    return F.when(column.isNotNull(), array_to_vector(column))
+
+
+# The models shipped, by (application or Connect session, file name).
+_SHIPPED: set[tuple[str, str]] = set()
+
+
+def shipped(spark: Any, the_plan: Plan) -> Plan:
+    """`the_plan` with its model shipped to the executors once (SparkContext.addFile on a classic
+    session, a file artifact over Spark Connect) rather than carried by every task's UDF; the
+    plan as it is where the session cannot ship files."""
+    import dataclasses
+    import logging
+    import os
+    import tempfile
+
+    from pyspark.sql.utils import is_remote
+
+    name = f"mmlspark-model-{the_plan.digest}.onnx"
+    try:
+        owner = spark.session_id if is_remote() else spark.sparkContext.applicationId
+        if (owner, name) not in _SHIPPED:
+            folder = os.path.join(tempfile.gettempdir(), f"mmlspark-models-{os.getpid()}")
+            os.makedirs(folder, exist_ok=True)
+            path = os.path.join(folder, name)
+            if not os.path.exists(path):
+                with open(path + ".part", "wb") as f:
+                    f.write(the_plan.model)
+                os.replace(path + ".part", path)
+            if is_remote():
+                spark.addArtifacts(path, file=True)
+            else:
+                spark.sparkContext.addFile(path)
+            _SHIPPED.add((owner, name))
+    except Exception as error:  # noqa: BLE001 (the UDF then carries the model)
+        logging.getLogger("mmlspark").info("the model travels with the UDF: %s", error)
+        return the_plan
+    return dataclasses.replace(the_plan, model=b"", model_file=name)
+
+
+def transform(stage: Any, model: bytes, dataset: Any) -> Any:
+    """The stage's output for `dataset`, computed by onnxruntime in the Python workers."""
+    the_plan = shipped(dataset.sparkSession, plan(stage, model, dataset.schema))
+    fields = []
+    for fetch in the_plan.fetches:
+        fields.append(T.StructField(fetch.column, _output_type(the_plan, fetch)))
+    for column, new, as_vector in the_plan.softmax:
+        double = softmax_is_double(the_plan, column, as_vector)
+        fields.append(
+            T.StructField(new, T.ArrayType(T.DoubleType() if double else T.FloatType(), False))
+        )
+    for _, new in the_plan.argmax:
+        fields.append(T.StructField(new, T.DoubleType()))
+    fields.append(T.StructField(the_plan.error_col, T.StringType()))
+    vectors = [
+        fetch.column
+        for fetch in the_plan.fetches
+        if fetch.output.row_shape
+        and the_plan.vectors
+        and fetch.output.type in ("float", "double", "float16")
+    ] + [new for _, new, as_vector in the_plan.softmax if as_vector or the_plan.vectors]
+
+    def finish(out: Any) -> Any:
+        for fetch in the_plan.fetches:
+            fetched = F.col(f"`{fetch.column}`")
+            if fetch.column in vectors:
+                fetched = _vector(fetched)
+            # withMetadata: Spark Connect's withColumn drops an alias's metadata (4.3)
+            out = out.withColumn(fetch.column, fetched).withMetadata(
+                fetch.column, {"tensorShape": list(fetch.output.row_shape)}
+            )
+        for _, new, _ in the_plan.softmax:
+            if new in vectors:
+                out = out.withColumn(new, _vector(F.col(f"`{new}`")))
+        return out
+
+    # The UDF carries the engine's code with it (pickled by value), so the Python workers need
+    # numpy, pyarrow and onnxruntime, but not mmlspark: a Connect server we do not control runs it.
+    return run_step(
+        dataset,
+        Step(partition, the_plan),
+        fields,
+        finish,
+        ends_chain=bool(vectors),
+    )

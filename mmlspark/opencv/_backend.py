@@ -1,0 +1,191 @@
+"""The image stages on the Python backend, driver side: ImageTransformer, and what the image
+stages share (Spark's image struct type, their column checks, the plan of a stage, running it).
+
+The stages' params and schemas are read and checked here, before any job, with the JVM stages'
+messages; the tasks run the engine (``mmlspark._engine.images``) on the plan made here, in an
+Arrow UDF that may join the UDF of the Python-backend stage before (``mmlspark.core.fused``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from mmlspark._engine.files import MAX_FILE_BYTES_KEY, MAX_PIXELS_KEY, max_pixels
+from mmlspark._engine.images import Decoding, Plan, partition
+from mmlspark._engine.ops import gray_tensor, parse_ops, reduced_decode_target, tensor_shape
+from mmlspark.core.checks import require_absent, require_column_type, require_distinct
+from mmlspark.core.fused import Step, run_step
+
+IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, data)"
+#: The metadata key under which read_images records how it decoded its ``image`` column (the JVM's
+#: ``ReadSettings``).
+READ_KEY = "imageRead"
+
+
+def stage_error(stage: Any, message: str) -> ValueError:
+    """The JVM stage's error (the message format of mmlspark.core.checks.fail), to raise."""
+    return ValueError(f"{type(stage).__name__} {stage.uid}: {message}")
+
+
+def image_type() -> T.StructType:
+    """Spark's image struct type as the JVM stages write it."""
+    return T.StructType(
+        [
+            T.StructField("origin", T.StringType(), True),
+            T.StructField("height", T.IntegerType(), False),
+            T.StructField("width", T.IntegerType(), False),
+            T.StructField("nChannels", T.IntegerType(), False),
+            T.StructField("mode", T.IntegerType(), False),
+            T.StructField("data", T.BinaryType(), True),
+        ]
+    )
+
+
+def is_image(data_type: Any) -> bool:
+    """Whether `data_type` is Spark's image struct."""
+    return isinstance(data_type, T.StructType) and [
+        (f.name, f.dataType) for f in data_type.fields
+    ] == [(f.name, f.dataType) for f in image_type().fields]
+
+
+def binary_or_image(data_type: Any) -> bool:
+    """Whether `data_type` is encoded image bytes or Spark's image struct."""
+    return isinstance(data_type, T.BinaryType) or is_image(data_type)
+
+
+def check_input(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+    """The input field of `stage`, checked as the JVM's SchemaUtils.requireColumnType does."""
+    return require_column_type(stage, schema, stage.getOrDefault("inputCol"), expected, accepts)
+
+
+def check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+    """The checks of the JVM's RowwiseTransformer.transformSchema; the input field."""
+    field = check_input(stage, schema, accepts, expected)
+    out, err = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
+    require_absent(stage, schema, out)
+    require_absent(stage, schema, err)
+    require_distinct(stage, "outputCol and errorCol", [out, err])
+    return field
+
+
+def pixel_setting(dataset: Any) -> str | None:
+    """The session's ``spark.mmlspark.image.maxPixels``, checked here, before any job."""
+    value = dataset.sparkSession.conf.get(MAX_PIXELS_KEY, None)
+    if value is not None:
+        max_pixels(value)  # a bad setting fails here, before any job
+    return value  # type: ignore[no-any-return]
+
+
+def file_setting(dataset: Any) -> str | None:
+    """The session's ``spark.mmlspark.image.maxFileBytes``, unchecked."""
+    return dataset.sparkSession.conf.get(MAX_FILE_BYTES_KEY, None)  # type: ignore[no-any-return]
+
+
+def stage_plan(stage: Any, dataset: Any | None, kind: str, **fields: Any) -> Plan:
+    """The plan of `stage` with its columns (and the pixel limit set for `dataset`'s session)."""
+    return Plan(
+        kind=kind,
+        input_col=stage.getOrDefault("inputCol"),
+        output_col=stage.getOrDefault("outputCol"),
+        error_col=stage.getOrDefault("errorCol"),
+        setting=None if dataset is None else pixel_setting(dataset),
+        **fields,
+    )
+
+
+def run(
+    dataset: Any,
+    plan: Plan,
+    output_type: Any,
+    metadata: dict[str, Any],
+    drop_invalid: bool = False,
+) -> Any:
+    """`dataset` with the plan's output and error columns, computed in the Python workers."""
+    added = [
+        T.StructField(plan.output_col, output_type, True),
+        T.StructField(plan.error_col, T.StringType(), True),
+    ]
+
+    def finish(out: Any) -> Any:
+        column = F.col(f"`{plan.output_col}`")
+        if plan.kind == "unroll":
+            from pyspark.ml.functions import array_to_vector
+
+            column = F.when(column.isNotNull(), array_to_vector(column))
+        if metadata or plan.kind == "unroll":
+            # withMetadata: Spark Connect's withColumn drops an alias's metadata (4.3)
+            out = out.withColumn(plan.output_col, column).withMetadata(plan.output_col, metadata)
+        return out.filter(F.col(f"`{plan.output_col}`").isNotNull()) if drop_invalid else out
+
+    return run_step(
+        dataset,
+        Step(partition, plan),
+        added,
+        finish,
+        ends_chain=plan.kind == "unroll",
+        keep=plan.keep,
+    )
+
+
+def read_settings(field: Any) -> Decoding | None:
+    """read_images' settings recorded on `field`, when it read the images at full size in a mode
+    with reduced JPEG decodes (the JVM's ``ReadSettings.of`` and ``fullSize``)."""
+    m: Any = field.metadata.get(READ_KEY) if isinstance(field.metadata, dict) else None
+    try:
+        d = Decoding(
+            str(m["colorMode"]),
+            bool(m["applyOrientation"]),
+            int(m["reduceFactor"]),
+            int(m["minHeight"]),
+            int(m["minWidth"]),
+        )
+    except (TypeError, KeyError, ValueError):
+        return None
+    full = d.reduce == 1 and d.min_h == 0 and d.min_w == 0 and d.mode != "unchanged"
+    return d if full else None
+
+
+def transform_images(stage: Any, dataset: Any) -> Any:
+    """ImageTransformer's output on the Python backend."""
+    field = check_columns(
+        stage,
+        dataset.schema,
+        binary_or_image,
+        IMAGE_DESCRIPTION + " or encoded image bytes (binary)",
+    )
+    try:
+        ops = tuple(parse_ops(stage.getOrDefault("operations")))
+    except ValueError as error:
+        raise stage_error(stage, str(error)) from None
+    binary = isinstance(field.dataType, T.BinaryType)
+    tensor = bool(stage.getOrDefault("toTensor"))
+    order = None
+    metadata: dict[str, Any] = {}
+    if tensor:
+        requested = str(stage.getOrDefault("tensorChannelOrder")).strip().upper()
+        if requested not in ("RGB", "BGR"):
+            raise stage_error(
+                stage, f"'{stage.getOrDefault('tensorChannelOrder')}' is not one of 'RGB', 'BGR'"
+            )
+        order = "GRAY" if gray_tensor(ops) else requested
+        metadata = {"tensorShape": tensor_shape(ops), "tensorChannelOrder": order}
+    reduced = bool(stage.getOrDefault("reducedDecode"))
+    read = read_settings(field) if reduced and not binary else None
+    reread = read if read is not None and reduced_decode_target(ops) else None
+    plan = stage_plan(
+        stage,
+        dataset,
+        "transform",
+        binary=binary,
+        reduced=binary and reduced,
+        ops=ops,
+        tensor_order=order,
+        reread=reread,
+        file_setting=file_setting(dataset) if reread else None,
+    )
+    output_type = T.ArrayType(T.FloatType(), False) if tensor else image_type()
+    return run(dataset, plan, output_type, metadata)
