@@ -182,6 +182,46 @@ def test_each_python_worker_makes_one_session_per_model_across_tasks(spark):
     assert set(per_worker.values()) <= {0, 1} and 1 in per_worker.values(), per_worker
 
 
+def test_onnx_runtime_leaves_no_telemetry_files_in_the_temporary_folder(spark):
+    """ONNX Runtime writes `mat-debug-<pid>.log` (and `.ses`) into the temporary folder of every
+    process that loads it unless its telemetry is off: not in the Spark JVM, nor in the Python
+    workers that ran either backend's ONNXModel."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    model = onnx_models.small_cnn(classes=4, size=8, seed=7)
+    df = spark.createDataFrame([(i, [0.5] * 192) for i in range(8)], "id int, tensor array<float>")
+    for backend in ("jvm", "python"):
+        stage = ONNXModel(inputCol="tensor", outputCol="logits").setBackend(backend)
+        assert stage.setModelPayload(model).transform(df).filter("onnxError is null").count() == 8
+
+    def where(batches):
+        import os
+        import sys
+        import tempfile
+
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        loaded = "onnxruntime" in sys.modules
+        yield pa.RecordBatch.from_pydict(
+            {"pid": [os.getpid()], "tmp": [tempfile.gettempdir()], "loaded": [loaded]}
+        )
+
+    probes = spark.range(0, 32, numPartitions=8).mapInArrow(
+        where, "pid long, tmp string, loaded boolean"
+    )
+    workers = {(r["pid"], r["tmp"]) for r in probes.collect() if r["loaded"]}
+    assert workers, "no Python worker that ran the Python backend answered"
+    jvm = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    jvm_tmp = spark.sparkContext._jvm.java.lang.System.getProperty("java.io.tmpdir")
+    for pid, tmp in workers | {(jvm, jvm_tmp), (jvm, tempfile.gettempdir())}:
+        assert not (Path(tmp) / f"mat-debug-{pid}.log").exists(), (pid, tmp)
+    assert os.environ.get("ORT_DISABLE_TELEMETRY") == "1"  # mmlspark.session() set it
+
+
 def test_the_engine_runs_on_the_gpu_and_cpus_its_task_was_given(monkeypatch):
     """The engine reads no TaskContext: the task's gpu addresses and CPUs come in a Task
     (mmlspark.core.fused builds it in the worker), and choose the providers and threads."""

@@ -6,6 +6,7 @@ device, settings) across batches and tasks."""
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import types
@@ -17,6 +18,22 @@ import numpy as np
 
 from mmlspark._engine.rows import RowError, Task, list_array
 from mmlspark._engine.tensors import Feed, Fetch, Spec, column_values, row_input, spec_of, type_name
+
+#: The environment onnxruntime gets in every process that loads it, unless already set: without
+#: it, onnxruntime 1.29 writes a `mat-debug-<pid>.log` and a `.ses` file into the temporary folder
+#: of each process and leaves them there. (mmlspark.session() and spark_conf() give the same to
+#: the JVMs and the Python workers Spark starts.)
+ENVIRONMENT = {"ORT_DISABLE_TELEMETRY": "1"}
+
+
+def onnxruntime() -> Any:
+    """The onnxruntime module, imported with ENVIRONMENT's defaults set."""
+    for name, value in ENVIRONMENT.items():
+        os.environ.setdefault(name, value)
+    import onnxruntime as ort  # type: ignore[import-untyped]
+
+    return ort
+
 
 _LEVELS = {
     "none": "ORT_DISABLE_ALL",
@@ -58,8 +75,7 @@ def _session(
     with cache.lock:
         found = cache.sessions.get(key)
         if found is None:
-            import onnxruntime as ort  # type: ignore[import-untyped]
-
+            ort = onnxruntime()
             options = ort.SessionOptions()
             level, threads = settings
             options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, _LEVELS[level])
@@ -83,8 +99,7 @@ def _session(
 
 def model_specs(model: bytes) -> tuple[list[Spec], list[Spec]]:
     """The model's inputs and outputs, read with onnxruntime on the driver."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
-
+    ort = onnxruntime()
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     return [spec_of(i) for i in session.get_inputs()], [spec_of(o) for o in session.get_outputs()]
 
@@ -92,8 +107,7 @@ def model_specs(model: bytes) -> tuple[list[Spec], list[Spec]]:
 def described(model: bytes, inputs: bool) -> dict[str, dict[str, Any]]:
     """getModelInputs/getModelOutputs as the JVM stage gives them: name -> ``type``, ``shape``
     and ``dimNames``, a sequence of maps as ``sequence<map<key,value>>`` without dimensions."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
-
+    ort = onnxruntime()
     session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
     specs = {}
     for arg in session.get_inputs() if inputs else session.get_outputs():
@@ -128,8 +142,7 @@ class Plan:
 def _providers(device: str, task: Task) -> tuple[Any, ...]:
     """The execution providers for `device` ("auto", "cpu", "cuda"): CUDA on the task's GPU
     where asked, or where "auto" finds both a CUDA provider and a GPU given to the task."""
-    import onnxruntime as ort  # type: ignore[import-untyped]
-
+    ort = onnxruntime()
     cuda = "CUDAExecutionProvider" in ort.get_available_providers()
     gpus = task.gpus
     if device == "cuda" and not cuda:

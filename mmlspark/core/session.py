@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from mmlspark._engine.ort import ENVIRONMENT as ORT_ENVIRONMENT
 from mmlspark._version import (
     __version__,
     onnxruntime_version,
@@ -112,11 +113,6 @@ def _packages(scala: str) -> list[str]:
 
 
 _LIST_SETTINGS = ("spark.jars.packages", "spark.jars.repositories", "spark.jars.excludes")
-
-#: The environment mmlspark gives the processes that load ONNX Runtime (unless already set):
-#: without it, ONNX Runtime 1.29 writes a `mat-debug-<pid>.log` and a `.ses` file into the
-#: temporary folder of every process that loads it, and leaves them there.
-ORT_ENVIRONMENT = {"ORT_DISABLE_TELEMETRY": "1"}
 
 # ONNX Runtime's CPU and GPU builds: same API, same version, one or the other on a classpath.
 _ORT_CPU = "com.microsoft.onnxruntime:onnxruntime"
