@@ -15,6 +15,7 @@ Usage:
 from __future__ import annotations
 
 import collections
+import functools
 import importlib.util
 import json
 import sys
@@ -60,8 +61,15 @@ def _engine() -> types.SimpleNamespace:
     decode = importlib.import_module("mmlspark._engine.decode")
     ops = importlib.import_module("mmlspark._engine.ops")
     structs = importlib.import_module("mmlspark._engine.structs")
+    # The generated operation registry the driver hands parse_ops (it imports only typing).
+    spec = importlib.util.spec_from_file_location(
+        "_image_ops", ROOT / "mmlspark" / "opencv" / "_ImageOps.py"
+    )
+    assert spec is not None and spec.loader is not None
+    registry = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(registry)
     return types.SimpleNamespace(
-        parse_ops=ops.parse_ops,
+        parse_ops=functools.partial(ops.parse_ops, registry=registry.OPERATIONS),
         reduced_decode_target=ops.reduced_decode_target,
         run_ops=ops.run_ops,
         Image=ops.Image,

@@ -1238,3 +1238,28 @@ def test_the_python_workers_pixel_limit_follows_the_memory_they_really_have(tmp_
     assert engine_files.max_pixels(None) == int(512 * 2**20 * 0.6 / 30)
     assert engine_files.max_file_bytes(None) == int(512 * 2**20 * 0.6 / 4)
     assert engine_files.max_pixels("1000") == 1000  # the setting, where given, decides
+
+
+def test_the_engine_takes_operations_fields_and_defaults_from_the_generated_registry():
+    """The Python engine keeps no operation vocabulary of its own: the fields, their order and
+    defaults come from the registry codegen writes from the JVM's (OPERATIONS), which the
+    driver hands it; an operation or default the registry does not have does not exist."""
+    import copy
+    import json
+
+    from mmlspark._engine.ops import parse_ops
+    from mmlspark.opencv._ImageOps import OPERATIONS
+
+    text = json.dumps([{"op": "letterbox", "size": 8}, {"op": "flip"}])
+    letterbox, flip = parse_ops(text, OPERATIONS)
+    assert letterbox.args == {
+        "size": 8,
+        "padValue": OPERATIONS["letterbox"]["defaults"]["padValue"],
+    }
+    assert flip.args == {"flipCode": 1}
+    changed = copy.deepcopy(OPERATIONS)
+    changed["letterbox"]["defaults"]["padValue"] = 0.0
+    del changed["flip"]
+    assert parse_ops(text[: text.index(", {")] + "]", changed)[0].args["padValue"] == 0.0
+    with pytest.raises(ValueError, match="unknown image operation 'flip'; known: resize"):
+        parse_ops(text, changed)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,22 +96,6 @@ class Op:
         return self.op in ("colorFormat", "flip", "threshold", "normalize")
 
 
-# The arguments of each operation, in order, with the defaults the JVM's case classes have.
-_ARGS: dict[str, list[tuple[str, Any]]] = {
-    "resize": [("height", None), ("width", None), ("interpolation", 1)],
-    "resizeShorter": [("size", None), ("interpolation", 1)],
-    "crop": [("x", None), ("y", None), ("height", None), ("width", None)],
-    "centerCrop": [("height", None), ("width", None)],
-    "colorFormat": [("format", None)],
-    "flip": [("flipCode", 1)],
-    "blur": [("height", None), ("width", None)],
-    "threshold": [("threshold", None), ("maxVal", None), ("thresholdType", None)],
-    "gaussianKernel": [("apertureSize", None), ("sigma", None)],
-    "normalize": [("mean", None), ("std", None), ("colorScaleFactor", 1.0)],
-    "letterbox": [("size", None), ("padValue", 114.0)],
-}
-
-
 def _validate(op: Op) -> None:
     """The JVM's ``validate()`` of each operation: arguments that can never work."""
 
@@ -162,8 +146,11 @@ def _validate(op: Op) -> None:
         require(all(s != 0.0 for s in std), "std must not contain 0")
 
 
-def parse_ops(text: str) -> list[Op]:
-    """The operations of an ``operations`` JSON value, validated as the JVM validates them."""
+def parse_ops(text: str, registry: Mapping[str, Mapping[str, Any]]) -> list[Op]:
+    """The operations of an ``operations`` JSON value, validated as the JVM validates them.
+    `registry` is the image operation registry codegen writes from the JVM's (``OPERATIONS`` of
+    ``mmlspark.opencv._ImageOps``: each operation's fields in order and their defaults); the
+    driver passes it, as the engine imports nothing from the rest of mmlspark."""
     try:
         parsed = json.loads(text)
     except json.JSONDecodeError as error:
@@ -176,11 +163,12 @@ def parse_ops(text: str) -> list[Op]:
         if not isinstance(item, dict) or "op" not in item:
             raise ValueError(f"image operation without 'op': {shown}")
         name = item["op"]
-        if name not in _ARGS:
-            raise ValueError(f"unknown image operation '{name}'; known: {', '.join(_ARGS)}")
+        if name not in registry:
+            raise ValueError(f"unknown image operation '{name}'; known: {', '.join(registry)}")
         args = {}
-        for arg, default in _ARGS[name]:
-            value = item.get(arg, default)
+        defaults = registry[name]["defaults"]
+        for arg in registry[name]["fields"]:
+            value = item.get(arg, defaults.get(arg))
             if value is None:
                 raise ValueError(f"image operation {shown}: no value for '{arg}'")
             args[arg] = value

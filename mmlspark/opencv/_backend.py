@@ -19,6 +19,7 @@ from mmlspark._engine.images import Decoding, Plan, partition
 from mmlspark._engine.ops import gray_tensor, parse_ops, reduced_decode_target, tensor_shape
 from mmlspark.core.checks import require_absent, require_column_type, require_distinct
 from mmlspark.core.fused import Step, run_step
+from mmlspark.opencv._ImageOps import OPERATIONS
 
 IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, data)"
 #: The metadata key under which read_images records how it decoded its ``image`` column (the JVM's
@@ -158,7 +159,7 @@ def transform_images(stage: Any, dataset: Any) -> Any:
         IMAGE_DESCRIPTION + " or encoded image bytes (binary)",
     )
     try:
-        ops = tuple(parse_ops(stage.getOrDefault("operations")))
+        ops = tuple(parse_ops(stage.getOrDefault("operations"), OPERATIONS))
     except ValueError as error:
         raise stage_error(stage, str(error)) from None
     binary = isinstance(field.dataType, T.BinaryType)
