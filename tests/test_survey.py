@@ -1243,3 +1243,26 @@ def test_a_jpeg_without_its_image_data_is_a_failure_row(spark, model, tmp_path):
     damaged = rows["damaged.jpg"]
     assert "8x8 blocks" in damaged["failure"] and damaged["confidence"] == ""
     assert sum(bool(r["failure"]) for r in rows.values()) == 1
+
+
+@pytest.mark.parametrize("partitions", [1, 3, 7])
+def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, partitions):
+    """The scoring loop's numbering of bursts or photos (0, 1, ... in name order), which it
+    commits in ranges: every distinct unit once, ranked as Python's sorted() orders them, with
+    the units spread over range partitions instead of one window partition."""
+    import random
+
+    from mmlspark.apps.camera_trap.scorer import ranked_units
+
+    names = [
+        f"site{random.Random(i).randint(0, 40):02d}/IMG_{i % 500:04d}.JPG" for i in range(1200)
+    ]
+    random.Random(0).shuffle(names)
+    todo = spark.createDataFrame([(n, i) for i, n in enumerate(names)], "unit string, id int")
+    ranked = ranked_units(todo.repartition(5), partitions)
+    try:
+        got = {r["unit"]: r["_unit"] for r in ranked.collect()}
+        assert ranked.count() == len(got) == len(set(names))
+    finally:
+        ranked.unpersist()
+    assert got == {name: rank for rank, name in enumerate(sorted(set(names)))}

@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from mmlspark.apps.camera_trap.session import _cancel_all
@@ -67,6 +67,36 @@ def disk_full(e: BaseException) -> bool:
     )
 
 
+def ranked_units(todo: DataFrame, partitions: int) -> DataFrame:
+    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...), cached.
+    Ranked without a window over one partition (a survey has up to 10^6 units): the units are
+    range-partitioned and sorted within their partitions, and a unit's rank is the number of
+    units in the partitions before its own plus its place in its own."""
+    units = (
+        todo.select("unit")
+        .distinct()
+        .repartitionByRange(max(1, partitions), "unit")
+        .sortWithinPartitions("unit")
+        .withColumn("_part", F.spark_partition_id())
+        # The partition's index in the upper bits, the row's place in it in the lower 33.
+        .withColumn(
+            "_place",
+            F.monotonically_increasing_id() - F.shiftleft(F.col("_part").cast("long"), 33),
+        )
+        .cache()
+    )
+    counted = units.groupBy("_part").agg(F.count("*").alias("n")).collect()
+    sizes = {r["_part"]: r["n"] for r in counted}
+    offset, before = F.lit(0).cast("long"), 0
+    for part in sorted(sizes):
+        offset = F.when(F.col("_part") == part, F.lit(before)).otherwise(offset)
+        before += sizes[part]
+    ranked = units.select("unit", (offset + F.col("_place")).alias("_unit")).cache()
+    ranked.count()
+    units.unpersist()
+    return ranked
+
+
 class Scorer:
     """Scores units of work (a burst, or a photo) in commits, sized to the measured rate."""
 
@@ -97,12 +127,7 @@ class Scorer:
     def score_all(self, todo: DataFrame, level: int, *, vanished: int = 0) -> None:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
         died on) in sixteenths of a chunk and one photo at a time."""
-        # Numbered in one partition: a unit is a short string, a survey 10^6 of them at most.
-        numbered = (
-            todo.select("unit")
-            .distinct()
-            .withColumn("_unit", F.row_number().over(Window.orderBy("unit")) - 1)
-        )
+        numbered = ranked_units(todo, default_parallelism(self.spark))
         work = todo.join(numbered, "unit").cache()
         try:
             photos, count = (work.count(), numbered.count())
@@ -121,6 +146,7 @@ class Scorer:
                 first = last
         finally:
             work.unpersist()
+            numbered.unpersist()
 
     def commit(
         self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False
