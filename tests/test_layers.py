@@ -206,6 +206,41 @@ def test_no_hand_written_module_is_over_600_lines():
     assert modules()["mmlspark.opencv._ImageTransformer"].generated
 
 
+#: Params methods that take a param's name as well as the Param: reading a param through them with
+#: a string literal is what the frozen specs replace.
+BY_NAME = {"getOrDefault", "isDefined", "isSet", "getParam", "hasDefault", "getDefault"}
+
+
+def params_read_by_name(source: str) -> list[str]:
+    """The calls in `source` that read a param by its name written as a string."""
+    return [
+        f"{node.lineno} {node.func.attr}({ast.unparse(node.args[0])})"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in BY_NAME
+        and node.args
+        and isinstance(node.args[0], (ast.Constant, ast.JoinedStr))
+    ]
+
+
+def test_no_hand_written_module_reads_a_param_by_its_name_as_a_string():
+    """The backends read a stage's frozen spec (``stage._spec().inputCol``), whose fields mypy
+    checks against the generated class: a renamed param fails the type check, not a job."""
+    offenders = [
+        f"{module.name}:{call}"
+        for module in modules().values()
+        if not module.generated
+        for call in params_read_by_name(module.path.read_text(encoding="utf-8"))
+    ]
+    assert not offenders, "\n".join(offenders)
+
+
+def test_the_scan_for_params_read_by_name_finds_them():
+    source = "stage.getOrDefault('inputCol')\nself.isDefined(f'{x}')\nstage.getOrDefault(stage.x)\n"
+    assert params_read_by_name(source) == ["1 getOrDefault('inputCol')", "2 isDefined(f'{x}')"]
+
+
 #: A Python worker's task without mmlspark: unpickles a partition function with its plan and input
 #: (as a UDF's task does) and runs it, twice, as two tasks of one worker.
 WORKER = """

@@ -7,6 +7,7 @@ exactly the values the JVM stage takes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -113,3 +114,34 @@ def test_values_the_jvm_refuses_are_refused_on_the_python_backend(spark, stage, 
     finally:
         mmlspark.set_backend(None)
     assert message in str(on_jvm.value)
+
+
+def test_each_stage_spec_holds_every_param_of_the_jvm_stage_with_its_value(spark):
+    """The frozen spec the Python backend runs with (``_spec()``, generated) has one field per
+    param of the JVM stage, in name order after ``uid``, holding the JVM stage's value: the
+    default, or the value set (a list as a tuple), None where it has neither."""
+    from py4j.java_gateway import JavaObject
+
+    for cls in generated_classes():
+        stage = cls()
+        java = stage._java_obj
+        for param in stage.params:  # set what a list-valued param can take, to see it arrive
+            if param.typeConverter is TypeConverters.toListString and not stage.isSet(param):
+                stage._set(**{param.name: ["b", "a"]})
+        spec = stage._spec()
+        names = sorted(p.name() for p in java.params())
+        assert [f.name for f in dataclasses.fields(spec)] == ["uid", *names], cls
+        assert spec.uid == java.uid()
+        for name in names:
+            jvm_param = java.getParam(name)
+            value = getattr(spec, name)
+            if not java.isDefined(jvm_param):
+                assert value is None, (cls, name)
+                continue
+            expected = java.getOrDefault(jvm_param)
+            if isinstance(expected, JavaObject):  # a stage: the JVM's own object
+                assert value is not None, (cls, name)
+                continue
+            if not isinstance(expected, (str, bool, int, float)):
+                expected = tuple(expected)  # a JVM array
+            assert value == expected and type(value) is type(expected), (cls, name, value)

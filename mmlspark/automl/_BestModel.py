@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -14,6 +15,18 @@ from mmlspark.core.validators import non_empty_name, one_of
 from mmlspark.core.wrapper import MMLModel, to_stage
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class BestModelSpec:
+    """The param values one run of ``BestModel`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    bestModel: Any | None
+    evaluationMetric: str
+    labelCol: str
+    predictionCol: str
 
 
 class _BestModel(MMLModel, HasLabelCol, HasPredictionCol):
@@ -78,6 +91,16 @@ class _BestModel(MMLModel, HasLabelCol, HasPredictionCol):
     ) -> _BestModel:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> BestModelSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return BestModelSpec(
+            uid=self.uid,
+            bestModel=self._frozen(self.bestModel),
+            evaluationMetric=self._frozen(self.evaluationMetric),
+            labelCol=self._frozen(self.labelCol),
+            predictionCol=self._frozen(self.predictionCol),
+        )
 
     def getBestModel(self) -> JavaParams:
         """Gets the value of ``bestModel`` or its default."""

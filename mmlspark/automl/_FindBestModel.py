@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -14,6 +15,18 @@ from mmlspark.core.validators import non_empty_name, one_of
 from mmlspark.core.wrapper import MMLEstimator, to_stages
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class FindBestModelSpec:
+    """The param values one run of ``FindBestModel`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    evaluationMetric: str
+    labelCol: str
+    models: tuple[Any, ...] | None
+    predictionCol: str
 
 
 class _FindBestModel(MMLEstimator, HasLabelCol, HasPredictionCol):
@@ -79,6 +92,16 @@ class _FindBestModel(MMLEstimator, HasLabelCol, HasPredictionCol):
     ) -> _FindBestModel:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> FindBestModelSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return FindBestModelSpec(
+            uid=self.uid,
+            evaluationMetric=self._frozen(self.evaluationMetric),
+            labelCol=self._frozen(self.labelCol),
+            models=self._frozen(self.models),
+            predictionCol=self._frozen(self.predictionCol),
+        )
 
     def getEvaluationMetric(self) -> str:
         """Gets the value of ``evaluationMetric`` or its default."""

@@ -127,7 +127,9 @@ class PythonStageWriter(MLWriter):
             _json_params(stage, stage._defaultParamMap),
         )
         if hasattr(stage, "_model_bytes"):
-            has_model = stage.getModelPayload() is not None or stage.isDefined("modelLocation")
+            has_model = (
+                stage.getModelPayload() is not None or stage._spec().modelLocation is not None
+            )
             (folder / _MODEL_FILE).write_bytes(stage._model_bytes() if has_model else b"")
 
     def saveImpl(self, path: str) -> None:

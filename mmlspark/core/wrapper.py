@@ -239,6 +239,14 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         """The backend this stage runs on: ``"jvm"`` or ``"python"``."""
         return self._backend
 
+    def _frozen(self, param: Param[Any]) -> Any:
+        """The value of `param` as a frozen spec (``_spec()``) holds it: the set value, else the
+        default, else None; a list as a tuple."""
+        if not self.isDefined(param):
+            return None
+        value = self.getOrDefault(param)
+        return tuple(value) if isinstance(value, list) else value
+
     def _on_python(self) -> bool:
         """Whether this stage runs on the Python backend (a stage given a JVM object, as
         pyspark's loaders do, runs on the JVM)."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,24 @@ from mmlspark.core.validators import between, non_empty_name, non_empty_names
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class CropDetectionsSpec:
+    """The param values one run of ``CropDetections`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    categories: tuple[str, ...]
+    confidenceThreshold: float
+    detectionCol: str
+    detectionIndexCol: str
+    detectionsCol: str
+    errorCol: str
+    inputCol: str
+    keepUncropped: bool
+    outputCol: str
+    square: bool
 
 
 class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
@@ -141,6 +160,22 @@ class _CropDetections(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     ) -> _CropDetections:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> CropDetectionsSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return CropDetectionsSpec(
+            uid=self.uid,
+            categories=self._frozen(self.categories),
+            confidenceThreshold=self._frozen(self.confidenceThreshold),
+            detectionCol=self._frozen(self.detectionCol),
+            detectionIndexCol=self._frozen(self.detectionIndexCol),
+            detectionsCol=self._frozen(self.detectionsCol),
+            errorCol=self._frozen(self.errorCol),
+            inputCol=self._frozen(self.inputCol),
+            keepUncropped=self._frozen(self.keepUncropped),
+            outputCol=self._frozen(self.outputCol),
+            square=self._frozen(self.square),
+        )
 
     def getCategories(self) -> list[str]:
         """Gets the value of ``categories`` or its default."""

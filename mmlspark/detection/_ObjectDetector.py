@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,27 @@ from mmlspark.core.validators import all_of, at_least, between, choice, non_empt
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ObjectDetectorSpec:
+    """The param values one run of ``ObjectDetector`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    classNames: tuple[str, ...]
+    confidenceThreshold: float
+    deviceType: str
+    errorCol: str
+    imageSize: int | None
+    inputCol: str
+    iouThreshold: float
+    maxDetections: int
+    miniBatchSize: int
+    modelFormat: str
+    modelLocation: str | None
+    outputCol: str
+    reducedDecode: bool
 
 
 class _ObjectDetector(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode):
@@ -164,6 +186,25 @@ class _ObjectDetector(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, Ha
     ) -> _ObjectDetector:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ObjectDetectorSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ObjectDetectorSpec(
+            uid=self.uid,
+            classNames=self._frozen(self.classNames),
+            confidenceThreshold=self._frozen(self.confidenceThreshold),
+            deviceType=self._frozen(self.deviceType),
+            errorCol=self._frozen(self.errorCol),
+            imageSize=self._frozen(self.imageSize),
+            inputCol=self._frozen(self.inputCol),
+            iouThreshold=self._frozen(self.iouThreshold),
+            maxDetections=self._frozen(self.maxDetections),
+            miniBatchSize=self._frozen(self.miniBatchSize),
+            modelFormat=self._frozen(self.modelFormat),
+            modelLocation=self._frozen(self.modelLocation),
+            outputCol=self._frozen(self.outputCol),
+            reducedDecode=self._frozen(self.reducedDecode),
+        )
 
     def getClassNames(self) -> list[str]:
         """Gets the value of ``classNames`` or its default."""

@@ -9,7 +9,7 @@ stages' messages (``scala/.../detection``); the tasks run the engine (``mmlspark
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
 
@@ -23,6 +23,10 @@ from mmlspark.onnx import ONNXModel
 from mmlspark.onnx._backend import plan as onnx_plan
 from mmlspark.onnx._backend import shipped
 from mmlspark.opencv._backend import binary_or_image, image_type, pixel_setting
+
+if TYPE_CHECKING:
+    from mmlspark.detection._CropDetections import _CropDetections
+    from mmlspark.detection.object_detector import ObjectDetector
 
 DEVICE_TYPES = {"auto": "auto", "cpu": "cpu", "cuda": "cuda", "gpu": "cuda"}
 DEFAULT_IMAGE_SIZE = 640
@@ -114,13 +118,14 @@ def detector_plan(
     return size, spec, output, layout
 
 
-def transform_detector(stage: Any, dataset: Any) -> Any:
+def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
     """ObjectDetector's output on the Python backend."""
     schema = dataset.schema
+    settings = stage._spec()
     field = require_column_type(
-        stage, schema, stage.getOrDefault("inputCol"), INPUT_DESCRIPTION, binary_or_image
+        stage, schema, settings.inputCol, INPUT_DESCRIPTION, binary_or_image
     )
-    output_col, error_col = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
+    output_col, error_col = settings.outputCol, settings.errorCol
     require_absent(stage, schema, output_col)
     require_absent(stage, schema, error_col)
     require_distinct(stage, "outputCol and errorCol", [output_col, error_col])
@@ -130,17 +135,17 @@ def transform_detector(stage: Any, dataset: Any) -> Any:
         lambda message: fail(stage, message),
         inputs,
         outputs,
-        stage.getOrDefault("imageSize") if stage.isDefined("imageSize") else None,
-        stage.getOrDefault("modelFormat"),
-        list(stage.getOrDefault("classNames")),
+        settings.imageSize,
+        settings.modelFormat,
+        list(settings.classNames),
     )
     uid = stage.uid
     tensor, height, width, raw, image_error, model_error = (
         f"__{part}_{uid}"
         for part in ("tensor", "height", "width", "raw", "imageError", "modelError")
     )
-    device = str(stage.getOrDefault("deviceType")).strip().lower()
-    batch = int(stage.getOrDefault("miniBatchSize"))
+    device = settings.deviceType.strip().lower()
+    batch = settings.miniBatchSize
     onnx = ONNXModel().setBackend("python")
     onnx.setParams(
         feedDict={spec.name: tensor},
@@ -167,7 +172,7 @@ def transform_detector(stage: Any, dataset: Any) -> Any:
     plan = DetectPlan(
         input_col=field.name,
         binary=isinstance(field.dataType, T.BinaryType),
-        reduced=bool(stage.getOrDefault("reducedDecode")),
+        reduced=settings.reducedDecode,
         size=size,
         setting=pixel_setting(dataset),
         columns=len(schema.fields),
@@ -180,10 +185,10 @@ def transform_detector(stage: Any, dataset: Any) -> Any:
         onnx=scoring,
         decoder=Decoder(
             layout,
-            float(stage.getOrDefault("confidenceThreshold")),
-            float(stage.getOrDefault("iouThreshold")),
-            int(stage.getOrDefault("maxDetections")),
-            tuple(stage.getOrDefault("classNames")),
+            settings.confidenceThreshold,
+            settings.iouThreshold,
+            settings.maxDetections,
+            settings.classNames,
         ),
         output_col=output_col,
         error_col=error_col,
@@ -201,22 +206,25 @@ def transform_detector(stage: Any, dataset: Any) -> Any:
     )
 
 
-def transform_crops(stage: Any, dataset: Any) -> Any:
+def transform_crops(stage: _CropDetections, dataset: Any) -> Any:
     """CropDetections' output on the Python backend."""
     schema = dataset.schema
-    input_col = stage.getOrDefault("inputCol")
+    settings = stage._spec()
+    input_col = settings.inputCol
     field = require_column_type(stage, schema, input_col, INPUT_DESCRIPTION, binary_or_image)
     detections_field = require_column_type(
         stage,
         schema,
-        stage.getOrDefault("detectionsCol"),
+        settings.detectionsCol,
         DETECTIONS_DESCRIPTION,
         is_detections,
     )
     kept = T.StructType([f for f in schema.fields if f.name != input_col])
     index_col, detection_col, output_col, error_col = (
-        stage.getOrDefault(name)
-        for name in ("detectionIndexCol", "detectionCol", "outputCol", "errorCol")
+        settings.detectionIndexCol,
+        settings.detectionCol,
+        settings.outputCol,
+        settings.errorCol,
     )
     added_names = [index_col, detection_col, output_col, error_col]
     for name in added_names:
@@ -227,10 +235,10 @@ def transform_crops(stage: Any, dataset: Any) -> Any:
         detections_col=detections_field.name,
         binary=isinstance(field.dataType, T.BinaryType),
         kept=tuple(i for i, f in enumerate(schema.fields) if f.name != input_col),
-        threshold=float(stage.getOrDefault("confidenceThreshold")),
-        categories=frozenset(stage.getOrDefault("categories")),
-        square=bool(stage.getOrDefault("square")),
-        keep_uncropped=bool(stage.getOrDefault("keepUncropped")),
+        threshold=settings.confidenceThreshold,
+        categories=frozenset(settings.categories),
+        square=settings.square,
+        keep_uncropped=settings.keepUncropped,
         setting=pixel_setting(dataset),
         index_col=index_col,
         detection_col=detection_col,

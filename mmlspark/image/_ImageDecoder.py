@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,24 @@ from mmlspark.core.validators import at_least, non_empty_name, one_of
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ImageDecoderSpec:
+    """The param values one run of ``ImageDecoder`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    applyOrientation: bool
+    colorMode: str
+    dropInvalid: bool
+    errorCol: str
+    inputCol: str
+    minHeight: int
+    minWidth: int
+    originCol: str
+    outputCol: str
+    reduceFactor: int
 
 
 class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
@@ -140,6 +159,22 @@ class _ImageDecoder(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     ) -> _ImageDecoder:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ImageDecoderSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ImageDecoderSpec(
+            uid=self.uid,
+            applyOrientation=self._frozen(self.applyOrientation),
+            colorMode=self._frozen(self.colorMode),
+            dropInvalid=self._frozen(self.dropInvalid),
+            errorCol=self._frozen(self.errorCol),
+            inputCol=self._frozen(self.inputCol),
+            minHeight=self._frozen(self.minHeight),
+            minWidth=self._frozen(self.minWidth),
+            originCol=self._frozen(self.originCol),
+            outputCol=self._frozen(self.outputCol),
+            reduceFactor=self._frozen(self.reduceFactor),
+        )
 
     def getApplyOrientation(self) -> bool:
         """Gets the value of ``applyOrientation`` or its default."""

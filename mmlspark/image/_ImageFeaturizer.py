@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,31 @@ from mmlspark.core.validators import above, at_least, choice, lengths, non_empty
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ImageFeaturizerSpec:
+    """The param values one run of ``ImageFeaturizer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    autoConvertToColor: bool
+    channelMeans: tuple[float, ...]
+    channelStds: tuple[float, ...]
+    colorScaleFactor: float
+    deviceType: str
+    dropNa: bool
+    errorCol: str
+    featureTensorName: str | None
+    ignoreDecodingErrors: bool
+    imageHeight: int
+    imageWidth: int
+    inputCol: str
+    miniBatchSize: int
+    modelLocation: str | None
+    outputCol: str
+    reducedDecode: bool
+    tensorChannelOrder: str
 
 
 class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize, HasReducedDecode, HasTensorChannelOrder):
@@ -202,6 +228,29 @@ class _ImageFeaturizer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, H
     ) -> _ImageFeaturizer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ImageFeaturizerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ImageFeaturizerSpec(
+            uid=self.uid,
+            autoConvertToColor=self._frozen(self.autoConvertToColor),
+            channelMeans=self._frozen(self.channelMeans),
+            channelStds=self._frozen(self.channelStds),
+            colorScaleFactor=self._frozen(self.colorScaleFactor),
+            deviceType=self._frozen(self.deviceType),
+            dropNa=self._frozen(self.dropNa),
+            errorCol=self._frozen(self.errorCol),
+            featureTensorName=self._frozen(self.featureTensorName),
+            ignoreDecodingErrors=self._frozen(self.ignoreDecodingErrors),
+            imageHeight=self._frozen(self.imageHeight),
+            imageWidth=self._frozen(self.imageWidth),
+            inputCol=self._frozen(self.inputCol),
+            miniBatchSize=self._frozen(self.miniBatchSize),
+            modelLocation=self._frozen(self.modelLocation),
+            outputCol=self._frozen(self.outputCol),
+            reducedDecode=self._frozen(self.reducedDecode),
+            tensorChannelOrder=self._frozen(self.tensorChannelOrder),
+        )
 
     def getAutoConvertToColor(self) -> bool:
         """Gets the value of ``autoConvertToColor`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,18 @@ from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ImageSetAugmenterSpec:
+    """The param values one run of ``ImageSetAugmenter`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    flipLeftRight: bool
+    flipUpDown: bool
+    inputCol: str
+    outputCol: str
 
 
 class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
@@ -76,6 +89,16 @@ class _ImageSetAugmenter(MMLTransformer, HasInputCol, HasOutputCol):
     ) -> _ImageSetAugmenter:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ImageSetAugmenterSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ImageSetAugmenterSpec(
+            uid=self.uid,
+            flipLeftRight=self._frozen(self.flipLeftRight),
+            flipUpDown=self._frozen(self.flipUpDown),
+            inputCol=self._frozen(self.inputCol),
+            outputCol=self._frozen(self.outputCol),
+        )
 
     def getFlipLeftRight(self) -> bool:
         """Gets the value of ``flipLeftRight`` or its default."""

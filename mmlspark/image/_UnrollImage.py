@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,17 @@ from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class UnrollImageSpec:
+    """The param values one run of ``UnrollImage`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    errorCol: str
+    inputCol: str
+    outputCol: str
 
 
 class _UnrollImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
@@ -59,3 +71,12 @@ class _UnrollImage(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol):
     ) -> _UnrollImage:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> UnrollImageSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return UnrollImageSpec(
+            uid=self.uid,
+            errorCol=self._frozen(self.errorCol),
+            inputCol=self._frozen(self.inputCol),
+            outputCol=self._frozen(self.outputCol),
+        )

@@ -5,7 +5,7 @@ engine (``mmlspark._engine.images``) on the plan made here (see ``mmlspark.openc
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
 
@@ -27,31 +27,29 @@ from mmlspark.opencv._backend import (
     stage_plan,
 )
 
+if TYPE_CHECKING:
+    from mmlspark.image._ImageDecoder import _ImageDecoder
+    from mmlspark.image._UnrollImage import _UnrollImage
+
 
 def _is_string(data_type: Any) -> bool:
     return isinstance(data_type, T.StringType)
 
 
-def decoding(decoder: Any) -> Decoding:
+def decoding(decoder: _ImageDecoder) -> Decoding:
     """An ImageDecoder's settings, checked as the JVM stage checks them."""
-    mode = decoder.getOrDefault("colorMode")
-    reduce = int(decoder.getOrDefault("reduceFactor"))
+    spec = decoder._spec()
+    mode, reduce = spec.colorMode, spec.reduceFactor
     if mode not in COLOR_MODES:
         raise stage_error(
             decoder, f"colorMode must be one of {', '.join(COLOR_MODES)} but was '{mode}'"
         )
     if reduce not in (1, 2, 4, 8):
         raise stage_error(decoder, f"reduceFactor must be 1, 2, 4 or 8 but was {reduce}")
-    return Decoding(
-        mode,
-        bool(decoder.getOrDefault("applyOrientation")),
-        reduce,
-        int(decoder.getOrDefault("minHeight")),
-        int(decoder.getOrDefault("minWidth")),
-    )
+    return Decoding(mode, spec.applyOrientation, reduce, spec.minHeight, spec.minWidth)
 
 
-def read_metadata(decoder: Any) -> dict[str, Any]:
+def read_metadata(decoder: _ImageDecoder) -> dict[str, Any]:
     """The metadata of read_images' ``image`` column, read with `decoder`'s settings."""
     d = decoding(decoder)
     settings = {
@@ -65,7 +63,7 @@ def read_metadata(decoder: Any) -> dict[str, Any]:
 
 
 def transform_decoder(
-    stage: Any,
+    stage: _ImageDecoder,
     dataset: Any,
     keep: tuple[str, ...] | None = None,
     metadata: dict[str, Any] | None = None,
@@ -73,7 +71,8 @@ def transform_decoder(
     """ImageDecoder's output on the Python backend (with only the input columns `keep`, when
     given, before its own)."""
     check_columns(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
-    origin = stage.getOrDefault("originCol")
+    spec = stage._spec()
+    origin = spec.originCol
     if origin:
         require_column_type(stage, dataset.schema, origin, "string", _is_string)
     plan = stage_plan(
@@ -85,11 +84,11 @@ def transform_decoder(
         decoding=decoding(stage),
         keep=keep,
     )
-    return run(dataset, plan, image_type(), metadata or {}, bool(stage.getOrDefault("dropInvalid")))
+    return run(dataset, plan, image_type(), metadata or {}, spec.dropInvalid)
 
 
 def read_files(
-    decoder: Any,
+    decoder: _ImageDecoder,
     files: Any,
     keep: tuple[str, ...] | None = None,
     metadata: dict[str, Any] | None = None,
@@ -120,8 +119,7 @@ def read_files(
     if plan.file_setting is not None:
         max_file_bytes(plan.file_setting)  # a bad setting fails here, before any job
     listing = files.withColumnRenamed("error", prior)
-    drop = bool(decoder.getOrDefault("dropInvalid"))
-    return run(listing, plan, image_type(), metadata or {}, drop)
+    return run(listing, plan, image_type(), metadata or {}, decoder._spec().dropInvalid)
 
 
 def taken_times(files: Any, out_col: str) -> Any:
@@ -132,7 +130,7 @@ def taken_times(files: Any, out_col: str) -> Any:
     return map_in_arrow(files, functools.partial(taken_partition, out_col), schema)
 
 
-def transform_unroll(stage: Any, dataset: Any) -> Any:
+def transform_unroll(stage: _UnrollImage, dataset: Any) -> Any:
     """UnrollImage's output on the Python backend."""
     check_columns(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
     plan = stage_plan(stage, None, "unroll", binary=False)

@@ -59,6 +59,7 @@ class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
         from mmlspark.opencv._backend import check_input, is_image
 
         name = f"ImageFeaturizer {self.uid}"
+        spec = self._spec()
         field = check_input(
             self,
             dataset.schema,
@@ -66,37 +67,37 @@ class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
             "an image struct (origin, height, width, nChannels, mode, data) or encoded image "
             "bytes (binary)",
         )
-        error_col = self.getOrDefault("errorCol")
+        error_col = spec.errorCol
         if error_col in dataset.columns:
             raise ValueError(f"{name}: output column '{error_col}' already exists")
         tensor, image_error, model_error = (
             f"__{part}_{self.uid}" for part in ("tensor", "imageError", "modelError")
         )
-        bgr = str(self.getOrDefault("tensorChannelOrder")).strip().upper() == "BGR"
+        bgr = spec.tensorChannelOrder.strip().upper() == "BGR"
 
-        def rgb(values: list[float]) -> list[float]:
+        def rgb(values: tuple[float, ...]) -> list[float]:
             return list(reversed(values)) if bgr else list(values)
 
         preprocess = ImageTransformer(
-            inputCol=self.getOrDefault("inputCol"),
+            inputCol=spec.inputCol,
             outputCol=tensor,
             errorCol=image_error,
             toTensor=True,
-            tensorChannelOrder=self.getOrDefault("tensorChannelOrder"),
-            reducedDecode=self.getOrDefault("reducedDecode"),
+            tensorChannelOrder=spec.tensorChannelOrder,
+            reducedDecode=spec.reducedDecode,
         ).setBackend("python")
-        preprocess.resize(self.getOrDefault("imageHeight"), self.getOrDefault("imageWidth"))
-        if self.getOrDefault("autoConvertToColor"):
+        preprocess.resize(spec.imageHeight, spec.imageWidth)
+        if spec.autoConvertToColor:
             preprocess.colorFormat("BGR")
         preprocess.normalize(
-            rgb(self.getOrDefault("channelMeans")),
-            rgb(self.getOrDefault("channelStds")),
-            self.getOrDefault("colorScaleFactor"),
+            rgb(spec.channelMeans),
+            rgb(spec.channelStds),
+            spec.colorScaleFactor,
         )
         model = self._model_bytes()
-        if self.isDefined("featureTensorName"):
+        if spec.featureTensorName is not None:
             try:
-                model = cut(model, [self.getOrDefault("featureTensorName")])
+                model = cut(model, [spec.featureTensorName])
             except ValueError as error:
                 raise ValueError(f"{name}: {error}") from None
         onnx = ONNXModel().setBackend("python").setModelPayload(model)
@@ -109,21 +110,16 @@ class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
             )
         onnx.setParams(
             feedDict={next(iter(inputs)): tensor},
-            fetchDict={self.getOrDefault("outputCol"): next(iter(outputs))},
+            fetchDict={spec.outputCol: next(iter(outputs))},
             vectorOutputs=True,
             errorCol=model_error,
-            miniBatchSize=self.getOrDefault("miniBatchSize"),
-            deviceType=self.getOrDefault("deviceType"),
+            miniBatchSize=spec.miniBatchSize,
+            deviceType=spec.deviceType,
         )
         scored = onnx.transform(preprocess.transform(dataset))
-        if isinstance(field.dataType, T.BinaryType) and not self.getOrDefault(
-            "ignoreDecodingErrors"
-        ):
+        if isinstance(field.dataType, T.BinaryType) and not spec.ignoreDecodingErrors:
             # A filter, unlike a column, runs even when the error column is not selected.
-            undecodable = (
-                F.col(image_error).isNotNull()
-                & F.col(f"`{self.getOrDefault('inputCol')}`").isNotNull()
-            )
+            undecodable = F.col(image_error).isNotNull() & F.col(f"`{spec.inputCol}`").isNotNull()
             message = F.concat(
                 F.lit(
                     f"{name}: an image cannot be decoded (set ignoreDecodingErrors=true to give "
@@ -135,6 +131,6 @@ class ImageFeaturizer(HasModelPayload, _ImageFeaturizer):
         out = scored.withColumn(error_col, F.coalesce(F.col(image_error), F.col(model_error))).drop(
             tensor, image_error, model_error
         )
-        if self.getOrDefault("dropNa"):
-            out = out.filter(F.col(f"`{self.getOrDefault('outputCol')}`").isNotNull())
+        if spec.dropNa:
+            out = out.filter(F.col(f"`{spec.outputCol}`").isNotNull())
         return out

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,31 @@ from mmlspark.core.validators import at_least, choice, non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ONNXModelSpec:
+    """The param values one run of ``ONNXModel`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    argMaxDict: str
+    cudaMemoryLimit: int
+    cudnnConvAlgoSearch: str
+    deviceType: str
+    errorCol: str
+    feedDict: str
+    fetchDict: str
+    inputCol: str | None
+    intraOpThreads: int
+    miniBatchSize: int
+    modelLocation: str | None
+    optimizationLevel: str
+    outputCol: str | None
+    softMaxDict: str
+    softMaxVectors: bool
+    useTensorRT: bool
+    vectorOutputs: bool
 
 
 class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMiniBatchSize):
@@ -213,6 +239,29 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     ) -> _ONNXModel:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ONNXModelSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ONNXModelSpec(
+            uid=self.uid,
+            argMaxDict=self._frozen(self.argMaxDict),
+            cudaMemoryLimit=self._frozen(self.cudaMemoryLimit),
+            cudnnConvAlgoSearch=self._frozen(self.cudnnConvAlgoSearch),
+            deviceType=self._frozen(self.deviceType),
+            errorCol=self._frozen(self.errorCol),
+            feedDict=self._frozen(self.feedDict),
+            fetchDict=self._frozen(self.fetchDict),
+            inputCol=self._frozen(self.inputCol),
+            intraOpThreads=self._frozen(self.intraOpThreads),
+            miniBatchSize=self._frozen(self.miniBatchSize),
+            modelLocation=self._frozen(self.modelLocation),
+            optimizationLevel=self._frozen(self.optimizationLevel),
+            outputCol=self._frozen(self.outputCol),
+            softMaxDict=self._frozen(self.softMaxDict),
+            softMaxVectors=self._frozen(self.softMaxVectors),
+            useTensorRT=self._frozen(self.useTensorRT),
+            vectorOutputs=self._frozen(self.vectorOutputs),
+        )
 
     def getArgMaxDict(self) -> str:
         """Gets the value of ``argMaxDict`` or its default."""

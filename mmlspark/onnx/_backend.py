@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -19,6 +19,9 @@ from pyspark.sql import types as T
 from mmlspark._engine.ort import Plan, model_specs, partition, softmax_is_double
 from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec
 from mmlspark.core.fused import Step, run_step
+
+if TYPE_CHECKING:
+    from mmlspark.onnx._ONNXModel import ONNXModelSpec, _ONNXModel
 
 __all__ = ["transform", "plan"]
 
@@ -45,36 +48,45 @@ def _source(data_type: Any) -> tuple[str, int]:
     return "unsupported", depth
 
 
-def _mapping(stage: Any, name: str) -> dict[str, str]:
-    return dict(json.loads(stage.getOrDefault(name)))
+def _mapping(value: str) -> dict[str, str]:
+    """One of the stage's maps (feedDict, fetchDict, ...), stored as JSON."""
+    return dict(json.loads(value))
 
 
-def _only(stage: Any, param: str, mapping: str, specs: list[Spec], advice: str) -> Spec:
-    """The model's one input (or output) that `param` names when `mapping` is empty."""
+def _only(
+    settings: ONNXModelSpec,
+    param: str,
+    column: str | None,
+    mapping: str,
+    specs: list[Spec],
+    advice: str,
+) -> tuple[Spec, str]:
+    """The model's one input (or output) and the column `param` names when `mapping` is empty."""
     kind = "input" if param == "inputCol" else "output"
-    if not stage.isDefined(param):
+    if column is None:
         raise ValueError(
-            f"ONNXModel {stage.uid}: set {param} (a model with one {kind}) or {mapping}"
+            f"ONNXModel {settings.uid}: set {param} (a model with one {kind}) or {mapping}"
         )
     if len(specs) != 1:
         raise ValueError(
-            f"ONNXModel {stage.uid}: the model has {len(specs)} {kind}s ("
+            f"ONNXModel {settings.uid}: the model has {len(specs)} {kind}s ("
             + ", ".join(s.describe() for s in specs)
             + f"); {advice}"
         )
-    return specs[0]
+    return specs[0], column
 
 
-def plan(stage: Any, model: bytes, schema: Any) -> Plan:
+def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
     """Checks the stage against the model and the input schema (failing before any job, as the
     JVM stage does) and gives the plan the tasks run."""
-    name = f"ONNXModel {stage.uid}"
+    settings = stage._spec()
+    name = f"ONNXModel {settings.uid}"
 
     def fail(message: str) -> Any:
         raise ValueError(f"{name}: {message}")
 
     inputs, outputs = model_specs(model)
-    wanted = list(dict.fromkeys(_mapping(stage, "fetchDict").values()))
+    wanted = list(dict.fromkeys(_mapping(settings.fetchDict).values()))
     inner = [w for w in wanted if w not in {s.name for s in outputs}]
     if inner:
         # fetchDict names tensors inside the model: run the model cut so that exactly the
@@ -92,7 +104,7 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         inputs, outputs = model_specs(model)
     by_input = {s.name: s for s in inputs}
     by_output = {s.name: s for s in outputs}
-    feed_dict = _mapping(stage, "feedDict")
+    feed_dict = _mapping(settings.feedDict)
     if feed_dict:
         for model_input in feed_dict:
             if model_input not in by_input:
@@ -104,8 +116,15 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         if missing:
             fail(f"model inputs {', '.join(missing)} are not fed; add them to feedDict")
     else:
-        only = _only(stage, "inputCol", "feedDict", inputs, "map each to a column with feedDict")
-        feed_dict = {only.name: stage.getOrDefault("inputCol")}
+        only, column = _only(
+            settings,
+            "inputCol",
+            settings.inputCol,
+            "feedDict",
+            inputs,
+            "map each to a column with feedDict",
+        )
+        feed_dict = {only.name: column}
     feeds = []
     for spec in inputs:
         column = feed_dict[spec.name]
@@ -136,7 +155,7 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
             template = tuple(t if t >= 0 else int(m) for t, m in zip(template, meta, strict=True))
         dtype = next(v[1] for v in FEED_DTYPES.values() if v[0] == spec.type)
         feeds.append(Feed(spec, column, source, template, dtype))
-    fetch_dict = _mapping(stage, "fetchDict")
+    fetch_dict = _mapping(settings.fetchDict)
     if fetch_dict:
         for output in fetch_dict.values():
             if output not in by_output:
@@ -145,8 +164,15 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
                     + ", ".join(s.describe() for s in outputs)
                 )
     else:
-        only = _only(stage, "outputCol", "fetchDict", outputs, "choose with fetchDict")
-        fetch_dict = {stage.getOrDefault("outputCol"): only.name}
+        only, column = _only(
+            settings,
+            "outputCol",
+            settings.outputCol,
+            "fetchDict",
+            outputs,
+            "choose with fetchDict",
+        )
+        fetch_dict = {column: only.name}
     fetches = tuple(Fetch(c, by_output[o]) for c, o in fetch_dict.items())
     for f in fetches:
         kinds = f.output.map_of or (f.output.type,)
@@ -157,8 +183,11 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
             )
     fetched = {f.column: f for f in fetches}
     softmax, argmax = [], []
-    for param in ("softMaxDict", "argMaxDict"):
-        for column, new in _mapping(stage, param).items():
+    for param, value in (
+        ("softMaxDict", settings.softMaxDict),
+        ("argMaxDict", settings.argMaxDict),
+    ):
+        for column, new in _mapping(value).items():
             if column not in fetched:
                 fail(
                     f"{param} reads column '{column}', which is not fetched; fetched: "
@@ -171,13 +200,11 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
                     f"holds {out.describe()}"
                 )
             if param == "softMaxDict":
-                softmax.append(
-                    (column, new, stage.getOrDefault("softMaxVectors") and len(out.row_shape) == 1)
-                )
+                softmax.append((column, new, settings.softMaxVectors and len(out.row_shape) == 1))
             else:
                 argmax.append((column, new))
     added = [f.column for f in fetches] + [n for _, n, _ in softmax] + [n for _, n in argmax]
-    added.append(stage.getOrDefault("errorCol"))
+    added.append(settings.errorCol)
     for column in added:
         if column in schema.fieldNames():
             fail(f"output column '{column}' already exists")
@@ -185,7 +212,6 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         repeated = next(c for c in added if added.count(c) > 1)
         fail(f"output columns must be distinct but repeat {repeated}")
     batched = all(f.input.shape and f.input.shape[0] == -1 for f in feeds)
-    level = stage.getOrDefault("optimizationLevel")
     return Plan(
         model=model,
         digest=hashlib.sha256(model).hexdigest(),
@@ -193,11 +219,11 @@ def plan(stage: Any, model: bytes, schema: Any) -> Plan:
         fetches=fetches,
         softmax=tuple(softmax),
         argmax=tuple(argmax),
-        error_col=stage.getOrDefault("errorCol"),
-        batch=stage.getOrDefault("miniBatchSize") if batched else 1,
-        vectors=stage.getOrDefault("vectorOutputs"),
-        device=stage.getOrDefault("deviceType"),
-        settings=(level, stage.getOrDefault("intraOpThreads")),
+        error_col=settings.errorCol,
+        batch=settings.miniBatchSize if batched else 1,
+        vectors=settings.vectorOutputs,
+        device=settings.deviceType,
+        settings=(settings.optimizationLevel, settings.intraOpThreads),
     )
 
 
@@ -272,7 +298,7 @@ def shipped(spark: Any, the_plan: Plan) -> Plan:
     return dataclasses.replace(the_plan, model=b"", model_file=name)
 
 
-def transform(stage: Any, model: bytes, dataset: Any) -> Any:
+def transform(stage: _ONNXModel, model: bytes, dataset: Any) -> Any:
     """The stage's output for `dataset`, computed by onnxruntime in the Python workers."""
     the_plan = shipped(dataset.sparkSession, plan(stage, model, dataset.schema))
     fields = []

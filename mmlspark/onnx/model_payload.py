@@ -67,11 +67,11 @@ class HasModelPayload:
         payload = self.getModelPayload()
         if payload is not None:
             return payload
-        if not self.isDefined("modelLocation"):  # type: ignore[attr-defined]
+        location = self._spec().modelLocation  # type: ignore[attr-defined]
+        if location is None:
             raise ValueError(
                 f"{type(self).__name__}: no model; set modelLocation or a model payload"
             )
-        location = str(self.getOrDefault("modelLocation"))  # type: ignore[attr-defined]
         local = location.removeprefix("file:")
         try:
             with open(local, "rb") as f:

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,21 @@ from mmlspark.core.validators import choice, non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ImageTransformerSpec:
+    """The param values one run of ``ImageTransformer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    errorCol: str
+    inputCol: str
+    operations: str
+    outputCol: str
+    reducedDecode: bool
+    tensorChannelOrder: str
+    toTensor: bool
 
 
 class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasReducedDecode, HasTensorChannelOrder):
@@ -90,6 +106,19 @@ class _ImageTransformer(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, 
     ) -> _ImageTransformer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ImageTransformerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ImageTransformerSpec(
+            uid=self.uid,
+            errorCol=self._frozen(self.errorCol),
+            inputCol=self._frozen(self.inputCol),
+            operations=self._frozen(self.operations),
+            outputCol=self._frozen(self.outputCol),
+            reducedDecode=self._frozen(self.reducedDecode),
+            tensorChannelOrder=self._frozen(self.tensorChannelOrder),
+            toTensor=self._frozen(self.toTensor),
+        )
 
     def getOperations(self) -> str:
         """Gets the value of ``operations`` or its default."""

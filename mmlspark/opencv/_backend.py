@@ -9,7 +9,7 @@ Arrow UDF that may join the UDF of the Python-backend stage before (``mmlspark.c
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -21,10 +21,32 @@ from mmlspark.core.checks import require_absent, require_column_type, require_di
 from mmlspark.core.fused import Step, run_step
 from mmlspark.opencv._ImageOps import OPERATIONS
 
+if TYPE_CHECKING:
+    from mmlspark.opencv._ImageTransformer import _ImageTransformer
+
 IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, data)"
 #: The metadata key under which read_images records how it decoded its ``image`` column (the JVM's
 #: ``ReadSettings``).
 READ_KEY = "imageRead"
+
+
+class ColumnSpec(Protocol):
+    """The fields of a row-wise stage's frozen spec that the shared checks and plans read."""
+
+    @property
+    def inputCol(self) -> str: ...
+    @property
+    def outputCol(self) -> str: ...
+    @property
+    def errorCol(self) -> str: ...
+
+
+class RowwiseStage(Protocol):
+    """A generated row-wise stage (input, output and error columns): its uid and frozen spec."""
+
+    @property
+    def uid(self) -> str: ...
+    def _spec(self) -> ColumnSpec: ...
 
 
 def stage_error(stage: Any, message: str) -> ValueError:
@@ -58,15 +80,20 @@ def binary_or_image(data_type: Any) -> bool:
     return isinstance(data_type, T.BinaryType) or is_image(data_type)
 
 
-def check_input(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+def check_input(
+    stage: RowwiseStage, schema: Any, accepts: Callable[[Any], bool], expected: str
+) -> Any:
     """The input field of `stage`, checked as the JVM's SchemaUtils.requireColumnType does."""
-    return require_column_type(stage, schema, stage.getOrDefault("inputCol"), expected, accepts)
+    return require_column_type(stage, schema, stage._spec().inputCol, expected, accepts)
 
 
-def check_columns(stage: Any, schema: Any, accepts: Callable[[Any], bool], expected: str) -> Any:
+def check_columns(
+    stage: RowwiseStage, schema: Any, accepts: Callable[[Any], bool], expected: str
+) -> Any:
     """The checks of the JVM's RowwiseTransformer.transformSchema; the input field."""
     field = check_input(stage, schema, accepts, expected)
-    out, err = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
+    spec = stage._spec()
+    out, err = spec.outputCol, spec.errorCol
     require_absent(stage, schema, out)
     require_absent(stage, schema, err)
     require_distinct(stage, "outputCol and errorCol", [out, err])
@@ -86,13 +113,14 @@ def file_setting(dataset: Any) -> str | None:
     return dataset.sparkSession.conf.get(MAX_FILE_BYTES_KEY, None)  # type: ignore[no-any-return]
 
 
-def stage_plan(stage: Any, dataset: Any | None, kind: str, **fields: Any) -> Plan:
+def stage_plan(stage: RowwiseStage, dataset: Any | None, kind: str, **fields: Any) -> Plan:
     """The plan of `stage` with its columns (and the pixel limit set for `dataset`'s session)."""
+    spec = stage._spec()
     return Plan(
         kind=kind,
-        input_col=stage.getOrDefault("inputCol"),
-        output_col=stage.getOrDefault("outputCol"),
-        error_col=stage.getOrDefault("errorCol"),
+        input_col=spec.inputCol,
+        output_col=spec.outputCol,
+        error_col=spec.errorCol,
         setting=None if dataset is None else pixel_setting(dataset),
         **fields,
     )
@@ -150,8 +178,9 @@ def read_settings(field: Any) -> Decoding | None:
     return d if full else None
 
 
-def transform_images(stage: Any, dataset: Any) -> Any:
+def transform_images(stage: _ImageTransformer, dataset: Any) -> Any:
     """ImageTransformer's output on the Python backend."""
+    spec = stage._spec()
     field = check_columns(
         stage,
         dataset.schema,
@@ -159,22 +188,20 @@ def transform_images(stage: Any, dataset: Any) -> Any:
         IMAGE_DESCRIPTION + " or encoded image bytes (binary)",
     )
     try:
-        ops = tuple(parse_ops(stage.getOrDefault("operations"), OPERATIONS))
+        ops = tuple(parse_ops(spec.operations, OPERATIONS))
     except ValueError as error:
         raise stage_error(stage, str(error)) from None
     binary = isinstance(field.dataType, T.BinaryType)
-    tensor = bool(stage.getOrDefault("toTensor"))
+    tensor = spec.toTensor
     order = None
     metadata: dict[str, Any] = {}
     if tensor:
-        requested = str(stage.getOrDefault("tensorChannelOrder")).strip().upper()
+        requested = spec.tensorChannelOrder.strip().upper()
         if requested not in ("RGB", "BGR"):
-            raise stage_error(
-                stage, f"'{stage.getOrDefault('tensorChannelOrder')}' is not one of 'RGB', 'BGR'"
-            )
+            raise stage_error(stage, f"'{spec.tensorChannelOrder}' is not one of 'RGB', 'BGR'")
         order = "GRAY" if gray_tensor(ops) else requested
         metadata = {"tensorShape": tensor_shape(ops), "tensorChannelOrder": order}
-    reduced = bool(stage.getOrDefault("reducedDecode"))
+    reduced = spec.reducedDecode
     read = read_settings(field) if reduced and not binary else None
     reread = read if read is not None and reduced_decode_target(ops) else None
     plan = stage_plan(

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,16 @@ from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class BufferedMiniBatchTransformerSpec:
+    """The param values one run of ``BufferedMiniBatchTransformer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    maxBufferMillis: int
+    miniBatchSize: int
 
 
 class _BufferedMiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
@@ -61,6 +72,14 @@ class _BufferedMiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
     ) -> _BufferedMiniBatchTransformer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> BufferedMiniBatchTransformerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return BufferedMiniBatchTransformerSpec(
+            uid=self.uid,
+            maxBufferMillis=self._frozen(self.maxBufferMillis),
+            miniBatchSize=self._frozen(self.miniBatchSize),
+        )
 
     def getMaxBufferMillis(self) -> int:
         """Gets the value of ``maxBufferMillis`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -11,6 +12,15 @@ from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class CacherSpec:
+    """The param values one run of ``Cacher`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    disable: bool
 
 
 class _Cacher(MMLTransformer):
@@ -49,6 +59,13 @@ class _Cacher(MMLTransformer):
     ) -> _Cacher:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> CacherSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return CacherSpec(
+            uid=self.uid,
+            disable=self._frozen(self.disable),
+        )
 
     def getDisable(self) -> bool:
         """Gets the value of ``disable`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,17 @@ from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLEstimator
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ClassBalancerSpec:
+    """The param values one run of ``ClassBalancer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    broadcastJoin: bool
+    inputCol: str
+    outputCol: str
 
 
 class _ClassBalancer(MMLEstimator, HasInputCol, HasOutputCol):
@@ -66,6 +78,15 @@ class _ClassBalancer(MMLEstimator, HasInputCol, HasOutputCol):
     ) -> _ClassBalancer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ClassBalancerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ClassBalancerSpec(
+            uid=self.uid,
+            broadcastJoin=self._frozen(self.broadcastJoin),
+            inputCol=self._frozen(self.inputCol),
+            outputCol=self._frozen(self.outputCol),
+        )
 
     def getBroadcastJoin(self) -> bool:
         """Gets the value of ``broadcastJoin`` or its default."""

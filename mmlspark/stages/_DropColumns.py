@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -12,6 +13,15 @@ from mmlspark.core.validators import distinct_names
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class DropColumnsSpec:
+    """The param values one run of ``DropColumns`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    cols: tuple[str, ...] | None
 
 
 class _DropColumns(MMLTransformer):
@@ -54,6 +64,13 @@ class _DropColumns(MMLTransformer):
     ) -> _DropColumns:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> DropColumnsSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return DropColumnsSpec(
+            uid=self.uid,
+            cols=self._frozen(self.cols),
+        )
 
     def getCols(self) -> list[str]:
         """Gets the value of ``cols`` or its default."""

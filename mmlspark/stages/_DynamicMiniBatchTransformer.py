@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -12,6 +13,15 @@ from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class DynamicMiniBatchTransformerSpec:
+    """The param values one run of ``DynamicMiniBatchTransformer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    maxBatchSize: int
 
 
 class _DynamicMiniBatchTransformer(MMLTransformer):
@@ -55,6 +65,13 @@ class _DynamicMiniBatchTransformer(MMLTransformer):
     ) -> _DynamicMiniBatchTransformer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> DynamicMiniBatchTransformerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return DynamicMiniBatchTransformerSpec(
+            uid=self.uid,
+            maxBatchSize=self._frozen(self.maxBatchSize),
+        )
 
     def getMaxBatchSize(self) -> int:
         """Gets the value of ``maxBatchSize`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -12,6 +13,19 @@ from mmlspark.core.validators import all_of, distinct_names, not_empty, one_of
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class EnsembleByKeySpec:
+    """The param values one run of ``EnsembleByKey`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    colNames: tuple[str, ...]
+    collapseGroup: bool
+    cols: tuple[str, ...] | None
+    keys: tuple[str, ...] | None
+    strategy: str
 
 
 class _EnsembleByKey(MMLTransformer):
@@ -102,6 +116,17 @@ class _EnsembleByKey(MMLTransformer):
     ) -> _EnsembleByKey:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> EnsembleByKeySpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return EnsembleByKeySpec(
+            uid=self.uid,
+            colNames=self._frozen(self.colNames),
+            collapseGroup=self._frozen(self.collapseGroup),
+            cols=self._frozen(self.cols),
+            keys=self._frozen(self.keys),
+            strategy=self._frozen(self.strategy),
+        )
 
     def getColNames(self) -> list[str]:
         """Gets the value of ``colNames`` or its default."""

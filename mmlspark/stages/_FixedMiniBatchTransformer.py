@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -12,6 +13,17 @@ from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class FixedMiniBatchTransformerSpec:
+    """The param values one run of ``FixedMiniBatchTransformer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    batchSize: int | None
+    buffered: bool
+    maxBufferSize: int
 
 
 class _FixedMiniBatchTransformer(MMLTransformer):
@@ -78,6 +90,15 @@ class _FixedMiniBatchTransformer(MMLTransformer):
     ) -> _FixedMiniBatchTransformer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> FixedMiniBatchTransformerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return FixedMiniBatchTransformerSpec(
+            uid=self.uid,
+            batchSize=self._frozen(self.batchSize),
+            buffered=self._frozen(self.buffered),
+            maxBufferSize=self._frozen(self.maxBufferSize),
+        )
 
     def getBatchSize(self) -> int:
         """Gets the value of ``batchSize`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -11,6 +12,14 @@ from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class FlattenBatchSpec:
+    """The param values one run of ``FlattenBatch`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
 
 
 class _FlattenBatch(MMLTransformer):
@@ -28,3 +37,9 @@ class _FlattenBatch(MMLTransformer):
     def setParams(self) -> _FlattenBatch:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> FlattenBatchSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return FlattenBatchSpec(
+            uid=self.uid,
+        )

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,15 @@ from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class MiniBatchTransformerSpec:
+    """The param values one run of ``MiniBatchTransformer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    miniBatchSize: int
 
 
 class _MiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
@@ -49,3 +59,10 @@ class _MiniBatchTransformer(MMLTransformer, HasMiniBatchSize):
     ) -> _MiniBatchTransformer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> MiniBatchTransformerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return MiniBatchTransformerSpec(
+            uid=self.uid,
+            miniBatchSize=self._frozen(self.miniBatchSize),
+        )

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,16 @@ from mmlspark.core.validators import non_empty_name
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class RenameColumnSpec:
+    """The param values one run of ``RenameColumn`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    inputCol: str | None
+    outputCol: str | None
 
 
 class _RenameColumn(MMLTransformer, HasInputCol, HasOutputCol):
@@ -53,3 +64,11 @@ class _RenameColumn(MMLTransformer, HasInputCol, HasOutputCol):
     ) -> _RenameColumn:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> RenameColumnSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return RenameColumnSpec(
+            uid=self.uid,
+            inputCol=self._frozen(self.inputCol),
+            outputCol=self._frozen(self.outputCol),
+        )

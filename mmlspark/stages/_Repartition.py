@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -12,6 +13,16 @@ from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class RepartitionSpec:
+    """The param values one run of ``Repartition`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    disable: bool
+    n: int | None
 
 
 class _Repartition(MMLTransformer):
@@ -66,6 +77,14 @@ class _Repartition(MMLTransformer):
     ) -> _Repartition:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> RepartitionSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return RepartitionSpec(
+            uid=self.uid,
+            disable=self._frozen(self.disable),
+            n=self._frozen(self.n),
+        )
 
     def getDisable(self) -> bool:
         """Gets the value of ``disable`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -12,6 +13,16 @@ from pyspark.ml.wrapper import JavaParams
 from mmlspark.core.wrapper import MMLEstimator, to_stage
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class TimerSpec:
+    """The param values one run of ``Timer`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    materialize: bool
+    stage: Any | None
 
 
 class _Timer(MMLEstimator):
@@ -62,6 +73,14 @@ class _Timer(MMLEstimator):
     ) -> _Timer:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> TimerSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return TimerSpec(
+            uid=self.uid,
+            materialize=self._frozen(self.materialize),
+            stage=self._frozen(self.stage),
+        )
 
     def getMaterialize(self) -> bool:
         """Gets the value of ``materialize`` or its default."""

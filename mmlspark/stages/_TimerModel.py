@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,17 @@ from mmlspark.core.validators import at_least
 from mmlspark.core.wrapper import MMLModel, to_stage
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class TimerModelSpec:
+    """The param values one run of ``TimerModel`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    fitMillis: int
+    materialize: bool
+    stage: Any | None
 
 
 class _TimerModel(MMLModel):
@@ -78,6 +90,15 @@ class _TimerModel(MMLModel):
     ) -> _TimerModel:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> TimerModelSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return TimerModelSpec(
+            uid=self.uid,
+            fitMillis=self._frozen(self.fitMillis),
+            materialize=self._frozen(self.materialize),
+            stage=self._frozen(self.stage),
+        )
 
     def getFitMillis(self) -> int:
         """Gets the value of ``fitMillis`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -13,6 +14,18 @@ from mmlspark.core.validators import non_empty_name, one_of
 from mmlspark.core.wrapper import MMLTransformer
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class ComputePerInstanceStatisticsSpec:
+    """The param values one run of ``ComputePerInstanceStatistics`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    evaluationMetric: str
+    labelCol: str
+    predictionCol: str
+    probabilityCol: str
 
 
 class _ComputePerInstanceStatistics(MMLTransformer, HasLabelCol, HasPredictionCol):
@@ -78,6 +91,16 @@ class _ComputePerInstanceStatistics(MMLTransformer, HasLabelCol, HasPredictionCo
     ) -> _ComputePerInstanceStatistics:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> ComputePerInstanceStatisticsSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return ComputePerInstanceStatisticsSpec(
+            uid=self.uid,
+            evaluationMetric=self._frozen(self.evaluationMetric),
+            labelCol=self._frozen(self.labelCol),
+            predictionCol=self._frozen(self.predictionCol),
+            probabilityCol=self._frozen(self.probabilityCol),
+        )
 
     def getEvaluationMetric(self) -> str:
         """Gets the value of ``evaluationMetric`` or its default."""

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -14,6 +15,21 @@ from mmlspark.core.validators import at_least, non_empty_name, non_empty_names
 from mmlspark.core.wrapper import MMLEstimator, to_stage
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class TrainRegressorSpec:
+    """The param values one run of ``TrainRegressor`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    categoricalCols: tuple[str, ...] | None
+    featuresCol: str | None
+    inputCols: tuple[str, ...] | None
+    labelCol: str
+    model: Any | None
+    numFeatures: int
+    textCols: tuple[str, ...] | None
 
 
 class _TrainRegressor(MMLEstimator, HasInputCols, HasLabelCol, HasFeaturesCol):
@@ -108,6 +124,19 @@ class _TrainRegressor(MMLEstimator, HasInputCols, HasLabelCol, HasFeaturesCol):
     ) -> _TrainRegressor:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> TrainRegressorSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return TrainRegressorSpec(
+            uid=self.uid,
+            categoricalCols=self._frozen(self.categoricalCols),
+            featuresCol=self._frozen(self.featuresCol),
+            inputCols=self._frozen(self.inputCols),
+            labelCol=self._frozen(self.labelCol),
+            model=self._frozen(self.model),
+            numFeatures=self._frozen(self.numFeatures),
+            textCols=self._frozen(self.textCols),
+        )
 
     def getCategoricalCols(self) -> list[str]:
         """Gets the value of ``categoricalCols`` or its default."""

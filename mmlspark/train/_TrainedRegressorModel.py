@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from typing import TypeVar
+from dataclasses import dataclass
+from typing import Any, TypeVar  # noqa: F401
 
 from pyspark import keyword_only
 from pyspark.ml.param import Param, Params, TypeConverters  # noqa: F401
@@ -14,6 +15,23 @@ from mmlspark.core.validators import at_least, non_empty_name, non_empty_names
 from mmlspark.core.wrapper import MMLModel, to_stage
 
 _P = TypeVar("_P", bound=Params)
+
+
+@dataclass(frozen=True)
+class TrainedRegressorModelSpec:
+    """The param values one run of ``TrainedRegressorModel`` on the Python backend takes (the set
+    value, else the default, else None; lists as tuples), made by ``_spec()``."""
+
+    uid: str
+    categoricalCols: tuple[str, ...] | None
+    featuresCol: str | None
+    featurization: Any | None
+    inputCols: tuple[str, ...] | None
+    labelCol: str
+    labelType: str | None
+    model: Any | None
+    numFeatures: int
+    textCols: tuple[str, ...] | None
 
 
 class _TrainedRegressorModel(MMLModel, HasInputCols, HasLabelCol, HasFeaturesCol):
@@ -129,6 +147,21 @@ class _TrainedRegressorModel(MMLModel, HasInputCols, HasLabelCol, HasFeaturesCol
     ) -> _TrainedRegressorModel:
         """Sets the params given by keyword; the others keep their values."""
         return self._set(**self._input_kwargs)
+
+    def _spec(self) -> TrainedRegressorModelSpec:
+        """The params' values now, frozen: what the Python backend runs with."""
+        return TrainedRegressorModelSpec(
+            uid=self.uid,
+            categoricalCols=self._frozen(self.categoricalCols),
+            featuresCol=self._frozen(self.featuresCol),
+            featurization=self._frozen(self.featurization),
+            inputCols=self._frozen(self.inputCols),
+            labelCol=self._frozen(self.labelCol),
+            labelType=self._frozen(self.labelType),
+            model=self._frozen(self.model),
+            numFeatures=self._frozen(self.numFeatures),
+            textCols=self._frozen(self.textCols),
+        )
 
     def getCategoricalCols(self) -> list[str]:
         """Gets the value of ``categoricalCols`` or its default."""

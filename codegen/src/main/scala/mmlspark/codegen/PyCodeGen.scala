@@ -196,6 +196,30 @@ object PyCodeGen {
          |        return self._set(**self._input_kwargs)
          |""".stripMargin
     )
+    // The frozen spec: every param's value as one run of the Python backend takes it, typed, so
+    // that the backend reads fields (checked by mypy) instead of params by name.
+    val specFields = s.params.map { p =>
+      val present = p.default.exists(_ != null)
+      s"    ${p.name}: ${specType(p.paramType)}${if (present) "" else " | None"}\n"
+    }
+    val specDecl =
+      s"""
+         |
+         |
+         |@dataclass(frozen=True)
+         |class ${s.name}Spec:
+         |    \"\"\"The param values one run of ``${s.name}`` on the Python backend takes (the set
+         |    value, else the default, else None; lists as tuples), made by ``_spec()``.\"\"\"
+         |
+         |    uid: str
+         |${specFields.mkString}""".stripMargin
+    val specMethod =
+      s"""    def _spec(self) -> ${s.name}Spec:
+         |        \"\"\"The params' values now, frozen: what the Python backend runs with.\"\"\"
+         |        return ${s.name}Spec(
+         |            uid=self.uid,
+         |${s.params.map(p => s"            ${p.name}=self._frozen(self.${p.name}),\n").mkString}        )
+         |""".stripMargin
     val modelDecl =
       s.modelClass
         .map(m => "\n    _java_model_class_name = " + stringLiteral(m.getName))
@@ -205,12 +229,12 @@ object PyCodeGen {
        |
        |from __future__ import annotations
        |
-       |from typing import TypeVar
+       |from dataclasses import dataclass
+       |from typing import Any, TypeVar  # noqa: F401
        |
        |${imports.mkString("\n")}
        |
-       |_P = TypeVar("_P", bound=Params)
-       |
+       |_P = TypeVar("_P", bound=Params)$specDecl
        |
        |class _${s.name}($bases):
        |    \"\"\"The JVM $kind ``${s.cls.getName}``.
@@ -218,7 +242,15 @@ object PyCodeGen {
        |
        |    _java_class_name = "${s.cls.getName}"$modelDecl$checksDecl
        |
-       |${(paramDecls ++ methods ++ accessors).mkString("\n")}""".stripMargin
+       |${(paramDecls ++ methods ++ Seq(specMethod) ++ accessors).mkString("\n")}""".stripMargin
+  }
+
+  /** A param's type as a frozen spec holds it: arrays as tuples, stages as anything. */
+  private def specType(t: ParamType): String = t.pythonType match {
+    case "JavaParams" => "Any"
+    case "list[JavaParams]" => "tuple[Any, ...]"
+    case list if list.startsWith("list[") => "tuple[" + list.stripPrefix("list[").stripSuffix("]") + ", ...]"
+    case other => other
   }
 
   def snakeCase(name: String): String =
