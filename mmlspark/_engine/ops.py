@@ -6,44 +6,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from mmlspark._engine.files import MAX_PIXELS_KEY
-from mmlspark._engine.java import megapixels
+from mmlspark._engine.java import java_double, megapixels
 from mmlspark._engine.rows import RowError
 from mmlspark._engine.structs import channels_of
-
-_INTERPOLATIONS = {
-    0: "INTER_NEAREST",
-    1: "INTER_LINEAR",
-    2: "INTER_CUBIC",
-    3: "INTER_AREA",
-    4: "INTER_LANCZOS4",
-}
-_THRESHOLDS = {
-    0: "THRESH_BINARY",
-    1: "THRESH_BINARY_INV",
-    2: "THRESH_TRUNC",
-    3: "THRESH_TOZERO",
-    4: "THRESH_TOZERO_INV",
-}
-# ColorFormat's targets: our spellings (any case) and the OpenCV COLOR_* codes from BGR(A) that
-# give them, written as numbers.
-_COLOR_TARGETS = {
-    "rgb": "RGB",
-    "bgr": "BGR",
-    "gray": "GRAY",
-    "4": "RGB",
-    "3": "RGB",
-    "6": "GRAY",
-    "10": "GRAY",
-    "1": "BGR",
-    "8": "BGR",
-}
 
 
 @dataclass
@@ -54,16 +27,14 @@ class Image:
     order: str
 
 
-def color_target(value: Any) -> str | None:
-    return _COLOR_TARGETS.get(str(value).strip().lower()) if value is not None else None
-
-
 @dataclass(frozen=True)
 class Op:
-    """One parsed operation: its name and arguments, with the JVM's defaults filled in."""
+    """One parsed operation: its name and arguments, with the JVM's defaults filled in, and its
+    entry of the registry (the JVM's ``OpSpec``, as codegen writes it): its size flags and rules."""
 
     op: str
     args: dict[str, Any]
+    entry: Mapping[str, Any] = field(default_factory=dict)
 
     def __getitem__(self, name: str) -> Any:
         return self.args[name]
@@ -71,79 +42,80 @@ class Op:
     def fail(self, message: str) -> RowError:
         return RowError(f"{self.op}: {message}")
 
+    def _size(self, key: str) -> tuple[int, int] | None:
+        names = self.entry.get(key)
+        return None if names is None else (int(self[names[0]]), int(self[names[1]]))
+
     @property
     def fixed_size(self) -> tuple[int, int] | None:
-        if self.op in ("resize", "crop", "centerCrop"):
-            return int(self["height"]), int(self["width"])
-        if self.op == "letterbox":
-            return int(self["size"]), int(self["size"])
-        return None
+        """The output size when it does not depend on the input: (height, width)."""
+        return self._size("fixedSize")
 
     @property
     def changes_size(self) -> bool:
-        return self.op in ("resize", "resizeShorter", "crop", "centerCrop", "letterbox")
+        return bool(self.entry.get("changesSize"))
 
     @property
     def min_input_size(self) -> tuple[int, int] | None:
-        if self.op == "resizeShorter":
-            return int(self["size"]), int(self["size"])
-        if self.op in ("resize", "letterbox"):
-            return self.fixed_size
-        return None
+        """The least input size (height, width) of a smaller decode that still serves it."""
+        return self._size("minInputSize")
 
     @property
     def pixelwise(self) -> bool:
-        return self.op in ("colorFormat", "flip", "threshold", "normalize")
+        return bool(self.entry.get("pixelwise"))
+
+    def resolved(self, name: str) -> str:
+        """Our spelling of the value of `name`, a field with a spelling rule (colorFormat's
+        format), which validation has checked."""
+        spelling = next(r["spelling"] for r in self.entry["rules"] if name in r["fields"])
+        return str(spelling[str(self[name]).strip().lower()])
+
+
+_PLACEHOLDER = re.compile(r"\{(\w+)(\.length)?\}")
+
+
+def _shown(value: Any, kind: str) -> str:
+    """`value` of a field of type `kind` as the JVM prints it."""
+    if kind == "float":
+        return java_double(float(value))
+    if kind == "int" and not isinstance(value, bool):
+        return str(int(value))
+    return str(value)
+
+
+def _holds(kind: str, values: list[Any], shown: list[str], choices: Sequence[str]) -> bool:
+    """Whether `values` keep a rule of `kind` (the JVM's ``RuleKind``)."""
+    if kind == "positive":
+        return all(v > 0 for v in values)
+    if kind == "atLeastZero":
+        return all(v >= 0 for v in values)
+    if kind == "oddPositive":
+        return all(v > 0 and v % 2 == 1 for v in values)
+    if kind == "oneOf":
+        return all(s in choices for s in shown)
+    if kind == "spelling":
+        return all(str(v).strip().lower() in choices for v in values)
+    if kind == "sameNonEmptyLength":
+        first, second = values
+        return len(first) > 0 and len(first) == len(second)
+    if kind == "noZero":
+        return all(x != 0.0 for v in values for x in v)
+    raise ValueError(f"unknown kind of image operation rule '{kind}'")
 
 
 def _validate(op: Op) -> None:
-    """The JVM's ``validate()`` of each operation: arguments that can never work."""
+    """The registry's rules of `op`, in order: the first it breaks fails it with its message."""
+    types = op.entry["types"]
+    for rule in op.entry["rules"]:
+        values = [op[f] for f in rule["fields"]]
+        shown = [_shown(op[f], types[f]) for f in rule["fields"]]
+        if not _holds(rule["kind"], values, shown, rule["choices"]):
 
-    def require(condition: bool, message: str) -> None:
-        if not condition:
-            raise ValueError(f"{op.op}: {message}")
+            def fill(m: re.Match[str]) -> str:
+                value = op[m.group(1)]
+                return str(len(value)) if m.group(2) else _shown(value, types[m.group(1)])
 
-    def one_of(constants: dict[int, str], field: str, kind: str) -> None:
-        value = op[field]
-        low, high = min(constants), max(constants)
-        require(value in constants, f"{field} must be {kind} {low}-{high} but was {value}")
-
-    name = op.op
-    if name in ("resize", "crop", "centerCrop", "blur"):
-        h, w = op["height"], op["width"]
-        require(h > 0 and w > 0, f"height and width must be positive but were {h} x {w}")
-    if name in ("resize", "resizeShorter"):
-        one_of(_INTERPOLATIONS, "interpolation", "an OpenCV INTER_* interpolation")
-    if name in ("resizeShorter", "letterbox"):
-        require(op["size"] > 0, f"size must be positive but was {op['size']}")
-    if name == "crop":
-        require(
-            op["x"] >= 0 and op["y"] >= 0,
-            f"x and y must be at least 0 but were ({op['x']}, {op['y']})",
-        )
-    if name == "colorFormat":
-        require(
-            color_target(op["format"]) is not None,
-            "format must be one of 'RGB', 'BGR', 'GRAY' (any case; also '1', '10', '3', '4', "
-            f"'6', '8') but was '{op['format']}'",
-        )
-    if name == "flip":
-        require(
-            op["flipCode"] in (-1, 0, 1), f"flipCode must be -1, 0 or 1 but was {op['flipCode']}"
-        )
-    if name == "threshold":
-        one_of(_THRESHOLDS, "thresholdType", "an OpenCV THRESH_* type")
-    if name == "gaussianKernel":
-        size, sigma = op["apertureSize"], op["sigma"]
-        require(size > 0 and size % 2 == 1, f"apertureSize must be odd and positive but was {size}")
-        require(sigma >= 0, f"sigma must be at least 0 but was {float(sigma)}")
-    if name == "normalize":
-        mean, std = op["mean"], op["std"]
-        require(
-            len(mean) > 0 and len(mean) == len(std),
-            f"mean and std must have the same, non-zero length but had {len(mean)} and {len(std)}",
-        )
-        require(all(s != 0.0 for s in std), "std must not contain 0")
+            raise ValueError(f"{op.op}: {_PLACEHOLDER.sub(fill, rule['message'])}")
 
 
 def parse_ops(text: str, registry: Mapping[str, Mapping[str, Any]]) -> list[Op]:
@@ -172,7 +144,7 @@ def parse_ops(text: str, registry: Mapping[str, Mapping[str, Any]]) -> list[Op]:
             if value is None:
                 raise ValueError(f"image operation {shown}: no value for '{arg}'")
             args[arg] = value
-        op = Op(name, args)
+        op = Op(name, args, registry[name])
         _validate(op)
         ops.append(op)
     return ops
@@ -301,7 +273,7 @@ def apply(op: Op, image: Image) -> Image:
             raise op.fail(f"{height}x{width} is larger than the {h}x{w} image")
         return _crop(image, op, (w - width) // 2, (h - height) // 2, height, width)
     if name == "colorFormat":
-        return _convert(image, op, str(color_target(op["format"])))
+        return _convert(image, op, op.resolved("format"))
     if name == "flip":
         return Image(cv2.flip(pixels, int(op["flipCode"])), image.order)
     if name == "blur":
@@ -361,7 +333,7 @@ def to_chw(image: Image, order: str) -> np.ndarray:
 
 def gray_tensor(ops: Sequence[Op]) -> bool:
     """Whether the tensor has one channel: the last color conversion is to GRAY."""
-    targets = [color_target(op["format"]) for op in ops if op.op == "colorFormat"]
+    targets = [op.resolved("format") for op in ops if op.op == "colorFormat"]
     return bool(targets) and targets[-1] == "GRAY"
 
 

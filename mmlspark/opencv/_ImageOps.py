@@ -21,73 +21,170 @@ THRESH_TRUNC = 2
 THRESH_TOZERO = 3
 THRESH_TOZERO_INV = 4
 
-# Every operation: its method, fields in order, defaults and a valid example.
+# Every operation: its method, fields in order, defaults, a valid example, the fields' types,
+# the fields that hold its output size (fixedSize) and the least input size a smaller decode
+# must keep (minInputSize), whether it changes the size or works pixel by pixel, and the rules
+# its arguments keep (each a kind the engine checks, the fields it reads and the message of a
+# value that breaks it: {field} is the value as Java prints it, {field.length} a list's).
 OPERATIONS: dict[str, dict[str, Any]] = {
     "resize": {
         "method": "resize",
         "fields": ["height", "width", "interpolation"],
         "defaults": {"interpolation": 1},
         "example": {"height": 20, "width": 30, "interpolation": 3},
+        "types": {"height": "int", "width": "int", "interpolation": "int"},
+        "fixedSize": ["height", "width"],
+        "minInputSize": ["height", "width"],
+        "changesSize": True,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "positive", "fields": ["height", "width"], "message": "height and width must be positive but were {height} x {width}", "choices": []},
+            {"kind": "oneOf", "fields": ["interpolation"], "message": "interpolation must be an OpenCV INTER_* code 0-4 but was {interpolation}", "choices": ["0", "1", "2", "3", "4"]},
+        ],
     },
     "resizeShorter": {
         "method": "_resizeShorter",
         "fields": ["size", "interpolation"],
         "defaults": {"interpolation": 1},
         "example": {"size": 16, "interpolation": 0},
+        "types": {"size": "int", "interpolation": "int"},
+        "fixedSize": None,
+        "minInputSize": ["size", "size"],
+        "changesSize": True,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "positive", "fields": ["size"], "message": "size must be positive but was {size}", "choices": []},
+            {"kind": "oneOf", "fields": ["interpolation"], "message": "interpolation must be an OpenCV INTER_* code 0-4 but was {interpolation}", "choices": ["0", "1", "2", "3", "4"]},
+        ],
     },
     "crop": {
         "method": "crop",
         "fields": ["x", "y", "height", "width"],
         "defaults": {},
         "example": {"x": 1, "y": 2, "height": 10, "width": 11},
+        "types": {"x": "int", "y": "int", "height": "int", "width": "int"},
+        "fixedSize": ["height", "width"],
+        "minInputSize": None,
+        "changesSize": True,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "atLeastZero", "fields": ["x", "y"], "message": "x and y must be at least 0 but were ({x}, {y})", "choices": []},
+            {"kind": "positive", "fields": ["height", "width"], "message": "height and width must be positive but were {height} x {width}", "choices": []},
+        ],
     },
     "centerCrop": {
         "method": "centerCrop",
         "fields": ["height", "width"],
         "defaults": {},
         "example": {"height": 8, "width": 9},
+        "types": {"height": "int", "width": "int"},
+        "fixedSize": ["height", "width"],
+        "minInputSize": None,
+        "changesSize": True,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "positive", "fields": ["height", "width"], "message": "height and width must be positive but were {height} x {width}", "choices": []},
+        ],
     },
     "colorFormat": {
         "method": "colorFormat",
         "fields": ["format"],
         "defaults": {},
         "example": {"format": "GRAY"},
+        "types": {"format": "str"},
+        "fixedSize": None,
+        "minInputSize": None,
+        "changesSize": False,
+        "pixelwise": True,
+        "rules": [
+            {"kind": "spelling", "fields": ["format"], "message": "format must be one of 'RGB', 'BGR', 'GRAY' (any case; also '1', '10', '3', '4', '6', '8') but was '{format}'", "choices": ["1", "10", "3", "4", "6", "8", "bgr", "gray", "rgb"], "spelling": {"1": "BGR", "10": "GRAY", "3": "RGB", "4": "RGB", "6": "GRAY", "8": "BGR", "bgr": "BGR", "gray": "GRAY", "rgb": "RGB"}},
+        ],
     },
     "flip": {
         "method": "flip",
         "fields": ["flipCode"],
         "defaults": {"flipCode": 1},
         "example": {"flipCode": -1},
+        "types": {"flipCode": "int"},
+        "fixedSize": None,
+        "minInputSize": None,
+        "changesSize": False,
+        "pixelwise": True,
+        "rules": [
+            {"kind": "oneOf", "fields": ["flipCode"], "message": "flipCode must be -1, 0 or 1 but was {flipCode}", "choices": ["-1", "0", "1"]},
+        ],
     },
     "blur": {
         "method": "blur",
         "fields": ["height", "width"],
         "defaults": {},
         "example": {"height": 3, "width": 5},
+        "types": {"height": "int", "width": "int"},
+        "fixedSize": None,
+        "minInputSize": None,
+        "changesSize": False,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "positive", "fields": ["height", "width"], "message": "height and width must be positive but were {height} x {width}", "choices": []},
+        ],
     },
     "threshold": {
         "method": "threshold",
         "fields": ["threshold", "maxVal", "thresholdType"],
         "defaults": {},
         "example": {"threshold": 100.0, "maxVal": 200.5, "thresholdType": 2},
+        "types": {"threshold": "float", "maxVal": "float", "thresholdType": "int"},
+        "fixedSize": None,
+        "minInputSize": None,
+        "changesSize": False,
+        "pixelwise": True,
+        "rules": [
+            {"kind": "oneOf", "fields": ["thresholdType"], "message": "thresholdType must be 0-4 but was {thresholdType}", "choices": ["0", "1", "2", "3", "4"]},
+        ],
     },
     "gaussianKernel": {
         "method": "gaussianKernel",
         "fields": ["apertureSize", "sigma"],
         "defaults": {},
         "example": {"apertureSize": 5, "sigma": 1.5},
+        "types": {"apertureSize": "int", "sigma": "float"},
+        "fixedSize": None,
+        "minInputSize": None,
+        "changesSize": False,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "oddPositive", "fields": ["apertureSize"], "message": "apertureSize must be odd and positive but was {apertureSize}", "choices": []},
+            {"kind": "atLeastZero", "fields": ["sigma"], "message": "sigma must be at least 0 but was {sigma}", "choices": []},
+        ],
     },
     "normalize": {
         "method": "normalize",
         "fields": ["mean", "std", "colorScaleFactor"],
         "defaults": {"colorScaleFactor": 1.0},
         "example": {"mean": [0.5, 0.25, 0.125], "std": [2.0, 4.0, 8.0], "colorScaleFactor": 0.00392156862745098},
+        "types": {"mean": "Sequence[float]", "std": "Sequence[float]", "colorScaleFactor": "float"},
+        "fixedSize": None,
+        "minInputSize": None,
+        "changesSize": False,
+        "pixelwise": True,
+        "rules": [
+            {"kind": "sameNonEmptyLength", "fields": ["mean", "std"], "message": "mean and std must have the same, non-zero length but had {mean.length} and {std.length}", "choices": []},
+            {"kind": "noZero", "fields": ["std"], "message": "std must not contain 0", "choices": []},
+        ],
     },
     "letterbox": {
         "method": "letterbox",
         "fields": ["size", "padValue"],
         "defaults": {"padValue": 114.0},
         "example": {"size": 32, "padValue": 0.0},
+        "types": {"size": "int", "padValue": "float"},
+        "fixedSize": ["size", "size"],
+        "minInputSize": ["size", "size"],
+        "changesSize": True,
+        "pixelwise": False,
+        "rules": [
+            {"kind": "positive", "fields": ["size"], "message": "size must be positive but was {size}", "choices": []},
+        ],
     },
 }
 

@@ -1,6 +1,6 @@
 package mmlspark.codegen
 
-import mmlspark.opencv.{ImageOp, OpField, OpSpec}
+import mmlspark.opencv.{FieldType, ImageOp, OpField, OpRule, OpSpec}
 
 /** Writes `mmlspark/opencv/_ImageOps.py` from the image operation registry ([[ImageOp.registry]]):
   * one fluent method per operation, its keyword arguments, types and defaults those of the case
@@ -47,12 +47,44 @@ object ImageOpsCodeGen {
        |""".stripMargin
   }
 
-  private def table(s: OpSpec[_]): String = {
+  private def strings(values: Iterable[String]): String =
+    values.map(PyCodeGen.stringLiteral).mkString("[", ", ", "]")
+
+  /** The names of the fields that hold a size (height, width) of the operation, read off its
+    * example, whose integer fields hold distinct values.
+    */
+  private def sizeFields(s: OpSpec[_ <: ImageOp], size: Option[(Int, Int)]): String = size match {
+    case None => "None"
+    case Some((height, width)) =>
+      val ints = s.fields
+        .filter(_.fieldType == FieldType.IntField)
+        .map(f => f.name -> s.cls.getMethod(f.name).invoke(s.example))
+      def name(value: Int): String = ints
+        .collectFirst { case (n, v) if v == value => n }
+        .getOrElse(sys.error(s"codegen: no field of ${s.name}'s example holds the size $value"))
+      strings(Seq(name(height), name(width)))
+  }
+
+  private def rule(r: OpRule): String = {
+    val spelling = r.spelling
+      .map { c =>
+        val pairs = c.resolutions.toSeq.sorted.map { case (k, v) =>
+          s"${PyCodeGen.stringLiteral(k)}: ${PyCodeGen.stringLiteral(v)}"
+        }
+        s""", "spelling": {${pairs.mkString(", ")}}"""
+      }
+      .getOrElse("")
+    s"""            {"kind": "${r.kind.name}", "fields": ${strings(r.fields)}, "message": """ +
+      s"""${PyCodeGen.stringLiteral(r.message)}, "choices": ${strings(r.choices)}$spelling},\n"""
+  }
+
+  private def table(s: OpSpec[_ <: ImageOp]): String = {
     val example = s.example.asInstanceOf[Product].productIterator.toSeq
     val fields = s.fields.map(f => PyCodeGen.stringLiteral(f.name)).mkString(", ")
     val defaults = s.fields
       .flatMap(f => f.default.map(d => s"\"${f.name}\": ${f.fieldType.pythonLiteral(d)}"))
       .mkString(", ")
+    val types = s.fields.map(f => s"\"${f.name}\": \"${f.fieldType.pythonType}\"").mkString(", ")
     val examples = s.fields
       .zip(example)
       .map { case (f, v) => s"\"${f.name}\": ${f.fieldType.pythonLiteral(v)}" }
@@ -62,6 +94,13 @@ object ImageOpsCodeGen {
        |        "fields": [$fields],
        |        "defaults": {$defaults},
        |        "example": {$examples},
+       |        "types": {$types},
+       |        "fixedSize": ${sizeFields(s, s.example.fixedSize)},
+       |        "minInputSize": ${sizeFields(s, s.example.minInputSize)},
+       |        "changesSize": ${PyCodeGen.literal(s.example.changesSize)},
+       |        "pixelwise": ${PyCodeGen.literal(s.example.pixelwise)},
+       |        "rules": [
+       |${s.rules.map(rule).mkString}        ],
        |    },
        |""".stripMargin
   }
@@ -89,7 +128,11 @@ object ImageOpsCodeGen {
        |
        |${constants.mkString("\n\n")}
        |
-       |# Every operation: its method, fields in order, defaults and a valid example.
+       |# Every operation: its method, fields in order, defaults, a valid example, the fields' types,
+       |# the fields that hold its output size (fixedSize) and the least input size a smaller decode
+       |# must keep (minInputSize), whether it changes the size or works pixel by pixel, and the rules
+       |# its arguments keep (each a kind the engine checks, the fields it reads and the message of a
+       |# value that breaks it: {field} is the value as Java prints it, {field.length} a list's).
        |OPERATIONS: dict[str, dict[str, Any]] = {
        |${ImageOp.registry.map(table).mkString}}
        |

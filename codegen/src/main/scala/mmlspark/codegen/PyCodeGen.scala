@@ -218,7 +218,9 @@ object PyCodeGen {
          |        \"\"\"The params' values now, frozen: what the Python backend runs with.\"\"\"
          |        return ${s.name}Spec(
          |            uid=self.uid,
-         |${s.params.map(p => s"            ${p.name}=self._frozen(self.${p.name}),\n").mkString}        )
+         |${s.params
+          .map(p => s"            ${p.name}=self._frozen(self.${p.name}),\n")
+          .mkString}        )
          |""".stripMargin
     val modelDecl =
       s.modelClass
@@ -249,7 +251,8 @@ object PyCodeGen {
   private def specType(t: ParamType): String = t.pythonType match {
     case "JavaParams" => "Any"
     case "list[JavaParams]" => "tuple[Any, ...]"
-    case list if list.startsWith("list[") => "tuple[" + list.stripPrefix("list[").stripSuffix("]") + ", ...]"
+    case list if list.startsWith("list[") =>
+      "tuple[" + list.stripPrefix("list[").stripSuffix("]") + ", ...]"
     case other => other
   }
 

@@ -18,6 +18,12 @@ final case class Choices(values: Seq[String], aliases: Map[String, String] = Map
 
   require(aliases.values.forall(values.contains), s"aliases name values outside $values")
 
+  /** Every accepted spelling, in lower case (a value is trimmed and lower-cased to match). */
+  def spellings: Seq[String] = lookup.keys.toSeq.sorted
+
+  /** Our spelling of each accepted spelling (lower case). */
+  def resolutions: Map[String, String] = lookup
+
   /** Our spelling of `value`, if it is one of the choices in any spelling. */
   def resolve(value: String): Option[String] =
     Option(value).flatMap(v => lookup.get(v.trim.toLowerCase))

@@ -26,8 +26,10 @@ sealed trait ImageOp {
   /** The fields of the JSON form, besides `op`. */
   def fields: List[JField] = spec.encode(this)
 
-  /** Fails for arguments that can never work (called when the param is set). */
-  def validate(): Unit
+  /** Fails for arguments that can never work (called when the param is set): the first of the
+    * registry's rules ([[OpSpec.rules]]) they break.
+    */
+  final def validate(): Unit = spec.validate(this)
 
   def apply(image: Image): Image
 
@@ -51,10 +53,6 @@ sealed trait ImageOp {
 
   protected def require(condition: Boolean, message: => String): Unit =
     if (!condition) throw new IllegalArgumentException(s"$op: $message")
-
-  /** Fails unless the integer `field` holds one of `constants`. */
-  protected def requireOneOf(constants: Constants, field: String, value: Int): Unit =
-    require(constants.contains(value), constants.mismatch(field, value))
 
   protected def newMat(image: Image)(f: (Mat, Mat) => Unit): Image = {
     val out = new Mat()
@@ -80,10 +78,6 @@ sealed trait ScalesToSize extends FixedSizeOp {
 /** Resizes to `height` x `width`. */
 final case class Resize(height: Int, width: Int, interpolation: Int = Imgproc.INTER_LINEAR)
     extends ScalesToSize {
-  def validate(): Unit = {
-    require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
-    requireOneOf(Constants.interpolation, "interpolation", interpolation)
-  }
   def apply(image: Image): Image =
     newMat(image)((in, out) =>
       Imgproc.resize(in, out, new Size(width, height), 0, 0, interpolation)
@@ -102,6 +96,7 @@ object Resize
       )
     ) {
   def example: Resize = Resize(20, 30, Imgproc.INTER_AREA)
+  protected def ownRules: Seq[OpRule] = Seq(OpRule.positiveSize)
 }
 
 /** Resizes so that the shorter side is `size`, keeping the aspect ratio; the longer side is
@@ -109,10 +104,6 @@ object Resize
   */
 final case class ResizeShorter(size: Int, interpolation: Int = Imgproc.INTER_LINEAR)
     extends ImageOp {
-  def validate(): Unit = {
-    require(size > 0, s"size must be positive but was $size")
-    requireOneOf(Constants.interpolation, "interpolation", interpolation)
-  }
   def apply(image: Image): Image = {
     val (h, w) = (image.mat.rows(), image.mat.cols())
     val scale = size.toDouble / math.min(h, w)
@@ -135,6 +126,8 @@ object ResizeShorter
       fluent = false // through resize(size=..., keepAspectRatio=True)
     ) {
   def example: ResizeShorter = ResizeShorter(16, Imgproc.INTER_NEAREST)
+  protected def ownRules: Seq[OpRule] =
+    Seq(OpRule.positive("size")("size must be positive but was {size}"))
 }
 
 /** How [[Letterbox]] fits a `height` x `width` image into a `size` x `size` square: the image is
@@ -181,7 +174,6 @@ object LetterboxGeometry {
   * the rest evenly with `padValue` in every channel: the letterbox YOLO detectors take.
   */
 final case class Letterbox(size: Int, padValue: Double = 114.0) extends ScalesToSize {
-  def validate(): Unit = require(size > 0, s"size must be positive but was $size")
   def apply(image: Image): Image = {
     val g = LetterboxGeometry(image.mat.rows(), image.mat.cols(), size)
     val scaled =
@@ -227,14 +219,12 @@ object Letterbox
       )
     ) {
   def example: Letterbox = Letterbox(32, 0.0)
+  protected def ownRules: Seq[OpRule] =
+    Seq(OpRule.positive("size")("size must be positive but was {size}"))
 }
 
 /** Keeps the `height` x `width` region whose top-left corner is (`x`, `y`). */
 final case class Crop(x: Int, y: Int, height: Int, width: Int) extends FixedSizeOp {
-  def validate(): Unit = {
-    require(x >= 0 && y >= 0, s"x and y must be at least 0 but were ($x, $y)")
-    require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
-  }
   def apply(image: Image): Image = {
     val (h, w) = (image.mat.rows(), image.mat.cols())
     require(
@@ -260,12 +250,14 @@ object Crop
       )
     ) {
   def example: Crop = Crop(1, 2, 10, 11)
+  protected def ownRules: Seq[OpRule] = Seq(
+    OpRule.atLeastZero("x", "y")("x and y must be at least 0 but were ({x}, {y})"),
+    OpRule.positiveSize
+  )
 }
 
 /** Keeps the central `height` x `width` region (offsets rounded down, as `(H - h) // 2`). */
 final case class CenterCrop(height: Int, width: Int) extends FixedSizeOp {
-  def validate(): Unit =
-    require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
   def apply(image: Image): Image = {
     val (h, w) = (image.mat.rows(), image.mat.cols())
     require(height <= h && width <= w, s"${height}x$width is larger than the ${h}x$w image")
@@ -281,6 +273,7 @@ object CenterCrop
       Seq(Arg("height", "the height of the region"), Arg("width", "the width of the region"))
     ) {
   def example: CenterCrop = CenterCrop(8, 9)
+  protected def ownRules: Seq[OpRule] = Seq(OpRule.positiveSize)
 }
 
 /** Converts the channels to `format`: "RGB", "BGR" or "GRAY" (alpha is dropped). */
@@ -289,10 +282,6 @@ final case class ColorFormat(format: String) extends ImageOp {
   /** The channel order to convert to: `format` in our spelling. */
   lazy val target: String = ColorFormat.targets(format)
 
-  def validate(): Unit = require(
-    ColorFormat.targets.resolve(format).isDefined,
-    s"format must be one of ${ColorFormat.targets.describe} but was '$format'"
-  )
   def apply(image: Image): Image = {
     val channels = image.mat.channels()
     val code: Option[Int] = (image.order, channels, target) match {
@@ -347,12 +336,15 @@ object ColorFormat
     Choices(Seq("RGB", "BGR", "GRAY"), codes.map { case (c, f) => c.toString -> f }.toMap)
   }
   def example: ColorFormat = ColorFormat("GRAY")
+  protected def ownRules: Seq[OpRule] = Seq(
+    OpRule.spelling("format", targets)(
+      s"format must be one of ${targets.describe} but was '{format}'"
+    )
+  )
 }
 
 /** Flips around the x axis (0), the y axis (1, left-right) or both (-1). */
 final case class Flip(flipCode: Int = 1) extends ImageOp {
-  def validate(): Unit =
-    require(Seq(-1, 0, 1).contains(flipCode), s"flipCode must be -1, 0 or 1 but was $flipCode")
   def apply(image: Image): Image = newMat(image)((in, out) => Core.flip(in, out, flipCode))
   override def pixelwise: Boolean = true
 }
@@ -364,12 +356,18 @@ object Flip
       Seq(Arg("flipCode", "0 (up-down), 1 (left-right) or -1 (both)"))
     ) {
   def example: Flip = Flip(-1)
+  protected def ownRules: Seq[OpRule] = Seq(
+    OpRule(
+      RuleKind.OneOf,
+      Seq("flipCode"),
+      "flipCode must be -1, 0 or 1 but was {flipCode}",
+      Seq("-1", "0", "1")
+    )
+  )
 }
 
 /** Box blur with a `height` x `width` kernel. */
 final case class Blur(height: Int, width: Int) extends ImageOp {
-  def validate(): Unit =
-    require(height > 0 && width > 0, s"height and width must be positive but were $height x $width")
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.blur(in, out, new Size(width, height)))
 }
@@ -381,13 +379,13 @@ object Blur
       Seq(Arg("height", "the height of the kernel"), Arg("width", "the width of the kernel"))
     ) {
   def example: Blur = Blur(3, 5)
+  protected def ownRules: Seq[OpRule] = Seq(OpRule.positiveSize)
 }
 
 /** OpenCV's `threshold` with an OpenCV THRESH_* type (0 binary, 1 binary inverted, 2 truncate, 3 to
   * zero, 4 to zero inverted).
   */
 final case class Threshold(threshold: Double, maxVal: Double, thresholdType: Int) extends ImageOp {
-  def validate(): Unit = requireOneOf(Constants.threshold, "thresholdType", thresholdType)
   def apply(image: Image): Image =
     newMat(image)((in, out) => Imgproc.threshold(in, out, threshold, maxVal, thresholdType))
   override def pixelwise: Boolean = true
@@ -404,19 +402,13 @@ object Threshold
       )
     ) {
   def example: Threshold = Threshold(100.0, 200.5, Imgproc.THRESH_TRUNC)
+  protected def ownRules: Seq[OpRule] = Nil
 }
 
 /** Gaussian blur with an `apertureSize` x `apertureSize` kernel (odd) and standard deviation
   * `sigma`.
   */
 final case class GaussianKernel(apertureSize: Int, sigma: Double) extends ImageOp {
-  def validate(): Unit = {
-    require(
-      apertureSize > 0 && apertureSize % 2 == 1,
-      s"apertureSize must be odd and positive but was $apertureSize"
-    )
-    require(sigma >= 0, s"sigma must be at least 0 but was $sigma")
-  }
   def apply(image: Image): Image =
     newMat(image)((in, out) =>
       Imgproc.GaussianBlur(in, out, new Size(apertureSize, apertureSize), sigma)
@@ -433,6 +425,14 @@ object GaussianKernel
       )
     ) {
   def example: GaussianKernel = GaussianKernel(5, 1.5)
+  protected def ownRules: Seq[OpRule] = Seq(
+    OpRule(
+      RuleKind.OddPositive,
+      Seq("apertureSize"),
+      "apertureSize must be odd and positive but was {apertureSize}"
+    ),
+    OpRule.atLeastZero("sigma")("sigma must be at least 0 but was {sigma}")
+  )
 }
 
 /** `(pixel * colorScaleFactor - mean[c]) / std[c]` in 32-bit float, per channel. `mean` and `std`
@@ -444,13 +444,6 @@ final case class Normalize(
     std: Seq[Double],
     colorScaleFactor: Double = 1.0
 ) extends ImageOp {
-  def validate(): Unit = {
-    require(
-      mean.nonEmpty && mean.length == std.length,
-      s"mean and std must have the same, non-zero length but had ${mean.length} and ${std.length}"
-    )
-    require(std.forall(_ != 0.0), "std must not contain 0")
-  }
   def apply(image: Image): Image = {
     val channels = image.mat.channels()
     val colorChannels = if (channels == 4) 3 else channels
@@ -507,6 +500,14 @@ object Normalize
       )
     ) {
   def example: Normalize = Normalize(Seq(0.5, 0.25, 0.125), Seq(2.0, 4.0, 8.0), 1.0 / 255)
+  protected def ownRules: Seq[OpRule] = Seq(
+    OpRule(
+      RuleKind.SameNonEmptyLength,
+      Seq("mean", "std"),
+      "mean and std must have the same, non-zero length but had {mean.length} and {std.length}"
+    ),
+    OpRule(RuleKind.NoZero, Seq("std"), "std must not contain 0")
+  )
 }
 
 object ImageOp {

@@ -2,6 +2,7 @@ package mmlspark.opencv
 
 import scala.reflect.ClassTag
 
+import mmlspark.contracts.Choices
 import org.json4s._
 
 /** The type of one argument of an image operation, read off the case class's constructor: how it is
@@ -72,6 +73,14 @@ final case class Constants(kind: String, values: (String, Int)*) {
   def mismatch(field: String, value: Int): String =
     s"$field must be ${if (kind.isEmpty) range else s"$kind $range"} but was $value"
 
+  /** The rule that `field` holds one of these constants. */
+  def rule(field: String): OpRule = OpRule(
+    RuleKind.OneOf,
+    Seq(field),
+    s"$field must be ${if (kind.isEmpty) range else s"$kind $range"} but was {$field}",
+    values.map(_._2.toString)
+  )
+
   /** The codes as `min-max` (they are consecutive). */
   def range: String = s"${values.map(_._2).min}-${values.map(_._2).max}"
   def describe: String = values.map { case (n, v) => s"$v $n" }.mkString(", ")
@@ -97,6 +106,112 @@ object Constants {
     "THRESH_TOZERO" -> Imgproc.THRESH_TOZERO,
     "THRESH_TOZERO_INV" -> Imgproc.THRESH_TOZERO_INV
   )
+}
+
+/** What an [[OpRule]] checks of the values of its fields: one of a few kinds, each written once
+  * here and once in the Python engine (`mmlspark/_engine/ops.py`), which reads every operation's
+  * rules off the registry codegen writes. `choices` holds the accepted values where the kind takes
+  * some, as strings (a number as Java prints it; a spelling in lower case).
+  */
+sealed abstract class RuleKind(val name: String) extends Serializable {
+  def holds(values: Seq[Any], choices: Seq[String]): Boolean
+
+  protected def number(value: Any): Double = value.asInstanceOf[Number].doubleValue
+}
+
+object RuleKind {
+
+  /** Every field is over 0. */
+  case object Positive extends RuleKind("positive") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean = values.forall(number(_) > 0)
+  }
+
+  /** Every field is at least 0. */
+  case object AtLeastZero extends RuleKind("atLeastZero") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean = values.forall(number(_) >= 0)
+  }
+
+  /** Every (integer) field is odd and over 0. */
+  case object OddPositive extends RuleKind("oddPositive") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean =
+      values.forall(v => number(v) > 0 && number(v) % 2 == 1)
+  }
+
+  /** Every field, as Java prints it, is one of the choices. */
+  case object OneOf extends RuleKind("oneOf") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean =
+      values.forall(v => choices.contains(v.toString))
+  }
+
+  /** Every (string) field, trimmed and in lower case, is one of the choices. */
+  case object Spelling extends RuleKind("spelling") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean =
+      values.forall(v => choices.contains(v.toString.trim.toLowerCase))
+  }
+
+  /** The two (list) fields have the same length, over 0. */
+  case object SameNonEmptyLength extends RuleKind("sameNonEmptyLength") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean = values match {
+      case Seq(a: Seq[_], b: Seq[_]) => a.nonEmpty && a.length == b.length
+      case _ => false
+    }
+  }
+
+  /** No element of any (list) field is 0. */
+  case object NoZero extends RuleKind("noZero") {
+    def holds(values: Seq[Any], choices: Seq[String]): Boolean =
+      values.forall(_.asInstanceOf[Seq[_]].forall(number(_) != 0.0))
+  }
+
+  val all: Seq[RuleKind] =
+    Seq(Positive, AtLeastZero, OddPositive, OneOf, Spelling, SameNonEmptyLength, NoZero)
+}
+
+/** A rule the arguments of an image operation keep, as data: the fields it reads, what it checks,
+  * and the message of a value that breaks it: a template whose `{field}` is the field's value as
+  * Java prints it and `{field.length}` a list's length. Codegen writes the rules into the Python
+  * registry, so each operation's validation and its messages are written once, here.
+  */
+final case class OpRule(
+    kind: RuleKind,
+    fields: Seq[String],
+    message: String,
+    choices: Seq[String] = Nil,
+    spelling: Option[Choices] = None
+) {
+
+  /** The failure of `op` with field `values`, if they break this rule. */
+  def failure(values: Map[String, Any]): Option[String] =
+    if (kind.holds(fields.map(values), choices)) None
+    else Some(OpRule.render(message, values))
+}
+
+object OpRule {
+  private val placeholder = """\{(\w+)(\.length)?\}""".r
+
+  /** `template` with its placeholders filled in from `values`. */
+  def render(template: String, values: Map[String, Any]): String =
+    placeholder.replaceAllIn(
+      template,
+      m => {
+        val value = values(m.group(1))
+        val shown = if (m.group(2) == null) value.toString else value.asInstanceOf[Seq[_]].length
+        scala.util.matching.Regex.quoteReplacement(shown.toString)
+      }
+    )
+
+  def positive(fields: String*)(message: String): OpRule =
+    OpRule(RuleKind.Positive, fields, message)
+  def atLeastZero(fields: String*)(message: String): OpRule =
+    OpRule(RuleKind.AtLeastZero, fields, message)
+
+  /** `field` is one of `choices` in any of their spellings. */
+  def spelling(field: String, choices: Choices)(message: String): OpRule =
+    OpRule(RuleKind.Spelling, Seq(field), message, choices.spellings, Some(choices))
+
+  /** The sizes `height` and `width`, over 0. */
+  val positiveSize: OpRule =
+    positive("height", "width")("height and width must be positive but were {height} x {width}")
 }
 
 /** One argument of an image operation: the name it has in the JSON form, the Scala case class and
@@ -146,6 +261,22 @@ abstract class OpSpec[T <: ImageOp](
 
   /** A valid instance, with distinct values in fields of one type (checked by the tests). */
   def example: T
+
+  /** The rules its arguments keep, besides holding one of their fields' constants (checked after
+    * these), in the order they are checked.
+    */
+  protected def ownRules: Seq[OpRule]
+
+  /** Every rule of the arguments, in the order they are checked. */
+  lazy val rules: Seq[OpRule] = ownRules ++ fields.flatMap(f => f.constants.map(_.rule(f.name)))
+
+  /** Fails with the message of the first rule that `op`'s arguments break. */
+  def validate(op: ImageOp): Unit = {
+    val values = fields.map(f => f.name -> (cls.getMethod(f.name).invoke(op): Any)).toMap
+    rules.flatMap(_.failure(values)).headOption.foreach { message =>
+      throw new IllegalArgumentException(s"$name: $message")
+    }
+  }
 
   val cls: Class[_] = tag.runtimeClass
 
