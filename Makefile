@@ -9,7 +9,7 @@ ASSEMBLY := dist/mmlspark_2.13-assembly-$(VERSION).jar
 WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
 SBT := ./sbt
 
-.PHONY: all venv jar codegen test test-fast test-python test-lines lint format wheel package-wheel demo bench clean
+.PHONY: all venv browser jar codegen test test-fast test-python test-lines lint format wheel package-wheel demo bench docs clean
 
 all: wheel
 
@@ -20,6 +20,14 @@ $(VENV)/.installed: requirements-dev.txt requirements-nodeps.txt
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Headless Chromium (Debian's package), which the docs site's test opens the built site in:
+# installed where it is missing and this runs as root (CI, a fresh machine).
+CHROMIUM ?= /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { test "$$(id -u)" = 0 && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  { echo "the docs site's test needs $(CHROMIUM): apt-get install chromium (as root)"; exit 1; }
 
 # The sbt build compiles against the Spark jars inside the venv's pyspark.
 spark_jars = $(shell $(PY) -c 'import os, pyspark; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))')
@@ -57,6 +65,7 @@ TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m
 test test-python test-fast test-lines: export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS)
 test: venv
 	$(PHASE) lint $(MAKE) lint
+	$(PHASE) browser $(MAKE) browser
 	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
 	$(PHASE) "Scala suites and jars" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
 	$(PHASE) wheel $(MAKE) package-wheel
@@ -68,7 +77,7 @@ test: venv
 # With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves
 # their results there for the other lines (make test); without, in a temporary folder.
 LINES_EXCHANGE ?=
-test-python: venv
+test-python: venv browser
 	MMLSPARK_LINES_EXCHANGE=$(LINES_EXCHANGE) $(PY) -m pytest tests --durations=30
 
 # The inner loop: the unit and integration tiers (no test that starts processes of its own or
@@ -110,6 +119,11 @@ bench: jar
 	$(PY) bench/where_time_goes.py
 	$(PY) bench/detection.py
 	$(PY) bench/summary.py
+
+# The docs site (mkdocs.yml) into site/, warnings as errors; the API reference and the benchmark
+# figures are generated into the build (scripts/docs_hooks.py).
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict
 
 clean:
 	rm -rf target */target project/target project/project dist build mmlspark/jars *.egg-info

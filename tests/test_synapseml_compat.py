@@ -3,8 +3,9 @@ changed (``synapse.ml.X`` -> ``mmlspark.X``). Each snippet's result is checked a
 independent reference: opencv-python and numpy for the image operations, onnxruntime for the
 models, the input rows for the batching stages.
 
-The deliberate differences that remain are listed in the README's migration table; the tests at
-the end check that each one fails with an error that names the SynapseML form and ours.
+The deliberate differences that remain are listed in the migration table of docs/synapseml.md;
+the tests at the end check that each one fails with an error that names the SynapseML form and
+ours.
 """
 
 from __future__ import annotations

@@ -81,7 +81,7 @@ def gpu_discovery_script() -> str:
     """The path of the GPU discovery script that ships with mmlspark: it prints the node's
     NVIDIA GPUs (``nvidia-smi``) the way Spark's ``...resource.gpu.discoveryScript`` settings
     expect, ``{"name": "gpu", "addresses": ["0", "1"]}``, and no addresses where there is no
-    GPU. Install mmlspark on every worker node and give Spark this path (see the README)."""
+    GPU. Install mmlspark on every worker node and give Spark this path (see docs/clusters.md)."""
     from pathlib import Path
 
     script = Path(__file__).resolve().parent.parent / "resources" / "gpu_discovery.sh"
