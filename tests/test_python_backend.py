@@ -104,6 +104,27 @@ def test_a_cnn_with_softmax_argmax_and_bad_rows(spark):
     assert isinstance(got["probability"], DenseVector)
 
 
+def test_the_model_bytes_go_with_the_stage_to_the_other_backend(spark):
+    """A payload set on one backend stays when the stage moves to the other (each holds the bytes
+    in its own place: the JVM stage, or the Python object)."""
+    import onnxruntime as ort
+
+    model = onnx_models.small_cnn(classes=3, size=4)
+    rows = [(RNG.normal(size=3 * 4 * 4).astype(np.float32).tolist(),) for _ in range(3)]
+    df = spark.createDataFrame(rows, "tensor array<float>")
+    stage = ONNXModel(feedDict={"image": "tensor"}, fetchDict={"logits": "logits"})
+    stage.setModelPayload(model).setBackend("python")
+    assert stage.getBackend() == "python" and stage.getModelPayload() == model
+    got = [r["logits"] for r in stage.transform(df).collect()]
+    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    feed = np.asarray([r[0] for r in rows], dtype=np.float32).reshape(3, 3, 4, 4)
+    np.testing.assert_allclose(got, session.run(["logits"], {"image": feed})[0], rtol=1e-5)
+    stage.setBackend("jvm")
+    assert stage.getBackend() == "jvm" and stage.getModelPayload() == model
+    again = [r["logits"] for r in stage.transform(df).collect()]
+    np.testing.assert_allclose(again, got, rtol=1e-5)
+
+
 @pytest.mark.parametrize(
     "elem, spark_type, values",
     [

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from mmlspark.core.wrapper import require_java_obj
+from mmlspark.core.wrapper import ConnectNotSupportedError, require_java_obj
 
 _S = TypeVar("_S", bound="HasModelPayload")
 
@@ -44,6 +44,18 @@ class HasModelPayload:
 
     def _jvm_stage(self, feature: str, instead: str) -> Any:
         return require_java_obj(self, f"{type(self).__name__}.{feature}", instead)
+
+    def setBackend(self, name: str) -> Any:
+        """Runs this stage on another backend (see ``MMLParams.setBackend``), keeping the model
+        bytes set with :meth:`setModelPayload`, which each backend holds in its own place."""
+        try:
+            payload = self.getModelPayload()
+        except ConnectNotSupportedError:  # a stage on a Connect server: its bytes stay there
+            payload = None
+        super().setBackend(name)  # type: ignore[misc]
+        if payload is not None and self.getModelPayload() != payload:
+            self.setModelPayload(payload)
+        return self
 
     def setModelPayload(self: _S, payload: bytes) -> _S:
         """Sets the model from its bytes (an ONNX file's content); takes precedence over
