@@ -4,6 +4,7 @@ engine is the other's oracle.
 
 - ``refused``: operations that validation refuses, with the message each must give (written by
   hand from the rules' meaning: a value as Java prints it).
+- ``decode``: encoded bytes (base64) with decode settings, and the message the row gets.
 - ``pixels``: chains of operations on one synthetic image, with the SHA-256 of the output's bytes
   (row-major, channels interleaved; float32 little-endian where the output is float). Here each
   digest is recomputed from opencv-python and numpy called directly (``reference``), which proves
@@ -12,6 +13,7 @@ engine is the other's oracle.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -23,7 +25,9 @@ import cv2
 import numpy as np
 import pytest
 
+from mmlspark._engine.decode import decode
 from mmlspark._engine.ops import Image, apply, parse_ops
+from mmlspark._engine.rows import RowError
 from mmlspark.opencv._ImageOps import OPERATIONS
 
 GOLDEN = Path(__file__).resolve().parent.parent / "scala/src/test/resources/golden/image_ops.json"
@@ -96,6 +100,21 @@ def shape_of(pixels: np.ndarray) -> list[int]:
 def test_refused_operations_give_the_golden_message_on_python(case):
     with pytest.raises(ValueError) as refused:
         parse_ops(json.dumps(case["operations"]), OPERATIONS)
+    assert str(refused.value) == case["error"]
+
+
+@pytest.mark.parametrize("case", CASES["decode"], ids=lambda c: c["error"][:50])
+def test_undecodable_bytes_give_the_golden_message_on_python(case):
+    with pytest.raises(RowError) as refused:
+        decode(
+            base64.b64decode(case["data"]),
+            case["colorMode"],
+            True,
+            case["reduceFactor"],
+            case["minHeight"],
+            case["minWidth"],
+            case["maxPixels"],
+        )
     assert str(refused.value) == case["error"]
 
 

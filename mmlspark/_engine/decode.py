@@ -25,7 +25,7 @@ from mmlspark._engine.headers import (
     jpeg_data_shortfall,
     read_header,
 )
-from mmlspark._engine.java import megapixels
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError
 
 COLOR_MODES = ("color", "grayscale", "unchanged")
@@ -96,16 +96,9 @@ def _smaller(header: ImageHeader) -> str:
     """How an image over the limit can be decoded smaller, by what its format allows (the JVM's
     ``ImageCodec.smaller``)."""
     if header.scalable:
-        return (
-            "decode it smaller (reduceFactor, or minHeight and minWidth where the image is "
-            "resized after), "
-        )
+        return row_message("smallerJpeg")
     if header.format in _SUBSAMPLED_FORMATS:
-        return (
-            "decode it smaller (minHeight and minWidth where the image is resized after: a "
-            f"{header.format.upper()} is then read subsampled; reduceFactor cannot shrink it as "
-            "it is read), "
-        )
+        return row_message("smallerSubsampled", format=header.format.upper())
     return ""
 
 
@@ -124,12 +117,12 @@ def decode(
     import cv2
 
     if data is None:
-        raise RowError("no data (null)")
+        raise RowError(row_message("noData"))
     if len(data) == 0:
-        raise RowError("empty file (0 bytes)")
+        raise RowError(row_message("emptyFile"))
     jpeg = is_jpeg(data)
     if jpeg and not has_jpeg_end(data):
-        raise RowError(f"truncated JPEG: no end-of-image marker in {len(data)} bytes")
+        raise RowError(row_message("truncatedJpeg", bytes=len(data)))
     orientation = exif_orientation(data) if apply_orientation and jpeg else 1
     header = read_header(data)
     factor, scaled = _decode_factor(header, mode, orientation, reduce, min_h, min_w)
@@ -141,41 +134,55 @@ def decode(
         )
         if decoded_pixels > limit and _subsampled_on_jvm(header, mode, min_h, min_w, limit):
             raise RowError(
-                f"image is {header.width}x{header.height} ({megapixels(header.pixels)}), over the "
-                f"limit of {megapixels(limit)} per image on this executor; the Python backend "
-                f"decodes a {header.format.upper()} whole (the JVM backend reads it subsampled "
-                f"to {min_h}x{min_w}): give the executors more memory, or raise {MAX_PIXELS_KEY}"
+                row_message(
+                    "overLimitWhole",
+                    width=header.width,
+                    height=header.height,
+                    pixels=header.pixels,
+                    limit=limit,
+                    format=header.format.upper(),
+                    minHeight=min_h,
+                    minWidth=min_w,
+                    key=MAX_PIXELS_KEY,
+                )
             )
         if decoded_pixels > limit:
             at_scale = (
-                f" ({megapixels(decoded_pixels)} at 1/{factor} scale)"
+                row_message("atScale", pixels=decoded_pixels, factor=factor)
                 if scaled and factor > 1
                 else ""
             )
             raise RowError(
-                f"image is {header.width}x{header.height} ({megapixels(header.pixels)})"
-                f"{at_scale}, over the limit of {megapixels(limit)} per image on this executor; "
-                f"{_smaller(header)}give the executors more memory, or raise {MAX_PIXELS_KEY}"
+                row_message(
+                    "overLimit",
+                    width=header.width,
+                    height=header.height,
+                    pixels=header.pixels,
+                    atScale=at_scale,
+                    limit=limit,
+                    smaller=_smaller(header),
+                    key=MAX_PIXELS_KEY,
+                )
             )
     # After the limit: a header over it is refused as such, whatever follows it.
     short = jpeg_data_shortfall(data) if jpeg else None
     if short is not None:
         have, need, blocks = short
-        raise RowError(
-            f"corrupt JPEG: {have} bytes of image data for a frame of {blocks} 8x8 blocks, which "
-            f"takes at least {need}; the file is damaged (its image data is missing)"
-        )
+        raise RowError(row_message("corruptJpeg", have=have, blocks=blocks, need=need))
     decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
     if decoded is None or decoded.size == 0:
-        raise RowError(
-            f"not a decodable image ({len(data)} bytes starting {hex_prefix(data)}): "
-            "unknown format or corrupt data"
-        )
+        raise RowError(row_message("notDecodable", bytes=len(data), prefix=hex_prefix(data)))
     if header is None and decoded.shape[0] * decoded.shape[1] > limit:
         height, width = decoded.shape[:2]
         raise RowError(
-            f"image is {width}x{height} ({megapixels(width * height)}), over the limit of "
-            f"{megapixels(limit)} per image on this executor; raise {MAX_PIXELS_KEY}"
+            row_message(
+                "decodedOverLimit",
+                width=width,
+                height=height,
+                pixels=width * height,
+                limit=limit,
+                key=MAX_PIXELS_KEY,
+            )
         )
     if mode == "unchanged" and factor > 1:
         size = (math.ceil(decoded.shape[1] / factor), math.ceil(decoded.shape[0] / factor))

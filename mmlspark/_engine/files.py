@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mmlspark._engine.java import megabytes
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError
 
 MAX_PIXELS_KEY = "spark.mmlspark.image.maxPixels"
@@ -159,8 +159,7 @@ def read_file(path: str, limit: int, head: int | None = None) -> bytes:
             size = os.fstat(f.fileno()).st_size
             if size > limit:
                 raise RowError(
-                    f"file is {megabytes(size)}, over the limit of {megabytes(limit)} per file "
-                    f"on this executor; raise {MAX_FILE_BYTES_KEY}"
+                    row_message("fileOverLimit", size=size, limit=limit, key=MAX_FILE_BYTES_KEY)
                 )
             return f.read()
     except OSError as error:

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from mmlspark._engine.files import MAX_PIXELS_KEY
-from mmlspark._engine.java import java_double, megapixels
+from mmlspark._engine.java import java_double
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError
 from mmlspark._engine.structs import channels_of
 
@@ -298,8 +299,15 @@ def run_ops(ops: Sequence[Op], image: Image, limit: int) -> Image:
 
     def refuse(op: Op, height: int, width: int) -> RowError:
         return RowError(
-            f"{op.op} would make a {width}x{height} image ({megapixels(height * width)}), over "
-            f"the limit of {megapixels(limit)} per image on this executor; raise {MAX_PIXELS_KEY}"
+            row_message(
+                "opOverLimit",
+                op=op.op,
+                width=width,
+                height=height,
+                pixels=height * width,
+                limit=limit,
+                key=MAX_PIXELS_KEY,
+            )
         )
 
     for op in ops:

@@ -83,8 +83,24 @@ object Main {
     (Seq(
       "mmlspark/core/shared_params.py" -> SharedParamsCodeGen.pythonSource(),
       "mmlspark/_version.py" -> version,
-      ImageOpsCodeGen.path -> ImageOpsCodeGen.pythonSource
+      ImageOpsCodeGen.path -> ImageOpsCodeGen.pythonSource,
+      "mmlspark/_engine/_RowMessages.py" -> rowMessages
     ) ++ perStage ++ perArea ++ registry).toMap
+  }
+
+  /** The messages of rows that cannot be read, decoded or transformed, for the Python engine. */
+  def rowMessages: String = {
+    val rows = mmlspark.pixels.RowMessages.all.map { m =>
+      s"    ${PyCodeGen.stringLiteral(m.key)}: ${PyCodeGen.stringLiteral(m.template)},\n"
+    }
+    s"""${PyCodeGen.header("mmlspark.pixels.RowMessages")}
+       |\"\"\"The messages of rows that cannot be read, decoded or transformed, as the JVM's pixel layer
+       |writes them: ``{name}`` is a value as Java prints it, ``{name:mp}`` pixels in megapixels and
+       |``{name:mb}`` bytes in MiB (see ``mmlspark._engine.messages``).\"\"\"
+       |
+       |TEMPLATES: dict[str, str] = {
+       |${rows.mkString}}
+       |""".stripMargin
   }
 
   /** Generated files on disk that the generator no longer produces (a removed stage). */

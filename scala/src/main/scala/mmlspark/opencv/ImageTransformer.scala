@@ -24,6 +24,7 @@ import mmlspark.pixels.{
   ImageSchemaUtils,
   ImageStruct,
   ReadSettings,
+  RowMessages,
   UndecodableImageException
 }
 import org.apache.spark.broadcast.Broadcast
@@ -393,9 +394,14 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     val limit = ImageLimits.maxPixels
     def refuse(op: ImageOp, height: Long, width: Long): Nothing =
       throw new IllegalArgumentException(
-        s"${op.op} would make a ${width}x$height image (${ImageLimits.megapixels(height * width)})," +
-          s" over the limit of ${ImageLimits.megapixels(limit)} per image on this executor; " +
-          s"raise ${ImageLimits.MaxPixelsKey}"
+        RowMessages.OpOverLimit(
+          "op" -> op.op,
+          "width" -> width,
+          "height" -> height,
+          "pixels" -> height * width,
+          "limit" -> limit,
+          "key" -> ImageLimits.MaxPixelsKey
+        )
       )
     var current = image
     try {

@@ -82,16 +82,19 @@ object ImageCodec {
       val (width, height) = (decoded.cols(), decoded.rows())
       decoded.release()
       throw new UndecodableImageException(
-        s"image is ${width}x${height} (${ImageLimits.megapixels(width.toLong * height)}), over " +
-          s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
-          s"raise ${ImageLimits.MaxPixelsKey}"
+        RowMessages.DecodedOverLimit(
+          "width" -> width,
+          "height" -> height,
+          "pixels" -> width.toLong * height,
+          "limit" -> maxPixels,
+          "key" -> ImageLimits.MaxPixelsKey
+        )
       )
     }
     if (decoded.empty()) {
       decoded.release()
       throw new UndecodableImageException(
-        s"not a decodable image (${bytes.length} bytes starting ${hexPrefix(bytes)}): " +
-          "unknown format or corrupt data"
+        RowMessages.NotDecodable("bytes" -> bytes.length, "prefix" -> hexPrefix(bytes))
       )
     }
     val reduced =
@@ -129,12 +132,10 @@ object ImageCodec {
       maxPixels: Long = ImageLimits.maxPixels
   ): Prepared = {
     OpenCV.ensureLoaded()
-    if (bytes == null) throw new UndecodableImageException("no data (null)")
-    if (bytes.isEmpty) throw new UndecodableImageException("empty file (0 bytes)")
+    if (bytes == null) throw new UndecodableImageException(RowMessages.NoData())
+    if (bytes.isEmpty) throw new UndecodableImageException(RowMessages.EmptyFile())
     if (isJpeg(bytes) && !hasJpegEnd(bytes)) {
-      throw new UndecodableImageException(
-        s"truncated JPEG: no end-of-image marker in ${bytes.length} bytes"
-      )
+      throw new UndecodableImageException(RowMessages.TruncatedJpeg("bytes" -> bytes.length))
     }
     val orientation = if (applyOrientation && isJpeg(bytes)) Exif.orientation(bytes) else 1
     val header = ImageHeader.read(bytes)
@@ -164,20 +165,25 @@ object ImageCodec {
       if (decodedPixels > maxPixels) {
         val atScale =
           if (scaled && factor > 1)
-            s" (${ImageLimits.megapixels(decodedPixels)} at 1/$factor scale)"
+            RowMessages.AtScale("pixels" -> decodedPixels, "factor" -> factor)
           else ""
         throw new UndecodableImageException(
-          s"image is ${h.width}x${h.height} (${ImageLimits.megapixels(h.pixels)})$atScale, over " +
-            s"the limit of ${ImageLimits.megapixels(maxPixels)} per image on this executor; " +
-            smaller(h) + s"give the executors more memory, or raise ${ImageLimits.MaxPixelsKey}"
+          RowMessages.OverLimit(
+            "width" -> h.width,
+            "height" -> h.height,
+            "pixels" -> h.pixels,
+            "atScale" -> atScale,
+            "limit" -> maxPixels,
+            "smaller" -> smaller(h),
+            "key" -> ImageLimits.MaxPixelsKey
+          )
         )
       }
     }
     // After the limit: a header over it is refused as such, whatever follows it.
     if (isJpeg(bytes)) ImageHeader.jpegDataShortfall(bytes).foreach { case (have, need, blocks) =>
       throw new UndecodableImageException(
-        s"corrupt JPEG: $have bytes of image data for a frame of $blocks 8x8 blocks, which takes " +
-          s"at least $need; the file is damaged (its image data is missing)"
+        RowMessages.CorruptJpeg("have" -> have, "blocks" -> blocks, "need" -> need)
       )
     }
     Prepared(orientation, header, factor, 1)
@@ -188,13 +194,9 @@ object ImageCodec {
     * (minHeight and minWidth only: reduceFactor decodes it whole first), other formats not at all.
     */
   private def smaller(h: ImageHeader): String =
-    if (h.scalable)
-      "decode it smaller (reduceFactor, or minHeight and minWidth where the image is resized " +
-        "after), "
+    if (h.scalable) RowMessages.SmallerJpeg()
     else if (SubsampledDecode.Formats(h.format))
-      s"decode it smaller (minHeight and minWidth where the image is resized after: a " +
-        s"${h.format.toUpperCase} is then read subsampled; reduceFactor cannot shrink it as it is " +
-        "read), "
+      RowMessages.SmallerSubsampled("format" -> h.format.toUpperCase)
     else ""
 
   /** Applies an EXIF orientation (1-8) the way OpenCV's own reader does; releases `mat` when it

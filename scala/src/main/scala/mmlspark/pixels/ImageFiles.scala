@@ -27,9 +27,11 @@ object ImageFiles {
     val hadoopPath = new Path(path)
     val fs = hadoopPath.getFileSystem(conf.value)
     def tooLarge(length: Long) = new UndecodableImageException(
-      s"file is ${ImageLimits.megabytes(length)}, over the limit of " +
-        s"${ImageLimits.megabytes(maxBytes)} per file on this executor; raise " +
-        ImageLimits.MaxFileBytesKey
+      RowMessages.FileOverLimit(
+        "size" -> length,
+        "limit" -> maxBytes,
+        "key" -> ImageLimits.MaxFileBytesKey
+      )
     )
     try {
       if (fs.getScheme == "file") {

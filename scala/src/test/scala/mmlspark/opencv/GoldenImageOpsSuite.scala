@@ -6,15 +6,16 @@ import java.security.MessageDigest
 
 import scala.io.Source
 
-import mmlspark.pixels.OpenCV
+import mmlspark.pixels.{ImageCodec, OpenCV, UndecodableImageException}
 import org.json4s._
 import org.json4s.jackson.JsonMethods.{compact, parse, render}
 import org.opencv.core.{CvType, Mat}
 import org.scalatest.funsuite.AnyFunSuite
 
-/** The golden cases of the image operations (`golden/image_ops.json`), which the Python suite
-  * (`tests/test_golden.py`) reads too and proves against opencv-python and numpy: the JVM engine
-  * refuses each refused case with its message and gives each pixel case's output bytes.
+/** The golden cases of the image operations and decodes (`golden/image_ops.json`), which the Python
+  * suite (`tests/test_golden.py`) reads too and proves against opencv-python and numpy: the JVM
+  * engine refuses each refused operation and undecodable file with its message and gives each pixel
+  * case's output bytes.
   */
 class GoldenImageOpsSuite extends AnyFunSuite {
 
@@ -64,6 +65,26 @@ class GoldenImageOpsSuite extends AnyFunSuite {
       val json = compact(render(c \ "operations"))
       val error = intercept[IllegalArgumentException](ImageOp.fromJson(json))
       assert(error.getMessage == (c \ "error").extract[String], json)
+    }
+  }
+
+  test("every undecodable case gives its row the golden message") {
+    val decode = (cases \ "decode").children
+    assert(decode.nonEmpty)
+    decode.foreach { c =>
+      val bytes = java.util.Base64.getDecoder.decode((c \ "data").extract[String])
+      val error = intercept[UndecodableImageException](
+        ImageCodec.decode(
+          bytes,
+          (c \ "colorMode").extract[String],
+          applyOrientation = true,
+          (c \ "reduceFactor").extract[Int],
+          (c \ "minHeight").extract[Int],
+          (c \ "minWidth").extract[Int],
+          (c \ "maxPixels").extract[Long]
+        )
+      )
+      assert(error.getMessage == (c \ "error").extract[String])
     }
   }
 
