@@ -7,6 +7,7 @@ import csv
 import errno
 import json
 import os
+import re
 import shutil
 import signal
 import struct
@@ -97,6 +98,16 @@ def same(a: tuple, b: tuple) -> bool:
     if (label, failure) != (label2, failure2) or (confidence is None) != (confidence2 is None):
         return False
     return confidence is None or abs(confidence - confidence2) <= 1e-6 * abs(confidence2)
+
+
+def commit_numbers(out: Path) -> set[int]:
+    """The commits whose rows are in the committed table, read without Spark."""
+    parts = sorted((out / store.TABLE).glob("part-*.parquet"))
+    if not parts:
+        return set()
+    return set(
+        pq.ParquetDataset([str(p) for p in parts]).read(columns=["commit"])["commit"].to_pylist()
+    )
 
 
 def classify_args(images: Path, model: Path, out: Path, *extra: str) -> list[str]:
@@ -344,7 +355,9 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
     kept = []
     for sig in (signal.SIGINT, signal.SIGKILL):
         before = len(committed_rows(out))
-        process = start_cli(args, tmp_path)
+        commits_before = commit_numbers(out)
+        feed = tmp_path / f"progress-{sig.name}.jsonl"
+        process = start_cli([*args, "--progress-json", str(feed)], tmp_path)
         wait_for(lambda b=before: len(committed_rows(out)) >= b + 100, what="two commits")
         at_signal = len(committed_rows(out))
         process.send_signal(sig)
@@ -356,6 +369,17 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
             assert process.returncode == 128 + signal.SIGINT, output[-3000:]
             assert "run the same command to continue" in output
             assert "Traceback" not in output and "py4j" not in output.lower(), output[-3000:]
+            # A console people can read: the job's lines, no Spark stage bar or warning.
+            assert "[Stage" not in output and not re.search(r"\bWARN\b", output), output[-3000:]
+            assert f"[classify] {600 - before} photos to score" in output, output[-3000:]
+            assert re.search(r"\[classify\] \d+/600 photos \(\d+%\), [\d.]+ photos/s", output)
+            # and a feed a GUI can read: one JSON object per commit this run made
+            entries = [json.loads(line) for line in feed.read_text().splitlines()]
+            landed = commit_numbers(out) - commits_before
+            assert len(entries) == len(landed) > 0, (entries, landed)
+            assert entries[-1]["photos_done"] == len(committed_rows(out)) - before
+            assert all(e["photos_total"] == 600 - before for e in entries)
+            assert [e["commit"] for e in entries] == list(range(1, len(entries) + 1))
         else:
             assert process.returncode == -signal.SIGKILL
         rows = committed_rows(out)

@@ -49,6 +49,12 @@ def run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--wait", action="store_true", help="wait for another run using --out to finish")
     p.add_argument(
+        "--progress-json",
+        metavar="FILE",
+        help="append one JSON object per commit to FILE (photos done and to do, photos/s, "
+        "seconds left), for a GUI to follow the run",
+    )
+    p.add_argument(
         "--commit-every",
         type=int,
         default=500,
@@ -85,6 +91,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--master", help="Spark master URL (default: local[*], or spark-submit's)")
     p.add_argument("--remote", help="Spark Connect URL (sc://host:port) to run on instead")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="keep Spark's console: its stage bars and warnings (by default a local session "
+        "shows the job's own lines and Spark's errors only)",
+    )
     p.add_argument(
         "--backend",
         choices=["auto", "jvm", "python"],
@@ -175,6 +188,7 @@ def run(spark: Any, args: argparse.Namespace) -> Any:
             retry_failures=args.retry_failures,
             prune_missing=args.prune_missing,
             include_hidden=args.include_hidden,
+            progress_json=args.progress_json,
         )
     if values.get("classes"):
         values["class_names"] = args.classes.split(",")
@@ -186,7 +200,7 @@ def run(spark: Any, args: argparse.Namespace) -> Any:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        spark = job.spark_session(args.master, args.remote, args.backend)
+        spark = job.spark_session(args.master, args.remote, args.backend, args.verbose)
         run(spark, args)
     except job.JobError as e:
         print(f"mmlspark-camera-trap {args.command}: {e}", file=sys.stderr)

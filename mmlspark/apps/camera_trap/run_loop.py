@@ -142,9 +142,9 @@ def _run(
                     held = todo.filter(F.col("path").isin(suspects))
                     todo = todo.filter(~F.col("path").isin(suspects))
                     _rescore_suspects(
-                        scorer, work.command, held, len(suspects), level, died, vanished
+                        scorer, work.command, held, len(suspects), level, died, vanished, before
                     )
-                scorer.score_all(todo, 0)
+                scorer.score_all(todo, 0, planned=before)
             except Exception:
                 stop.check()  # a signal's cancelled job fails whichever Spark call was running
                 raise
@@ -207,6 +207,7 @@ def _rescore_suspects(
     level: int,
     died: bool,
     vanished: int,
+    before: int,
 ) -> None:
     """Scores again the photos an earlier run was scoring when it stopped unseen. A run that saw
     its process die of them (`died`) splits them finer, down to one photo alone; one that died
@@ -217,15 +218,16 @@ def _rescore_suspects(
         scorer.log(
             f"[{command}] an earlier run stopped while scoring {count} photos; scoring them again"
         )
-        scorer.score_all(held, level, vanished=vanished + 1)
+        scorer.score_all(held, level, vanished=vanished + 1, planned=before)
     elif level >= 2:
+        scorer.progress.planned(count, before)
         scorer.record_crashed(held)
     else:
         scorer.log(
             f"[{command}] an earlier run died while scoring {count} photos; scoring them in "
             "smaller parts first"
         )
-        scorer.score_all(held, level + 1)
+        scorer.score_all(held, level + 1, planned=before)
 
 
 #: The committed table keeps at most this many photos' rows per file when a run ends.

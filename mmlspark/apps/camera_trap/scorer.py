@@ -13,6 +13,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from mmlspark.apps.camera_trap.progress import Progress
 from mmlspark.apps.camera_trap.session import _cancel_all
 from mmlspark.apps.camera_trap.settings import ClassifySettings, JobError, Log, _first_line, _Work
 from mmlspark.apps.camera_trap.store import RunFolder
@@ -116,6 +117,7 @@ class Scorer:
         self.scored = 0
         self.rate: float | None = None  # photos/s of the commits so far
         self.stop: StopOnSignal | None = None
+        self.progress = Progress(work.command, log, settings.progress_json)
 
     def _chunk_photos(self) -> int:
         cores = default_parallelism(self.spark)
@@ -124,13 +126,18 @@ class Scorer:
         by_time = int(self.rate * self.settings.commit_seconds * 0.8)
         return max(1, min(self.settings.commit_every, by_time))
 
-    def score_all(self, todo: DataFrame, level: int, *, vanished: int = 0) -> None:
+    def score_all(
+        self, todo: DataFrame, level: int, *, vanished: int = 0, planned: int | None = None
+    ) -> None:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
-        died on) in sixteenths of a chunk and one photo at a time."""
+        died on) in sixteenths of a chunk and one photo at a time. `planned` (the photos committed
+        by earlier runs) marks a call of the run itself, whose photos count in its progress."""
         numbered = ranked_units(todo, default_parallelism(self.spark))
         work = todo.join(numbered, "unit").cache()
         try:
             photos, count = (work.count(), numbered.count())
+            if planned is not None and photos:
+                self.progress.planned(photos, planned)
             if not count:
                 return
             per_unit = photos / count
@@ -196,6 +203,7 @@ class Scorer:
         self.folder.clear_inflight()
         seconds = time.perf_counter() - started
         self.scored += len(paths)
+        self.progress.committed(len(paths))
         rate = len(paths) / max(seconds, 1e-6)
         self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
 
@@ -219,7 +227,9 @@ class Scorer:
         )
         rows.repartition(1).write.parquet(str(staged))
         self.folder.commit(staged, number)
-        self.scored += rows.count()
+        failed = rows.count()
+        self.scored += failed
+        self.progress.committed(failed)
 
     def record_crashed(self, chunk: DataFrame) -> None:
         """Photos the process died of, scored alone: listed as failures and skipped."""

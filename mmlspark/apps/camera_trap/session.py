@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
@@ -11,19 +12,37 @@ import mmlspark
 from mmlspark.core.backend import files_in_python
 from mmlspark.core.jvm import qualified_path
 
+#: Spark's logging at the CLI's default verbosity: errors only (see the file).
+QUIET_LOGGING = Path(mmlspark.__file__).parent / "resources" / "log4j2-quiet.properties"
+
 
 def spark_session(
-    master: str | None, remote: str | None = None, backend: str | None = None
+    master: str | None,
+    remote: str | None = None,
+    backend: str | None = None,
+    verbose: bool = True,
 ) -> SparkSession:
     """Local Spark unless told otherwise; under spark-submit, the session it configured; with
-    `remote`, a Spark Connect session. `backend` (auto, jvm, python) is where the stages run."""
+    `remote`, a Spark Connect session. `backend` (auto, jvm, python) is where the stages run.
+    Unless `verbose`, a local session shows no stage bars and logs only Spark's errors, and a
+    classic session's log level is ERROR, so that the console holds the job's own lines."""
     if backend is not None:
         mmlspark.set_backend(backend)
     if remote is not None:
         return SparkSession.builder.remote(remote).appName("mmlspark-camera-trap").getOrCreate()
     if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:  # launched by spark-submit
-        return SparkSession.builder.getOrCreate()
-    return mmlspark.session(master or "local[*]", app_name="mmlspark-camera-trap")
+        spark = SparkSession.builder.getOrCreate()
+    else:
+        quiet = {
+            "spark.ui.showConsoleProgress": "false",
+            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={QUIET_LOGGING}",
+        }
+        spark = mmlspark.session(
+            master or "local[*]", {} if verbose else quiet, app_name="mmlspark-camera-trap"
+        )
+    if not verbose:
+        spark.sparkContext.setLogLevel("ERROR")
+    return spark
 
 
 def _qualified(spark: SparkSession, path: str) -> str:

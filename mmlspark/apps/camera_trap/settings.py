@@ -43,6 +43,8 @@ class ClassifySettings:
     retry_failures: bool = False
     prune_missing: bool = False
     include_hidden: bool = False
+    #: A file that gets one JSON object per commit appended (see ``progress.Progress``).
+    progress_json: str | None = None
 
 
 @dataclass
