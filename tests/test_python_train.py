@@ -95,14 +95,25 @@ def _fitted_pair(jvm: Any, python: Any, train: DataFrame) -> tuple[Any, Any]:
 # TrainClassifier, TrainedClassifierModel, ComputeModelStatistics, ComputePerInstanceStatistics
 
 
+def _fitted_classifiers(label: str, data: Any) -> tuple[Any, ...]:
+    train, test = data
+    jvm, python = pair(_classifier(label))
+    jvm_model, py_model = _fitted_pair(jvm, python, train)
+    return label, jvm_model, py_model, jvm_model.transform(test), py_model.transform(test)
+
+
+@pytest.fixture(scope="module")
+def binary(data):
+    """A binary classifier (churn) fitted on both backends, and their outputs on the test rows."""
+    return _fitted_classifiers("churn", data)
+
+
 @pytest.fixture(scope="module", params=["churn", "species"])
 def classified(request, data):
-    """A binary (churn) and a three-class (species) classifier fitted on both backends, and
-    their outputs on the test rows."""
-    train, test = data
-    jvm, python = pair(_classifier(request.param))
-    jvm_model, py_model = _fitted_pair(jvm, python, train)
-    return request.param, jvm_model, py_model, jvm_model.transform(test), py_model.transform(test)
+    """The binary classifier, and a three-class one (species)."""
+    if request.param == "churn":
+        return request.getfixturevalue("binary")
+    return _fitted_classifiers(request.param, data)
 
 
 def test_the_fitted_classifiers_agree(classified):
@@ -139,12 +150,16 @@ def test_model_statistics_agree_and_match_scikit_learn(classified):
     np.testing.assert_allclose(got.recall_per_class, r, atol=1e-12)
     np.testing.assert_allclose(got.f1_per_class, f, atol=1e-12)
     assert got.f1 == pytest.approx(f.mean(), abs=1e-12)
-    assert got.confusion_matrix == metrics.confusion_matrix(truth, predicted, labels=levels).tolist()
+    assert (
+        got.confusion_matrix == metrics.confusion_matrix(truth, predicted, labels=levels).tolist()
+    )
     if label == "churn":
         scores = [r.probability[1] for r in rows]
         assert got.AUC == pytest.approx(metrics.roc_auc_score(truth, scores), abs=1e-12)
         evaluator = BinaryClassificationEvaluator(rawPredictionCol="probability", numBins=0)
-        spark_auc = evaluator.evaluate(py_out.selectExpr("probability", "DOUBLE(churn = 'yes') AS label"))
+        spark_auc = evaluator.evaluate(
+            py_out.selectExpr("probability", "DOUBLE(churn = 'yes') AS label")
+        )
         assert got.AUC == pytest.approx(spark_auc, abs=1e-12)
     else:
         assert got.AUC is None
@@ -230,3 +245,186 @@ def test_find_best_model_chooses_alike_and_keeps_the_roc(data):
     assert table[strong.uid].AUC > table[weak.uid].AUC
     assert table[strong.uid].model_class == "mmlspark.train.TrainedClassifierModel"
     assert_same(jvm_best.transform(test), py_best.transform(test), key=lambda r: r.id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Saving and loading: one format for both backends
+
+
+@pytest.fixture
+def python_backend():
+    mmlspark.set_backend("python")
+    try:
+        yield
+    finally:
+        mmlspark.set_backend(None)
+
+
+def _load_on_python(cls: Any, path: str) -> Any:
+    mmlspark.set_backend("python")
+    try:
+        loaded = cls.load(path)
+    finally:
+        mmlspark.set_backend(None)
+    assert loaded.getBackend() == "python"
+    return loaded
+
+
+def test_trained_models_save_and_load_across_backends(binary, regressed, data, tmp_path):
+    _, jvm_model, py_model, jvm_out, py_out = binary
+    test = data[1]
+    py_model.write().save(str(tmp_path / "py"))
+    assert (tmp_path / "py" / "params" / "model" / "metadata").is_dir()
+    assert (tmp_path / "py" / "params" / "featurization" / "stages").is_dir()
+    with pytest.raises(FileExistsError):
+        py_model.write().save(str(tmp_path / "py"))
+    on_python = _load_on_python(TrainedClassifierModel, str(tmp_path / "py"))
+    on_jvm = TrainedClassifierModel.load(str(tmp_path / "py"))
+    assert on_jvm.getBackend() == "jvm"
+    for loaded in (on_python, on_jvm):
+        assert loaded.uid == py_model.uid and loaded.getLevels() == py_model.getLevels()
+        assert_same(py_out, loaded.transform(test), key=lambda r: r.id)
+    jvm_model.write().save(str(tmp_path / "jvm"))
+    from_jvm = _load_on_python(TrainedClassifierModel, str(tmp_path / "jvm"))
+    assert_same(jvm_out, from_jvm.transform(test), key=lambda r: r.id)
+
+    _, py_regressor, _, py_scored = regressed
+    py_regressor.write().save(str(tmp_path / "regressor"))
+    on_jvm = TrainedRegressorModel.load(str(tmp_path / "regressor"))
+    test = test.drop("churn", "species")
+    assert_same(py_scored, on_jvm.transform(test), key=lambda r: r.id)
+    on_python = _load_on_python(TrainedRegressorModel, str(tmp_path / "regressor"))
+    assert_same(py_scored, on_python.transform(test), key=lambda r: r.id)
+
+
+def test_best_models_save_and_load_across_backends(data, tmp_path):
+    train, test = data
+    candidates = [_classifier("churn", inputCols=i).fit(train) for i in (["visits"], ["age"])]
+    finder = FindBestModel(models=candidates, evaluationMetric="AUC").setBackend("python")
+    best = finder.fit(test)
+    best.write().save(str(tmp_path / "best"))
+    assert (tmp_path / "best" / "params" / "bestModel" / "metadata").is_dir()
+    on_jvm = BestModel.load(str(tmp_path / "best"))
+    on_python = _load_on_python(BestModel, str(tmp_path / "best"))
+    by_uid = lambda r: r.model_uid  # noqa: E731
+    # Parquet reads every array back as one that may hold nulls, on either backend.
+    assert_same(on_jvm.getAllModelMetrics(), on_python.getAllModelMetrics(), key=by_uid)
+    metrics_rows = collected(best.getAllModelMetrics())[1]
+    assert sorted(on_python.getAllModelMetrics().collect(), key=by_uid) == sorted(
+        metrics_rows, key=by_uid
+    )
+    assert_same(best.getRocCurve(), on_python.getRocCurve(), ordered=True)
+    # The JVM's BestModel reads the curve's rows in the order Spark lists its files.
+    assert sorted(on_jvm.getRocCurve().collect()) == best.getRocCurve().collect()
+    for loaded in (on_jvm, on_python):
+        assert loaded.getBestModel().uid == best.getBestModel().uid
+        assert loaded.getBestModelMetrics().first().model_uid == best.getBestModel().uid
+        assert_same(best.transform(test), loaded.transform(test), key=lambda r: r.id)
+
+
+# ---------------------------------------------------------------------------------------------
+# Failures: the JVM stage's checks, with its messages
+
+
+FIT, RUN = "fit", "transform"
+LR, LinR = LogisticRegression, LinearRegression
+FAILURES = [
+    ("no-model", lambda: TrainClassifier(labelCol="churn"), FIT, None),
+    ("not-a-classifier", lambda: TrainClassifier(model=LinR(), labelCol="churn"), FIT, None),
+    ("no-label", lambda: _classifier("nope"), FIT, None),
+    ("string-not-reindexed", lambda: _classifier("churn", reindexLabel=False), FIT, None),
+    ("label-not-listed", lambda: _classifier("churn", labels=["no"]), FIT, None),
+    ("fractional-class", lambda: _classifier("spend", reindexLabel=False), FIT, None),
+    ("text-not-string", lambda: _classifier("churn", textCols=["age"]), FIT, None),
+    (
+        "text-and-category",
+        lambda: _classifier("churn", textCols=["plan"], categoricalCols=["plan"]),
+        FIT,
+        None,
+    ),
+    (
+        "map-column",
+        lambda: _classifier("churn", inputCols=["m"]),
+        FIT,
+        lambda df: df.selectExpr("map('a', age) AS m", "churn"),
+    ),
+    ("no-rows", lambda: _classifier("churn"), FIT, lambda df: df.limit(0)),
+    ("not-a-regressor", lambda: TrainRegressor(model=LR(), labelCol="spend"), FIT, None),
+    ("string-regression-label", lambda: TrainRegressor(model=LinR(), labelCol="plan"), FIT, None),
+    (
+        "regression-of-strings",
+        lambda: ComputeModelStatistics(evaluationMetric="regression"),
+        RUN,
+        lambda df: df.selectExpr("churn AS label", "plan AS prediction"),
+    ),
+    (
+        "no-prediction",
+        lambda: ComputeModelStatistics(),
+        RUN,
+        lambda df: df.selectExpr("churn AS label"),
+    ),
+    (
+        "no-probabilities",
+        lambda: ComputePerInstanceStatistics(labelCol="churn", predictionCol="plan"),
+        RUN,
+        None,
+    ),
+    ("unfitted-candidate", lambda: FindBestModel(models=[LR()]), FIT, None),
+]
+
+
+@pytest.mark.parametrize(
+    "make, method, shape", [f[1:] for f in FAILURES], ids=[f[0] for f in FAILURES]
+)
+def test_failures_are_the_jvm_stages(data, make, method, shape):
+    df = shape(data[0]) if shape else data[0]
+    jvm, python = pair(make())
+    message = assert_fails_alike(
+        lambda: getattr(jvm, method)(df), lambda: getattr(python, method)(df)
+    )
+    assert message.startswith(f"{type(jvm).__name__} {jvm.uid}: ")
+
+
+# ---------------------------------------------------------------------------------------------
+# A Spark Connect server without the jar
+
+
+def test_on_a_connect_server_without_the_jar(spark, jarless_connect, tmp_path):
+    """TrainClassifier, its model, both statistics stages and FindBestModel run on the Python
+    backend over Connect, with pyspark's learners on the server, as the JVM runs them."""
+    from conftest import connect_mode
+
+    from mmlspark.core.backend import backend_decision
+
+    def frames(session: Any) -> tuple[DataFrame, DataFrame]:
+        # One partition each, in order, so the learner adds up as on the classic session.
+        return tuple(  # type: ignore[return-value]
+            session.createDataFrame(_rows(n, seed), SCHEMA).coalesce(1)
+            for n, seed in ((160, 1), (80, 2))
+        )
+
+    train, test = frames(spark)
+    jvm_model = _classifier("churn").fit(train)
+    jvm_scored = jvm_model.transform(test)
+    expected = [
+        collected(jvm_scored),
+        collected(ComputeModelStatistics().transform(jvm_scored)),
+        collected(ComputePerInstanceStatistics().transform(jvm_scored)),
+    ]
+    with connect_mode():
+        assert backend_decision(jarless_connect).backend == "python"
+        train, test = frames(jarless_connect)
+        model = _classifier("churn").fit(train)
+        assert model.getBackend() == "python" and model.getLevels() == jvm_model.getLevels()
+        scored = model.transform(test)
+        by_id = lambda r: r.id  # noqa: E731
+        assert_same(expected[0], scored, key=by_id, exact=False)
+        assert_same(expected[1], ComputeModelStatistics().transform(scored), exact=False)
+        losses = ComputePerInstanceStatistics().transform(scored)
+        assert_same(expected[2], losses, key=by_id, exact=False)
+        weak = _classifier("churn", inputCols=["visits"]).fit(train)
+        best = FindBestModel(models=[weak, model], evaluationMetric="AUC").fit(test)
+        assert best.getBestModel().uid == model.uid
+        model.write().save(str(tmp_path / "model"))
+        loaded = TrainedClassifierModel.load(str(tmp_path / "model"))
+        assert_same(expected[0], loaded.transform(test), key=by_id, exact=False)

@@ -71,18 +71,24 @@ class BestModel(_BestModel):
         return self._frame("getRocCurve")
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
-        return self.getBestModel().transform(dataset)
+        model: Any = self.getBestModel()
+        return model.transform(dataset)  # type: ignore[no-any-return]
 
     def _save_data(self, path: str) -> None:
-        """The metrics and the ROC curve as the JVM model saves them: Parquet tables."""
+        """The metrics and the ROC curve as the JVM model saves them: Parquet tables (the curve
+        in one file, so that a reader keeps its order)."""
         spark = SparkSession.active()
         spark.createDataFrame(self._metric_rows, self._metric_schema).write.parquet(
             os.path.join(path, "allModelMetrics")
         )
-        spark.createDataFrame(self._roc, ROC_SCHEMA).write.parquet(os.path.join(path, "rocCurve"))
+        roc = spark.createDataFrame(self._roc, ROC_SCHEMA).coalesce(1)
+        roc.write.parquet(os.path.join(path, "rocCurve"))
 
     def _load_data(self, path: str) -> None:
         spark = SparkSession.active()
         metrics = spark.read.parquet(os.path.join(path, "allModelMetrics"))
         curve = spark.read.parquet(os.path.join(path, "rocCurve")).collect()
-        self._set_metrics(metrics.collect(), metrics.schema, [(r[0], r[1]) for r in curve])
+        # Spark reads a table's files largest first, so a curve saved in several files comes back
+        # out of order; both its rates only grow along it, which puts it back in order.
+        roc = sorted((float(r[0]), float(r[1])) for r in curve)
+        self._set_metrics(metrics.collect(), metrics.schema, roc)

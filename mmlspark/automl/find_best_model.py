@@ -69,6 +69,7 @@ class FindBestModel(_FindBestModel):
         scored = []
         for model in candidates:
             row = stats.transform(model.transform(dataset)).head()
+            assert row is not None  # the statistics are one row
             value = row[metric]
             require(
                 self,
@@ -80,7 +81,12 @@ class FindBestModel(_FindBestModel):
         choose = max if higher_is_better else min
         best = choose(scored, key=lambda s: s[2])
         _log.info(
-            "%s %s: best by %s is %s (%s)", type(self).__name__, self.uid, metric, best[0].uid, best[2]
+            "%s %s: best by %s is %s (%s)",
+            type(self).__name__,
+            self.uid,
+            metric,
+            best[0].uid,
+            best[2],
         )
         rows = [(model.uid, jvm_class_name(model), value, *row) for model, row, value in scored]
         schema = T.StructType(

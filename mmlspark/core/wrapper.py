@@ -378,7 +378,7 @@ def _jvm_string(value: Any) -> str:
     return str(value)
 
 
-def on_python_backend(cls: type[Any], **params: Any) -> Any:
+def on_python_backend(cls: Any, **params: Any) -> Any:
     """A new stage of `cls` (a class with a Python backend) on the Python backend whatever the
     backend setting, with `params` set: no JVM stage is made."""
     stage = cls.__new__(cls)

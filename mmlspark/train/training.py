@@ -31,12 +31,10 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mmlspark.core.checks import (
-    catalog_string,
     fail,
     is_vector,
     quoted,
     require,
-    require_absent,
     require_column_type,
 )
 
@@ -390,16 +388,6 @@ def score(model: Any, dataset: DataFrame) -> DataFrame:
     return inner.transform(featured)
 
 
-def output_columns(
-    stage: Any,
-    schema: T.StructType,
-    added: Sequence[str],
-) -> None:
-    """The columns a trained model adds must be new."""
-    for c in added:
-        require_absent(stage, schema, c)
-
-
 def label_sort_key(data_type: T.DataType) -> Any:
     """How the distinct training labels (value, value as string) are ordered: numbers
     numerically, others as text (``TrainClassifier.before``)."""
@@ -408,7 +396,3 @@ def label_sort_key(data_type: T.DataType) -> Any:
     if isinstance(data_type, T.BooleanType):
         return lambda r: bool(r[0])
     return lambda r: r[1]
-
-
-def describe(data_type: T.DataType) -> str:
-    return catalog_string(data_type)
