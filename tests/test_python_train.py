@@ -222,7 +222,7 @@ def test_regression_agrees_and_matches_scikit_learn(regressed):
 # FindBestModel, BestModel
 
 
-def test_find_best_model_chooses_alike_and_keeps_the_roc(data):
+def test_find_best_model_chooses_alike_and_saves_across_backends(data, tmp_path):
     train, test = data
     weak = _classifier("churn", inputCols=["visits"]).fit(train)
     strong = _classifier("churn").fit(train)
@@ -245,6 +245,25 @@ def test_find_best_model_chooses_alike_and_keeps_the_roc(data):
     assert table[strong.uid].AUC > table[weak.uid].AUC
     assert table[strong.uid].model_class == "mmlspark.train.TrainedClassifierModel"
     assert_same(jvm_best.transform(test), py_best.transform(test), key=lambda r: r.id)
+    best = py_best
+    best.write().save(str(tmp_path / "best"))
+    assert (tmp_path / "best" / "params" / "bestModel" / "metadata").is_dir()
+    on_jvm = BestModel.load(str(tmp_path / "best"))
+    on_python = _load_on_python(BestModel, str(tmp_path / "best"))
+    by_uid = lambda r: r.model_uid  # noqa: E731
+    # Parquet reads every array back as one that may hold nulls, on either backend.
+    assert_same(on_jvm.getAllModelMetrics(), on_python.getAllModelMetrics(), key=by_uid)
+    metrics_rows = collected(best.getAllModelMetrics())[1]
+    assert sorted(on_python.getAllModelMetrics().collect(), key=by_uid) == sorted(
+        metrics_rows, key=by_uid
+    )
+    assert_same(best.getRocCurve(), on_python.getRocCurve(), ordered=True)
+    # The JVM's BestModel reads the curve's rows in the order Spark lists its files.
+    assert sorted(on_jvm.getRocCurve().collect()) == best.getRocCurve().collect()
+    for loaded in (on_jvm, on_python):
+        assert loaded.getBestModel().uid == best.getBestModel().uid
+        assert loaded.getBestModelMetrics().first().model_uid == best.getBestModel().uid
+        assert_same(best.transform(test), loaded.transform(test), key=lambda r: r.id)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -295,31 +314,6 @@ def test_trained_models_save_and_load_across_backends(binary, regressed, data, t
     assert_same(py_scored, on_jvm.transform(test), key=lambda r: r.id)
     on_python = _load_on_python(TrainedRegressorModel, str(tmp_path / "regressor"))
     assert_same(py_scored, on_python.transform(test), key=lambda r: r.id)
-
-
-def test_best_models_save_and_load_across_backends(data, tmp_path):
-    train, test = data
-    candidates = [_classifier("churn", inputCols=i).fit(train) for i in (["visits"], ["age"])]
-    finder = FindBestModel(models=candidates, evaluationMetric="AUC").setBackend("python")
-    best = finder.fit(test)
-    best.write().save(str(tmp_path / "best"))
-    assert (tmp_path / "best" / "params" / "bestModel" / "metadata").is_dir()
-    on_jvm = BestModel.load(str(tmp_path / "best"))
-    on_python = _load_on_python(BestModel, str(tmp_path / "best"))
-    by_uid = lambda r: r.model_uid  # noqa: E731
-    # Parquet reads every array back as one that may hold nulls, on either backend.
-    assert_same(on_jvm.getAllModelMetrics(), on_python.getAllModelMetrics(), key=by_uid)
-    metrics_rows = collected(best.getAllModelMetrics())[1]
-    assert sorted(on_python.getAllModelMetrics().collect(), key=by_uid) == sorted(
-        metrics_rows, key=by_uid
-    )
-    assert_same(best.getRocCurve(), on_python.getRocCurve(), ordered=True)
-    # The JVM's BestModel reads the curve's rows in the order Spark lists its files.
-    assert sorted(on_jvm.getRocCurve().collect()) == best.getRocCurve().collect()
-    for loaded in (on_jvm, on_python):
-        assert loaded.getBestModel().uid == best.getBestModel().uid
-        assert loaded.getBestModelMetrics().first().model_uid == best.getBestModel().uid
-        assert_same(best.transform(test), loaded.transform(test), key=lambda r: r.id)
 
 
 # ---------------------------------------------------------------------------------------------
