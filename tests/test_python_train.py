@@ -422,3 +422,19 @@ def test_on_a_connect_server_without_the_jar(spark, jarless_connect, tmp_path):
         model.write().save(str(tmp_path / "model"))
         loaded = TrainedClassifierModel.load(str(tmp_path / "model"))
         assert_same(expected[0], loaded.transform(test), key=by_id, exact=False)
+
+
+def test_a_connect_client_that_runs_no_learners_is_told_so(jarless_connect, monkeypatch):
+    """Spark Connect clients before 4.0 run no pyspark ML stages on the server: training there
+    fails before any job, naming what to use instead."""
+    from conftest import connect_mode
+
+    from mmlspark.core import compat
+    from mmlspark.core.wrapper import ConnectNotSupportedError
+
+    with connect_mode():
+        train = jarless_connect.createDataFrame(_rows(4, 1), SCHEMA)
+        stage = _classifier("churn")
+        monkeypatch.setattr(compat, "connect_ml_supported", lambda: False)
+        with pytest.raises(ConnectNotSupportedError, match="use a classic session"):
+            stage.fit(train)

@@ -96,6 +96,7 @@ class TrainClassifier(_TrainClassifier):
         own stages, then the learner (a pyspark classifier) fitted on the features."""
         if not self._on_python():
             return super()._fit(dataset)  # type: ignore[no-any-return]
+        training.require_learners_run(self)
         self._python_schema(dataset.schema)
         label_col = self.getLabelCol()
         data_type = dataset.schema[label_col].dataType

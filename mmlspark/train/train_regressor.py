@@ -42,6 +42,7 @@ class TrainRegressor(_TrainRegressor):
         the learner (a pyspark regressor) fitted on the features."""
         if not self._on_python():
             return super()._fit(dataset)  # type: ignore[no-any-return]
+        training.require_learners_run(self)
         self._python_schema(dataset.schema)
         label_col = self.getLabelCol()
         data = training.labelled(self, dataset, label_col)

@@ -86,6 +86,23 @@ def require_transformer(stage: Any, param: str, value: Any) -> Transformer:
     return value
 
 
+def require_learners_run(stage: Any) -> None:
+    """The learners of the Python backend are pyspark's own, which a Spark Connect client runs
+    on the server from Spark 4.0 on: before that, a clear error naming what to use instead."""
+    from pyspark.sql.utils import is_remote
+
+    from mmlspark.core.compat import PYSPARK_LINE, connect_ml_supported
+    from mmlspark.core.wrapper import ConnectNotSupportedError
+
+    if is_remote() and not connect_ml_supported():
+        line = ".".join(map(str, PYSPARK_LINE))
+        raise ConnectNotSupportedError(
+            f"{type(stage).__name__} {stage.uid}: its Python backend trains and runs pyspark's own "
+            f"ML stages, which the Spark Connect client of Spark {line} cannot run (Spark 4.0 "
+            "and newer can); use a classic session (with or without the mmlspark jar)"
+        )
+
+
 def label_type(data_type: T.DataType) -> str:
     """A label type as the JVM records it: its SQL name, lower case."""
     return data_type.simpleString()
@@ -352,6 +369,7 @@ def fit_into(
     """Fits the featurization and the learner on `data` (the labelled rows of `dataset`), the
     learner's label being `label` as a double, and gives `trained` (a new model of the stage's
     uid) the stage's values and all it needs to score."""
+    require_learners_run(stage)
     prefix = helper_prefix(stage)
     columns = feature_columns(stage, dataset.schema)
     features = features_column(stage)
@@ -377,6 +395,7 @@ def fit_into(
 
 def score(model: Any, dataset: DataFrame) -> DataFrame:
     """Checks that the input columns are there, then featurizes and runs the learner."""
+    require_learners_run(model)
     check_columns(model, dataset.schema, model.getOrDefault("inputCols"))
     inner = require_transformer(model, "model", model.getOrDefault("model"))
     featured = apply_featurization(
