@@ -26,7 +26,7 @@ from mmlspark.core import backend as backends
 from mmlspark.core.backend import backend_decision, set_backend
 from mmlspark.image import read_images
 from mmlspark.onnx import ONNXModel
-from mmlspark.train import ComputeModelStatistics
+from mmlspark.stages import Timer
 
 RNG = np.random.default_rng(11)
 
@@ -348,7 +348,7 @@ def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
     try:
         assert ONNXModel().getBackend() == "python"
         with pytest.raises(NotImplementedError, match="JVM backend only"):
-            ComputeModelStatistics()
+            Timer()
     finally:
         set_backend(None)
     assert ONNXModel().getBackend() == "jvm"

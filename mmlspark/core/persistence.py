@@ -101,8 +101,65 @@ def _prepare(folder: Path, overwrite: bool, what: str) -> None:
         shutil.rmtree(folder)
 
 
+def _holds_stages(param: Any) -> bool:
+    from mmlspark.core.wrapper import to_stage, to_stages
+
+    return param.typeConverter in (to_stage, to_stages)
+
+
 def _json_params(stage: Any, values: dict[Any, Any]) -> dict[str, Any]:
-    return {param.name: value for param, value in values.items() if stage.hasParam(param.name)}
+    """The params that are saved as JSON: all but those holding stages (saved as folders)."""
+    return {
+        param.name: value
+        for param, value in values.items()
+        if stage.hasParam(param.name) and not _holds_stages(param)
+    }
+
+
+def _save_stage(stage: Any, path: Path) -> None:
+    """Saves a stage held by a param with its own writer: ours on the backend it runs on,
+    Spark's with pyspark's (through the JVM or the Spark Connect server)."""
+    if not hasattr(stage, "write"):
+        raise NotImplementedError(f"{type(stage).__name__} {stage.uid} cannot be saved")
+    stage.write().save(str(path))
+
+
+def _load_stage(path: Path) -> Any:
+    """Loads a stage a param held: this library's on the Python backend, Spark's own with
+    pyspark's readers."""
+    cls: Any = _stage_class(json.loads(_metadata_text(path))["class"])
+    if getattr(cls, "_python_backend", False):
+        return PythonStageReader(cls).load(str(path))
+    return cls.load(str(path))
+
+
+def _save_stage_params(stage: Any, folder: Path) -> None:
+    """The stages held by `stage`'s params, each saved under ``params/<name>`` (several under
+    ``params/<name>/<index>``), as the JVM's ``StageWriter`` lays them out."""
+    for param, value in stage._paramMap.items():
+        if not _holds_stages(param) or value is None:
+            continue
+        target = folder / "params" / param.name
+        if isinstance(value, (list, tuple)):
+            for index, one in enumerate(value):
+                _save_stage(one, target / str(index))
+        else:
+            _save_stage(value, target)
+
+
+def _load_stage_params(stage: Any, folder: Path) -> None:
+    """Sets the params of `stage` that hold stages from ``params/<name>``, where saved."""
+    from mmlspark.core.wrapper import to_stages
+
+    for param in stage.params:
+        target = folder / "params" / param.name
+        if not _holds_stages(param) or not target.is_dir():
+            continue
+        if param.typeConverter is to_stages:
+            count = sum(1 for p in target.iterdir() if p.is_dir())
+            stage._set(**{param.name: [_load_stage(target / str(i)) for i in range(count)]})
+        else:
+            stage._set(**{param.name: _load_stage(target)})
 
 
 class PythonStageWriter(MLWriter):
@@ -117,7 +174,8 @@ class PythonStageWriter(MLWriter):
         asks the JVM to clear the folder, which a session without it cannot)."""
         stage = self._stage
         what = f"saving {type(stage).__name__} {stage.uid}"
-        folder = _local(path, what)
+        # Absolute: the stages a param holds may be written by a Spark Connect server.
+        folder = _local(path, what).absolute()
         _prepare(folder, self.shouldOverwrite, what)
         _write_metadata(
             folder,
@@ -131,6 +189,9 @@ class PythonStageWriter(MLWriter):
                 stage.getModelPayload() is not None or stage._spec().modelLocation is not None
             )
             (folder / _MODEL_FILE).write_bytes(stage._model_bytes() if has_model else b"")
+        _save_stage_params(stage, folder)
+        if hasattr(stage, "_save_data"):
+            stage._save_data(str(folder))
 
     def saveImpl(self, path: str) -> None:
         self.save(path)
@@ -144,20 +205,25 @@ class PythonStageReader(MLReader[Any]):
         self._clazz = clazz
 
     def load(self, path: str) -> Any:
-        folder = _local(path, f"loading a {self._clazz.__name__}")
+        from mmlspark.core.wrapper import on_python_backend
+
+        folder = _local(path, f"loading a {self._clazz.__name__}").absolute()
         metadata = json.loads(_metadata_text(folder))
         expected = self._clazz._java_class_name  # type: ignore[attr-defined]
         if metadata.get("class") != expected:
             raise ValueError(
                 f"the stage saved at '{path}' is a {metadata.get('class')}, not a {expected}"
             )
-        stage = self._clazz().setBackend("python")
+        stage = on_python_backend(self._clazz)
         stage._resetUid(metadata["uid"])
         for name, value in metadata.get("defaultParamMap", {}).items():
             if stage.hasParam(name):
                 stage._setDefault(**{name: value})
         values = {k: v for k, v in metadata.get("paramMap", {}).items() if stage.hasParam(k)}
         stage._set(**values)
+        _load_stage_params(stage, folder)
+        if hasattr(stage, "_load_data"):
+            stage._load_data(str(folder))
         model = folder / _MODEL_FILE
         if hasattr(stage, "_model_bytes"):
             if not model.is_file():

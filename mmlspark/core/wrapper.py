@@ -37,6 +37,7 @@ __all__ = [
     "MMLEstimator",
     "MMLModel",
     "MMLEvaluator",
+    "on_python_backend",
     "to_stage",
     "to_stages",
 ]
@@ -194,6 +195,8 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     # The JVM params' validators (mmlspark.core.validators), by param name: the generated wrappers
     # hold those of the param tables (mmlspark.contracts.Check).
     _python_param_checks: ClassVar[Mapping[str, Callable[[Any], bool]]] = {}
+    # Made on the Python backend whatever the backend setting (on_python_backend).
+    _made_on_python: bool = False
 
     def __init__(self) -> None:
         super().__init__()
@@ -206,6 +209,8 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     def _chosen_backend(self, setting: str | None) -> str:
         from mmlspark.core.backend import backend_decision, get_backend
 
+        if setting is None and self._made_on_python:
+            return "python"
         if (setting or get_backend()) == "jvm":
             return "jvm"
         decision = backend_decision(setting=setting)
@@ -317,7 +322,8 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         so that a bad value fails here rather than later on an executor."""
         for name, value in kwargs.items():
             converter = self.getParam(name).typeConverter
-            if value is not None and converter in (to_stage, to_stages):
+            # On the Python backend the stages held are pyspark's own, which run over Connect.
+            if value is not None and converter in (to_stage, to_stages) and not self._on_python():
                 require_classic_session(
                     f"{type(self).__name__}.{name} (a param holding pipeline stages)",
                     "set it, fit and run the stage on a classic session",
@@ -378,6 +384,15 @@ def _jvm_string(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_jvm_string(v) for v in value) + "]"
     return str(value)
+
+
+def on_python_backend(cls: Any, **params: Any) -> Any:
+    """A new stage of `cls` (a class with a Python backend) on the Python backend whatever the
+    backend setting, with `params` set: no JVM stage is made."""
+    stage = cls.__new__(cls)
+    stage._made_on_python = True
+    stage.__init__(**params)
+    return stage
 
 
 class _TransformsOnPython(MMLParams):
