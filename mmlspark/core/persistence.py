@@ -101,8 +101,41 @@ def _prepare(folder: Path, overwrite: bool, what: str) -> None:
         shutil.rmtree(folder)
 
 
+def _holds_stages(param: Any) -> bool:
+    from mmlspark.core.wrapper import to_stage, to_stages
+
+    return param.typeConverter in (to_stage, to_stages)
+
+
 def _json_params(stage: Any, values: dict[Any, Any]) -> dict[str, Any]:
-    return {param.name: value for param, value in values.items() if stage.hasParam(param.name)}
+    """The params of `values` that are saved as JSON: all but those holding stages."""
+    return {
+        param.name: value
+        for param, value in values.items()
+        if stage.hasParam(param.name) and not _holds_stages(param)
+    }
+
+
+def _stage_params(stage: Any) -> list[tuple[str, Any]]:
+    """The set params of `stage` that hold stages, which are saved as stages of their own under
+    ``params/<name>`` (``params/<name>/<index>`` for several), as the JVM's ``StageWriter`` does."""
+    return [(p.name, v) for p, v in stage._paramMap.items() if _holds_stages(p)]
+
+
+def _writable_stages(stage: Any, name: str, value: Any) -> list[tuple[str, Any]]:
+    """The stages of the param `name`, each with its folder under ``params/``; a stage that
+    cannot be saved fails before anything is written, with the JVM's message."""
+    from pyspark.ml.util import MLWritable
+
+    many = isinstance(value, list)
+    found = [(f"{name}/{i}", v) for i, v in enumerate(value)] if many else [(name, value)]
+    for _, v in found:
+        if not isinstance(v, MLWritable):
+            raise ValueError(
+                f"{type(stage).__name__} {stage.uid}: param '{name}' holds {type(v).__name__}, "
+                "which cannot be saved (it is not MLWritable)"
+            )
+    return found
 
 
 class PythonStageWriter(MLWriter):
@@ -118,6 +151,11 @@ class PythonStageWriter(MLWriter):
         stage = self._stage
         what = f"saving {type(stage).__name__} {stage.uid}"
         folder = _local(path, what)
+        inner = [
+            found
+            for name, value in _stage_params(stage)
+            for found in _writable_stages(stage, name, value)
+        ]
         _prepare(folder, self.shouldOverwrite, what)
         _write_metadata(
             folder,
@@ -129,6 +167,9 @@ class PythonStageWriter(MLWriter):
         if hasattr(stage, "_model_bytes"):
             has_model = stage.getModelPayload() is not None or stage.isDefined("modelLocation")
             (folder / _MODEL_FILE).write_bytes(stage._model_bytes() if has_model else b"")
+        for where, value in inner:
+            # Absolute: a Spark Connect server resolves a relative path from its own folder.
+            value.write().save(str((folder / "params" / where).absolute()))
 
     def saveImpl(self, path: str) -> None:
         self.save(path)
@@ -156,6 +197,10 @@ class PythonStageReader(MLReader[Any]):
                 stage._setDefault(**{name: value})
         values = {k: v for k, v in metadata.get("paramMap", {}).items() if stage.hasParam(k)}
         stage._set(**values)
+        for param in stage.params:
+            saved = folder / "params" / param.name
+            if _holds_stages(param) and saved.is_dir():
+                stage._set(**{param.name: _load_stage_param(param, saved)})
         model = folder / _MODEL_FILE
         if hasattr(stage, "_model_bytes"):
             if not model.is_file():
@@ -168,6 +213,20 @@ class PythonStageReader(MLReader[Any]):
             if data:
                 stage._load_model_file(data, str(folder), str(model))
         return stage
+
+
+def _load_stage_param(param: Any, folder: Path) -> Any:
+    """The stage (or, for a param holding several, the stages) saved under `folder`."""
+    from mmlspark.core.wrapper import to_stages
+
+    def load(where: Path) -> Any:
+        cls: Any = _stage_class(json.loads(_metadata_text(where))["class"])
+        return cls.load(str(where.absolute()))
+
+    if param.typeConverter is to_stages:
+        count = sum(1 for p in folder.iterdir() if p.is_dir())
+        return [load(folder / str(i)) for i in range(count)]
+    return load(folder)
 
 
 def _stage_class(java_class: str) -> type:

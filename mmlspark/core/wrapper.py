@@ -78,11 +78,14 @@ def _python_class(java_class_name: str) -> type:
 
 def to_stage(value: Any) -> JavaParams:
     """Type converter for params that hold a pipeline stage (a meta-estimator's inner stage):
-    a JVM-backed stage, or a Pipeline/PipelineModel of them."""
+    a JVM-backed stage, or a Pipeline/PipelineModel of them; on the Python backend of a stage
+    that has one (Timer), any pyspark Transformer or Estimator."""
     if isinstance(value, JavaParams) or _is_jvm_convertible(value):
         return value
     if isinstance(value, JavaObject):
         return JavaParams._from_java(value)
+    if _is_python_stage(value):
+        return value  # type: ignore[no-any-return]
     raise TypeError(
         f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}"
     )
@@ -106,6 +109,26 @@ def _is_jvm_convertible(value: Any) -> bool:
     return (
         not isinstance(value, JavaObject) and hasattr(value, "_to_java") and hasattr(value, "uid")
     )
+
+
+def _is_python_stage(value: Any) -> bool:
+    """A pyspark Transformer or Estimator without a JVM twin (written in Python)."""
+    from pyspark.ml.base import Estimator, Transformer
+
+    return isinstance(value, (Transformer, Estimator)) and not (
+        isinstance(value, JavaParams) or _is_jvm_convertible(value)
+    )
+
+
+def _require_jvm_stages(stage: Any, name: str, value: Any) -> None:
+    """A JVM stage's stage-valued param `name` takes JVM-backed stages only."""
+    for v in value if isinstance(value, list) else [value]:
+        if _is_python_stage(v):
+            raise TypeError(
+                f"{type(stage).__name__}.{name}: {type(v).__name__} is a stage written in Python, "
+                f"which the JVM backend cannot run; run {type(stage).__name__} on the Python "
+                "backend (setBackend('python')), or give it a JVM-backed stage"
+            )
 
 
 def _stage_param_names(cls: type) -> list[str]:
@@ -282,6 +305,8 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return _Reader(cls)
 
     def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
+        if param.typeConverter in (to_stage, to_stages):
+            _require_jvm_stages(self, param.name, value)
         if isinstance(value, list) and value and self._java_obj:
             if all(isinstance(v, JavaParams) or _is_jvm_convertible(v) for v in value):
                 java_param = self._java_obj.getParam(self._resolveParam(param).name)
@@ -307,15 +332,18 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     def _set(self, **kwargs: Any) -> Any:
         """Sets params, validating each against the JVM stage's own rule when a JVM is at hand,
         so that a bad value fails here rather than later on an executor."""
+        java_obj = getattr(self, "_java_obj", None)
         for name, value in kwargs.items():
             converter = self.getParam(name).typeConverter
-            if value is not None and converter in (to_stage, to_stages):
+            if value is not None and converter in (to_stage, to_stages) and not self._on_python():
+                # The Python backend runs the inner stage itself: any session will do.
                 require_classic_session(
                     f"{type(self).__name__}.{name} (a param holding pipeline stages)",
                     "set it, fit and run the stage on a classic session",
                 )
+                if isinstance(java_obj, JavaObject):
+                    _require_jvm_stages(self, name, converter(value))
         previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
-        java_obj = getattr(self, "_java_obj", None)
         if not isinstance(java_obj, JavaObject):
             self._check_without_jvm(kwargs)
             super()._set(**kwargs)

@@ -1,23 +1,33 @@
-"""ImageDecoder, ``read_files``, UnrollImage and EXIF times on the Python backend, driver side:
-the params and schemas are checked here, with the JVM stages' messages, and the tasks run the
-engine (``mmlspark._engine.images``) on the plan made here (see ``mmlspark.opencv._backend``)."""
+"""ImageDecoder, ``read_files``, UnrollImage, UnrollBinaryImage, ImageSetAugmenter and EXIF times
+on the Python backend, driver side: the params and schemas are checked here, with the JVM stages'
+messages, and the tasks run the engine (``mmlspark._engine.images``) on the plan made here (see
+``mmlspark.opencv._backend``)."""
 
 from __future__ import annotations
 
 import functools
 from typing import Any
 
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mmlspark._engine.decode import COLOR_MODES
 from mmlspark._engine.files import max_file_bytes
-from mmlspark._engine.images import Decoding, Plan, taken_partition
+from mmlspark._engine.images import (
+    Augmenting,
+    Decoding,
+    Plan,
+    augment_partition,
+    taken_partition,
+)
 from mmlspark.core.arrow_map import map_in_arrow
-from mmlspark.core.checks import require_column_type
+from mmlspark.core.checks import require, require_absent, require_column_type, require_distinct
+from mmlspark.core.fused import Step, run_step
 from mmlspark.opencv._backend import (
     IMAGE_DESCRIPTION,
     READ_KEY,
     check_columns,
+    check_input,
     file_setting,
     image_type,
     is_image,
@@ -137,3 +147,52 @@ def transform_unroll(stage: Any, dataset: Any) -> Any:
     check_columns(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
     plan = stage_plan(stage, None, "unroll", binary=False)
     return run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})
+
+
+def transform_unroll_binary(stage: Any, dataset: Any) -> Any:
+    """UnrollBinaryImage's output on the Python backend: the checks of the JVM's
+    ``RowwiseTransformer`` (with the stage's own between the input's and the outputs'), then
+    each row decoded, resized and unrolled in the Python workers."""
+    check_input(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
+    height, width = int(stage.getOrDefault("height")), int(stage.getOrDefault("width"))
+    require(
+        stage, (height == 0) == (width == 0), "height and width must both be 0 or both be positive"
+    )
+    out, err = stage.getOrDefault("outputCol"), stage.getOrDefault("errorCol")
+    require_absent(stage, dataset.schema, out)
+    require_absent(stage, dataset.schema, err)
+    require_distinct(stage, "outputCol and errorCol", [out, err])
+    plan = stage_plan(
+        stage,
+        dataset,
+        "unroll",
+        binary=True,
+        decoding=decoding(stage),
+        resize=(height, width) if height else None,
+    )
+    return run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})
+
+
+#: OpenCV's flip codes: around the vertical axis (left-right), around the horizontal (up-down).
+_FLIP_LEFT_RIGHT, _FLIP_UP_DOWN = 1, 0
+
+
+def transform_augment(stage: Any, dataset: Any) -> Any:
+    """ImageSetAugmenter's output on the Python backend: each row repeated with the image, then
+    its left-right, then its up-down mirror (as set), one row with a null image for a null or
+    malformed one; the rows in their order, the input's columns unchanged."""
+    out = stage.getOrDefault("outputCol")
+    check_input(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
+    require_absent(stage, dataset.schema, out)
+    chosen = [(_FLIP_LEFT_RIGHT, "flipLeftRight"), (_FLIP_UP_DOWN, "flipUpDown")]
+    flips = tuple(code for code, name in chosen if stage.getOrDefault(name))
+    images = f"__augmented_{stage.uid}"
+    plan = Augmenting(stage.getOrDefault("inputCol"), images, flips)
+    added = [T.StructField(images, T.ArrayType(image_type(), True), True)]
+
+    def finish(df: Any) -> Any:
+        # explode_outer keeps each row's images in order, and gives one row with a null image
+        # where there are none
+        return df.withColumn(out, F.explode_outer(F.col(f"`{images}`"))).drop(images)
+
+    return run_step(dataset, Step(augment_partition, plan), added, finish, ends_chain=True)
