@@ -249,13 +249,19 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         backend = self._chosen_backend(name)
         if backend == self._backend:
             return self
+        previous = self._backend, self._java_obj
         self._backend = backend
         if backend == "python":
             self._java_obj = None
-        else:
+            return self
+        try:
             self._java_obj = self._new_jvm_stage()
             if not is_remote():
                 self._transfer_params_to_java()
+        except Exception:
+            # A value the JVM stage cannot take (a stage written in Python): nothing changes.
+            self._backend, self._java_obj = previous
+            raise
         return self
 
     def getBackend(self) -> str:
