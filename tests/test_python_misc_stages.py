@@ -49,6 +49,7 @@ from mmlspark.stages import (
     Timer,
     TimerModel,
 )
+from mmlspark.train import TrainClassifier
 
 # -- the mini-batchers ---------------------------------------------------------------------------
 
@@ -229,6 +230,8 @@ def test_timer_on_python_runs_any_pyspark_stage(labelled):
     # the JVM backend takes JVM-backed stages only
     with pytest.raises(TypeError, match="_Doubled is a stage written in Python, which the JVM"):
         Timer(stage=_Doubled())
+    with pytest.raises(TypeError, match="cannot run; give it a JVM-backed stage$"):
+        TrainClassifier(model=_Doubled())  # a stage without a Python backend
     with pytest.raises(TypeError, match="which the JVM backend cannot run"):
         model.setBackend("jvm")
     assert model.getBackend() == "python" and model._java_obj is None

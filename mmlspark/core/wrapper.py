@@ -124,10 +124,14 @@ def _require_jvm_stages(stage: Any, name: str, value: Any) -> None:
     """A JVM stage's stage-valued param `name` takes JVM-backed stages only."""
     for v in value if isinstance(value, list) else [value]:
         if _is_python_stage(v):
+            instead = (
+                f"run {type(stage).__name__} on the Python backend (setBackend('python')), or "
+                if getattr(stage, "_python_backend", False)
+                else ""
+            )
             raise TypeError(
                 f"{type(stage).__name__}.{name}: {type(v).__name__} is a stage written in Python, "
-                f"which the JVM backend cannot run; run {type(stage).__name__} on the Python "
-                "backend (setBackend('python')), or give it a JVM-backed stage"
+                f"which the JVM backend cannot run; {instead}give it a JVM-backed stage"
             )
 
 
