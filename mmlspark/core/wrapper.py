@@ -352,7 +352,9 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
                     "set it, fit and run the stage on a classic session",
                 )
                 if isinstance(java_obj, JavaObject):
-                    _require_jvm_stages(self, name, converter(value))
+                    # The value as given: converting a JVM object here would make a second
+                    # wrapper of it, whose finalizer detaches it from the gateway.
+                    _require_jvm_stages(self, name, value)
         previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
         if not isinstance(java_obj, JavaObject):
             self._check_without_jvm(kwargs)
