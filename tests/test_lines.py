@@ -185,9 +185,10 @@ if not connect_ml_supported():
         from conftest import connect_mode
 
         from mmlspark.core.wrapper import ConnectNotSupportedError
-        from mmlspark.stages import SelectColumns, Timer
+        from mmlspark.stages import SelectColumns
+        from mmlspark.train import ComputeModelStatistics
 
         with connect_mode():
             assert SelectColumns(cols=["a"]).getBackend() == "python"
         with connect_mode(), pytest.raises(ConnectNotSupportedError, match="Spark 4.0 or newer"):
-            Timer()
+            ComputeModelStatistics()

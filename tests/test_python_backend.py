@@ -346,9 +346,13 @@ def test_backend_setting_is_checked_and_the_session_decision_is_the_jvm(spark):
     assert decision.backend == "jvm" and "jar" in decision.reason
     set_backend("python")
     try:
-        assert ONNXModel().getBackend() == "python"
+        assert ONNXModel().getBackend() == "python" and Timer().getBackend() == "python"
+
+        class JvmOnly(Timer):  # every stage has a Python backend now: one that has not
+            _python_backend = False
+
         with pytest.raises(NotImplementedError, match="JVM backend only"):
-            Timer()
+            JvmOnly()
     finally:
         set_backend(None)
     assert ONNXModel().getBackend() == "jvm"

@@ -15,9 +15,16 @@ from pyspark.ml import PipelineModel
 from pyspark.ml.feature import SQLTransformer
 
 import mmlspark
-from mmlspark.image import ImageDecoder, ImageFeaturizer
+from mmlspark.image import ImageDecoder, ImageFeaturizer, ImageSetAugmenter, UnrollBinaryImage
 from mmlspark.onnx import ONNXModel
 from mmlspark.opencv import ImageTransformer
+from mmlspark.stages import (
+    BufferedMiniBatchTransformer,
+    DynamicMiniBatchTransformer,
+    MiniBatchTransformer,
+    SelectColumns,
+    Timer,
+)
 
 
 @pytest.fixture
@@ -98,6 +105,88 @@ def test_saved_on_the_jvm_loads_on_python_and_back(spark, photos, tmp_path, inde
     assert back.getBackend() == "jvm" and back.uid == jvm_stage.uid
     assert back.extractParamMap() == jvm_stage.extractParamMap()
     _same(expected, _rows(back.transform(photos)))
+
+
+def _plain_params(stage):
+    """The params of `stage` by name, a stage-valued one as its stage's class, uid and params."""
+    values = {}
+    for param, value in stage.extractParamMap().items():
+        if hasattr(value, "extractParamMap"):
+            value = (type(value).__name__, value.uid, _plain_params(value))
+        values[param.name] = value
+    return values
+
+
+def _misc_stages(photos):
+    """The utility and image stages of the second round of Python backends, with the input each
+    runs on (`photos`, or its images decoded), and whether it is fitted first."""
+    return [
+        (lambda: UnrollBinaryImage(height=6, width=5, outputCol="v", colorMode="grayscale"), False),
+        (lambda: ImageSetAugmenter(flipUpDown=True, outputCol="flipped"), True),
+        (lambda: MiniBatchTransformer(miniBatchSize=2), False),
+        (lambda: BufferedMiniBatchTransformer(miniBatchSize=4, maxBufferMillis=60_000), False),
+        (lambda: DynamicMiniBatchTransformer(maxBatchSize=1), False),
+        (lambda: Timer(stage=SelectColumns(cols=["path"]), materialize=False), False),
+        (lambda: Timer(stage=SelectColumns(cols=["path", "content"])).fit(photos), False),
+    ]
+
+
+@pytest.mark.parametrize(
+    "index",
+    range(7),
+    ids=["unroll-binary", "augmenter", "mini-batch", "buffered", "dynamic", "timer", "timer-model"],
+)
+def test_more_stages_cross_backends(spark, photos, tmp_path, index):
+    """Each stage saved on the JVM loads on Python (uid, params and results kept), saves there in
+    the same layout (a wrapped stage under params/stage) and loads back on the JVM."""
+    from pyspark.ml.base import Estimator
+
+    make, on_images = _misc_stages(photos)[index]
+    df = photos
+    if on_images:
+        df = ImageDecoder(originCol="path").transform(photos).select("path", "image")
+
+    def run(stage):
+        out = stage.fit(df).transform(df) if isinstance(stage, Estimator) else stage.transform(df)
+        return [repr(r) for r in out.collect()]
+
+    jvm_stage = make()
+    assert jvm_stage.getBackend() == "jvm"
+    expected = run(jvm_stage)
+    jvm_stage.write().save(str(tmp_path / "jvm"))
+    wraps = jvm_stage.hasParam("stage")
+    assert (tmp_path / "jvm" / "params" / "stage" / "metadata").is_dir() == wraps
+    mmlspark.set_backend("python")
+    try:
+        loaded = type(jvm_stage).load(str(tmp_path / "jvm"))
+        assert loaded.getBackend() == "python" and loaded.uid == jvm_stage.uid
+        assert _plain_params(loaded) == _plain_params(jvm_stage)
+        if wraps:
+            assert loaded.getStage().getBackend() == "python"
+        assert run(loaded) == expected
+        loaded.write().save(str(tmp_path / "python"))
+    finally:
+        mmlspark.set_backend(None)
+    saved = json.loads((tmp_path / "python" / "metadata" / "part-00000").read_text())
+    assert "stage" not in saved["paramMap"]
+    assert (tmp_path / "python" / "params" / "stage" / "metadata").is_dir() == wraps
+    back = type(jvm_stage).load(str(tmp_path / "python"))
+    assert back.getBackend() == "jvm" and back.uid == jvm_stage.uid
+    assert _plain_params(back) == _plain_params(jvm_stage)
+    assert run(back) == expected
+
+
+def test_a_stage_holding_an_unsaveable_stage_says_so(tmp_path, python_backend):
+    from pyspark.ml.base import Transformer
+
+    class Kept(Transformer):
+        def _transform(self, dataset):
+            return dataset
+
+    timer = Timer().setStage(Kept())
+    with pytest.raises(ValueError, match=r"param 'stage' holds Kept, which cannot be saved \(it"):
+        timer.write().save(str(tmp_path / "timer"))
+    assert not (tmp_path / "timer").exists()
 
 
 def test_a_python_stage_saved_with_a_model_file_location_keeps_the_model(

@@ -19,10 +19,11 @@ The modules, by role:
 - ``decode``: decoding encoded images (``ImageCodec``);
 - ``structs``: Spark's image struct to and from numpy;
 - ``ops``: the image operations (``ImageOp``) and tensors of images;
-- ``images``: the partitions of ImageDecoder, ImageTransformer, UnrollImage and taken times;
+- ``images``: the partitions of ImageDecoder, ImageTransformer, UnrollImage, UnrollBinaryImage,
+  ImageSetAugmenter and taken times;
 - ``tensors``: model inputs and outputs, feeding rows as tensors;
 - ``ort``: onnxruntime sessions and the partitions of ONNXModel;
 - ``yolo``: ObjectDetector's letterbox, model and YOLO decoding;
 - ``crops``: CropDetections;
-- ``batching``: FixedMiniBatchTransformer.
+- ``batching``: the mini-batchers (fixed, buffered by time, dynamic with a read-ahead thread).
 """

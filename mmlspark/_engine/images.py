@@ -1,7 +1,8 @@
-"""The partitions of the image stages: ImageDecoder (and ``read_files``), ImageTransformer and
-UnrollImage read an input column (encoded bytes, file paths or image structs) and add their
-output and error columns, one value per row, as the JVM stages do; and the EXIF times of a
-listing's photos (the JVM's ``TakenTimes``)."""
+"""The partitions of the image stages: ImageDecoder (and ``read_files``), ImageTransformer,
+UnrollImage and UnrollBinaryImage read an input column (encoded bytes, file paths or image
+structs) and add their output and error columns, one value per row, as the JVM stages do;
+ImageSetAugmenter adds each image's flips; and the EXIF times of a listing's photos (the JVM's
+``TakenTimes``)."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ class Plan:
     prior_error_col: str | None = None  # a row with an error here keeps it and is not read
     reread: Decoding | None = None  # transform: read_images' settings; decode each image's
     # origin again, at the first resize's scale
+    resize: tuple[int, int] | None = None  # unroll of encoded bytes: (height, width) to resize to
 
 
 def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
@@ -70,6 +72,8 @@ def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
             return to_struct(pixels, origin)
 
         return decoded
+    if plan.kind == "unroll" and plan.binary:
+        return _unroll_encoded(plan, limit)
     if plan.kind == "unroll":
         return lambda row, _: unroll(from_struct(row))
     ops, order = plan.ops, plan.tensor_order
@@ -97,6 +101,23 @@ def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
         return to_chw(out, order) if order is not None else to_struct(out.pixels, origin)
 
     return transformed
+
+
+def _unroll_encoded(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
+    """UnrollBinaryImage's row: decoded with the plan's settings, resized (bilinear, as the
+    JVM's ``Imgproc.resize``) when it has a size, then unrolled."""
+    import cv2
+
+    d, size = plan.decoding, plan.resize
+    assert d is not None
+
+    def unrolled(data: Any, _: Any) -> Any:
+        pixels = decode(data, d.mode, d.orientation, d.reduce, d.min_h, d.min_w, limit)
+        if size is not None:
+            pixels = cv2.resize(pixels, (size[1], size[0]))
+        return unroll(pixels)
+
+    return unrolled
 
 
 def _output_array(plan: Plan, values: list[Any]) -> Any:
@@ -139,6 +160,54 @@ def partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
 
     for rows, values, errors in computed(batches, inputs, compute, _size):
         yield _output_batch(plan, rows, values, errors)
+
+
+@dataclass(frozen=True)
+class Augmenting:
+    """ImageSetAugmenter's work: each image of `input_col` and its flips (OpenCV flip codes, in
+    order) into the list column `output_col`."""
+
+    input_col: str
+    output_col: str
+    flips: tuple[int, ...]
+
+
+def _augmented(flips: tuple[int, ...], value: Any) -> list[tuple[Any, ...]]:
+    """The image and its flips as image structs, its origin kept; none for a null or malformed
+    image (which the stage turns into one row with a null image, as the JVM does)."""
+    import cv2
+
+    if value is None:
+        return []
+    try:
+        pixels = from_struct(value)
+    except RowError:
+        return []
+    origin = value["origin"]
+    return [to_struct(pixels, origin)] + [to_struct(cv2.flip(pixels, c), origin) for c in flips]
+
+
+def augment_partition(plan: Augmenting, batches: Iterator[Any], task: Task) -> Iterator[Any]:
+    """The rows of `batches` with the list of each one's images (``_augmented``), in output
+    batches bounded in rows and bytes (``rows.computed``)."""
+    import pyarrow as pa
+
+    def inputs(part: Any) -> Iterator[tuple[tuple[Any, ...], str | None]]:
+        for value in part.column(plan.input_col).to_pylist():
+            yield (plan.flips, value), None
+
+    def size(images: list[tuple[Any, ...]]) -> int:
+        return sum(len(image[5]) for image in images)
+
+    for rows, values, _ in computed(batches, inputs, _augmented, size):
+        images = [v or [] for v in values]
+        offsets = np.zeros(len(images) + 1, dtype=np.int32)
+        np.cumsum([len(v) for v in images], out=offsets[1:])
+        flat = image_array([image for v in images for image in v])
+        lists = pa.ListArray.from_arrays(pa.array(offsets), flat)
+        yield pa.RecordBatch.from_arrays(
+            [*rows.columns, lists], names=[*rows.schema.names, plan.output_col]
+        )
 
 
 def taken_partition(out_col: str, batches: Iterator[Any]) -> Iterator[Any]:

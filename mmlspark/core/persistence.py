@@ -124,13 +124,30 @@ def _save_stage(stage: Any, path: Path) -> None:
     stage.write().save(str(path))
 
 
+def _check_writable(stage: Any) -> None:
+    """Fails, with the JVM's message, where a param of `stage` holds a stage that cannot be
+    saved (it is not MLWritable)."""
+    from pyspark.ml.util import MLWritable
+
+    for param, value in stage._paramMap.items():
+        if not _holds_stages(param) or value is None:
+            continue
+        for one in value if isinstance(value, (list, tuple)) else [value]:
+            if not isinstance(one, MLWritable):
+                raise ValueError(
+                    f"{type(stage).__name__} {stage.uid}: param '{param.name}' holds "
+                    f"{type(one).__name__}, which cannot be saved (it is not MLWritable)"
+                )
+
+
 def _load_stage(path: Path) -> Any:
     """Loads a stage a param held: this library's on the Python backend, Spark's own with
     pyspark's readers."""
     cls: Any = _stage_class(json.loads(_metadata_text(path))["class"])
     if getattr(cls, "_python_backend", False):
         return PythonStageReader(cls).load(str(path))
-    return cls.load(str(path))
+    # Absolute: a Spark Connect server resolves a relative path from its own folder.
+    return cls.load(str(path.absolute()))
 
 
 def _save_stage_params(stage: Any, folder: Path) -> None:
@@ -176,6 +193,7 @@ class PythonStageWriter(MLWriter):
         what = f"saving {type(stage).__name__} {stage.uid}"
         # Absolute: the stages a param holds may be written by a Spark Connect server.
         folder = _local(path, what).absolute()
+        _check_writable(stage)  # before anything is written
         _prepare(folder, self.shouldOverwrite, what)
         _write_metadata(
             folder,

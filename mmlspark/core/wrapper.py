@@ -79,11 +79,14 @@ def _python_class(java_class_name: str) -> type:
 
 def to_stage(value: Any) -> JavaParams:
     """Type converter for params that hold a pipeline stage (a meta-estimator's inner stage):
-    a JVM-backed stage, or a Pipeline/PipelineModel of them."""
+    a JVM-backed stage, or a Pipeline/PipelineModel of them; on the Python backend of a stage
+    that has one (Timer), any pyspark Transformer or Estimator."""
     if isinstance(value, JavaParams) or _is_jvm_convertible(value):
         return value
     if isinstance(value, JavaObject):
         return JavaParams._from_java(value)
+    if _is_python_stage(value):
+        return value  # type: ignore[no-any-return]
     raise TypeError(
         f"expected a JVM-backed pipeline stage (a JavaParams), got {type(value).__name__}"
     )
@@ -107,6 +110,30 @@ def _is_jvm_convertible(value: Any) -> bool:
     return (
         not isinstance(value, JavaObject) and hasattr(value, "_to_java") and hasattr(value, "uid")
     )
+
+
+def _is_python_stage(value: Any) -> bool:
+    """A pyspark Transformer or Estimator without a JVM twin (written in Python)."""
+    from pyspark.ml.base import Estimator, Transformer
+
+    return isinstance(value, (Transformer, Estimator)) and not (
+        isinstance(value, JavaParams) or _is_jvm_convertible(value)
+    )
+
+
+def _require_jvm_stages(stage: Any, name: str, value: Any) -> None:
+    """A JVM stage's stage-valued param `name` takes JVM-backed stages only."""
+    for v in value if isinstance(value, list) else [value]:
+        if _is_python_stage(v):
+            instead = (
+                f"run {type(stage).__name__} on the Python backend (setBackend('python')), or "
+                if getattr(stage, "_python_backend", False)
+                else ""
+            )
+            raise TypeError(
+                f"{type(stage).__name__}.{name}: {type(v).__name__} is a stage written in Python, "
+                f"which the JVM backend cannot run; {instead}give it a JVM-backed stage"
+            )
 
 
 def _stage_param_names(cls: type) -> list[str]:
@@ -231,13 +258,19 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         backend = self._chosen_backend(name)
         if backend == self._backend:
             return self
+        previous = self._backend, self._java_obj
         self._backend = backend
         if backend == "python":
             self._java_obj = None
-        else:
+            return self
+        try:
             self._java_obj = self._new_jvm_stage()
             if not is_remote():
                 self._transfer_params_to_java()
+        except Exception:
+            # A value the JVM stage cannot take (a stage written in Python): nothing changes.
+            self._backend, self._java_obj = previous
+            raise
         return self
 
     def getBackend(self) -> str:
@@ -295,6 +328,8 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
         return _Reader(cls)
 
     def _make_java_param_pair(self, param: Param[Any], value: Any) -> JavaObject:
+        if param.typeConverter in (to_stage, to_stages):
+            _require_jvm_stages(self, param.name, value)
         if isinstance(value, list) and value and self._java_obj:
             if all(isinstance(v, JavaParams) or _is_jvm_convertible(v) for v in value):
                 java_param = self._java_obj.getParam(self._resolveParam(param).name)
@@ -320,6 +355,7 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
     def _set(self, **kwargs: Any) -> Any:
         """Sets params, validating each against the JVM stage's own rule when a JVM is at hand,
         so that a bad value fails here rather than later on an executor."""
+        java_obj = getattr(self, "_java_obj", None)
         for name, value in kwargs.items():
             converter = self.getParam(name).typeConverter
             # On the Python backend the stages held are pyspark's own, which run over Connect.
@@ -328,8 +364,11 @@ class MMLParams(JavaParams, JavaMLReadable, JavaMLWritable):
                     f"{type(self).__name__}.{name} (a param holding pipeline stages)",
                     "set it, fit and run the stage on a classic session",
                 )
+                if isinstance(java_obj, JavaObject):
+                    # The value as given: converting a JVM object here would make a second
+                    # wrapper of it, whose finalizer detaches it from the gateway.
+                    _require_jvm_stages(self, name, value)
         previous = {name: self._paramMap.get(self.getParam(name)) for name in kwargs}
-        java_obj = getattr(self, "_java_obj", None)
         if not isinstance(java_obj, JavaObject):
             self._check_without_jvm(kwargs)
             super()._set(**kwargs)

@@ -1,23 +1,33 @@
-"""ImageDecoder, ``read_files``, UnrollImage and EXIF times on the Python backend, driver side:
-the params and schemas are checked here, with the JVM stages' messages, and the tasks run the
-engine (``mmlspark._engine.images``) on the plan made here (see ``mmlspark.opencv._backend``)."""
+"""ImageDecoder, ``read_files``, UnrollImage, UnrollBinaryImage, ImageSetAugmenter and EXIF times
+on the Python backend, driver side: the params and schemas are checked here, with the JVM stages'
+messages, and the tasks run the engine (``mmlspark._engine.images``) on the plan made here (see
+``mmlspark.opencv._backend``)."""
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
+from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mmlspark._engine.decode import COLOR_MODES
 from mmlspark._engine.files import max_file_bytes
-from mmlspark._engine.images import Decoding, Plan, taken_partition
+from mmlspark._engine.images import (
+    Augmenting,
+    Decoding,
+    Plan,
+    augment_partition,
+    taken_partition,
+)
 from mmlspark.core.arrow_map import map_in_arrow
-from mmlspark.core.checks import require_column_type
+from mmlspark.core.checks import require, require_absent, require_column_type, require_distinct
+from mmlspark.core.fused import Step, run_step
 from mmlspark.opencv._backend import (
     IMAGE_DESCRIPTION,
     READ_KEY,
     check_columns,
+    check_input,
     file_setting,
     image_type,
     is_image,
@@ -29,6 +39,8 @@ from mmlspark.opencv._backend import (
 
 if TYPE_CHECKING:
     from mmlspark.image._ImageDecoder import _ImageDecoder
+    from mmlspark.image._ImageSetAugmenter import _ImageSetAugmenter
+    from mmlspark.image._UnrollBinaryImage import _UnrollBinaryImage
     from mmlspark.image._UnrollImage import _UnrollImage
 
 
@@ -36,8 +48,29 @@ def _is_string(data_type: Any) -> bool:
     return isinstance(data_type, T.StringType)
 
 
-def decoding(decoder: _ImageDecoder) -> Decoding:
-    """An ImageDecoder's settings, checked as the JVM stage checks them."""
+class DecodingSpec(Protocol):
+    """The fields of a decoding stage's frozen spec (ImageDecoder's, UnrollBinaryImage's)."""
+
+    @property
+    def colorMode(self) -> str: ...
+    @property
+    def applyOrientation(self) -> bool: ...
+    @property
+    def reduceFactor(self) -> int: ...
+    @property
+    def minHeight(self) -> int: ...
+    @property
+    def minWidth(self) -> int: ...
+
+
+class DecodingStage(Protocol):
+    @property
+    def uid(self) -> str: ...
+    def _spec(self) -> DecodingSpec: ...
+
+
+def decoding(decoder: DecodingStage) -> Decoding:
+    """A decoding stage's settings, checked as the JVM stage checks them."""
     spec = decoder._spec()
     mode, reduce = spec.colorMode, spec.reduceFactor
     if mode not in COLOR_MODES:
@@ -135,3 +168,54 @@ def transform_unroll(stage: _UnrollImage, dataset: Any) -> Any:
     check_columns(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
     plan = stage_plan(stage, None, "unroll", binary=False)
     return run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})
+
+
+def transform_unroll_binary(stage: _UnrollBinaryImage, dataset: Any) -> Any:
+    """UnrollBinaryImage's output on the Python backend: the checks of the JVM's
+    ``RowwiseTransformer`` (with the stage's own between the input's and the outputs'), then
+    each row decoded, resized and unrolled in the Python workers."""
+    check_input(stage, dataset.schema, lambda t: isinstance(t, T.BinaryType), "binary")
+    spec = stage._spec()
+    height, width = spec.height, spec.width
+    require(
+        stage, (height == 0) == (width == 0), "height and width must both be 0 or both be positive"
+    )
+    out, err = spec.outputCol, spec.errorCol
+    require_absent(stage, dataset.schema, out)
+    require_absent(stage, dataset.schema, err)
+    require_distinct(stage, "outputCol and errorCol", [out, err])
+    plan = stage_plan(
+        stage,
+        dataset,
+        "unroll",
+        binary=True,
+        decoding=decoding(stage),
+        resize=(height, width) if height else None,
+    )
+    return run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})
+
+
+#: OpenCV's flip codes: around the vertical axis (left-right), around the horizontal (up-down).
+_FLIP_LEFT_RIGHT, _FLIP_UP_DOWN = 1, 0
+
+
+def transform_augment(stage: _ImageSetAugmenter, dataset: Any) -> Any:
+    """ImageSetAugmenter's output on the Python backend: each row repeated with the image, then
+    its left-right, then its up-down mirror (as set), one row with a null image for a null or
+    malformed one; the rows in their order, the input's columns unchanged."""
+    spec = stage._spec()
+    out = spec.outputCol
+    check_input(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
+    require_absent(stage, dataset.schema, out)
+    chosen = [(_FLIP_LEFT_RIGHT, spec.flipLeftRight), (_FLIP_UP_DOWN, spec.flipUpDown)]
+    flips = tuple(code for code, wanted in chosen if wanted)
+    images = f"__augmented_{stage.uid}"
+    plan = Augmenting(spec.inputCol, images, flips)
+    added = [T.StructField(images, T.ArrayType(image_type(), True), True)]
+
+    def finish(df: Any) -> Any:
+        # explode_outer keeps each row's images in order, and gives one row with a null image
+        # where there are none
+        return df.withColumn(out, F.explode_outer(F.col(f"`{images}`"))).drop(images)
+
+    return run_step(dataset, Step(augment_partition, plan), added, finish, ends_chain=True)

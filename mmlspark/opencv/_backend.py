@@ -30,11 +30,24 @@ IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, da
 READ_KEY = "imageRead"
 
 
-class ColumnSpec(Protocol):
-    """The fields of a row-wise stage's frozen spec that the shared checks and plans read."""
+class InputSpec(Protocol):
+    """The field of a stage's frozen spec that names its input column."""
 
     @property
     def inputCol(self) -> str: ...
+
+
+class InputStage(Protocol):
+    """A generated stage with an input column: its uid and frozen spec."""
+
+    @property
+    def uid(self) -> str: ...
+    def _spec(self) -> InputSpec: ...
+
+
+class ColumnSpec(InputSpec, Protocol):
+    """The fields of a row-wise stage's frozen spec that the shared checks and plans read."""
+
     @property
     def outputCol(self) -> str: ...
     @property
@@ -81,7 +94,7 @@ def binary_or_image(data_type: Any) -> bool:
 
 
 def check_input(
-    stage: RowwiseStage, schema: Any, accepts: Callable[[Any], bool], expected: str
+    stage: InputStage, schema: Any, accepts: Callable[[Any], bool], expected: str
 ) -> Any:
     """The input field of `stage`, checked as the JVM's SchemaUtils.requireColumnType does."""
     return require_column_type(stage, schema, stage._spec().inputCol, expected, accepts)

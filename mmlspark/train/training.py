@@ -209,11 +209,12 @@ def fit_featurization(
     schema = data.schema
     check_columns(stage, schema, columns)
     string_cols = [c for c in columns if isinstance(schema[c].dataType, T.StringType)]
-    text_cols = stage.getOrDefault("textCols") if stage.isSet("textCols") else None
-    categorical = stage.getOrDefault("categoricalCols") if stage.isSet("categoricalCols") else None
+    spec = stage._spec()
+    text_cols = None if spec.textCols is None else list(spec.textCols)
+    categorical = None if spec.categoricalCols is None else list(spec.categoricalCols)
     text = _string_choice(stage, data, string_cols, text_cols, categorical)
     categories = [c for c in string_cols if c not in text]
-    num_features = stage.getOrDefault("numFeatures")
+    num_features = spec.numFeatures
     _log.info(
         "%s %s: string columns hashed as free text into %d buckets: [%s]; one-hot encoded as "
         "categories: [%s] (override with textCols / categoricalCols)",
@@ -311,16 +312,16 @@ def helper_prefix(stage: Any) -> str:
 
 def features_column(stage: Any) -> str:
     """`featuresCol` when set (then kept in the output), else a helper column."""
-    if stage.isSet("featuresCol"):
-        return str(stage.getOrDefault("featuresCol"))
-    return helper_prefix(stage) + "features"
+    given = stage._spec().featuresCol
+    return str(given) if given is not None else helper_prefix(stage) + "features"
 
 
 def feature_columns(stage: Any, schema: T.StructType) -> list[str]:
     """`inputCols`, or every column but the label."""
-    if stage.isSet("inputCols"):
-        return list(stage.getOrDefault("inputCols"))
-    label = stage.getOrDefault("labelCol")
+    spec = stage._spec()
+    if spec.inputCols is not None:
+        return list(spec.inputCols)
+    label = spec.labelCol
     return [c for c in schema.fieldNames() if c != label]
 
 
@@ -378,9 +379,7 @@ def fit_into(
     prepared = apply_featurization(featurization, data, prefix, features).withColumn(
         label_column, label.cast("double")
     )
-    learner = configure(
-        stage, stage.getOrDefault("model"), features, label_column, prefix + "prediction"
-    )
+    learner = configure(stage, stage._spec().model, features, label_column, prefix + "prediction")
     fitted = learner.fit(prepared)
     stage._copyValues(trained)
     return trained._set(
@@ -396,10 +395,11 @@ def fit_into(
 def score(model: Any, dataset: DataFrame) -> DataFrame:
     """Checks that the input columns are there, then featurizes and runs the learner."""
     require_learners_run(model)
-    check_columns(model, dataset.schema, model.getOrDefault("inputCols"))
-    inner = require_transformer(model, "model", model.getOrDefault("model"))
+    spec = model._spec()
+    check_columns(model, dataset.schema, list(spec.inputCols or ()))
+    inner = require_transformer(model, "model", spec.model)
     featured = apply_featurization(
-        model.getOrDefault("featurization"),
+        spec.featurization,
         dataset,
         helper_prefix(model),
         features_column(model),
