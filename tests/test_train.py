@@ -1,11 +1,12 @@
 """Training and evaluation tools against scikit-learn's metrics on the same predictions.
 
 Tests taking `session` run on a classic and on a Spark Connect session from one body. The others
-are classic only, by design: `TrainClassifier`, `TrainRegressor` and `FindBestModel` take the
-learner (or the models) as a stage-valued param, which a Connect client cannot set (DESIGN,
-contract 1; the error is checked in test_connect.py). Their fitted models hold stages too, so a
-Connect server cannot load them (it answers a load with every param's value); the test of saving
-and loading checks the clear error that gives over Connect.
+are classic only on the JVM backend, by design: `TrainClassifier`, `TrainRegressor` and
+`FindBestModel` take the learner (or the models) as a stage-valued param, which a Connect client
+cannot set on a JVM stage (DESIGN, contract 1; the error is checked in test_connect.py). Their
+fitted models hold stages too, so a Connect server with the jar cannot load them (it answers a load
+with every param's value); the test of saving and loading checks the clear error that gives over
+Connect. On the Python backend these stages run over Connect too (tests/test_python_train.py).
 """
 
 from __future__ import annotations

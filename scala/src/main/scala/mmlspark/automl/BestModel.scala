@@ -56,12 +56,15 @@ final class BestModel(override val uid: String) extends Model[BestModel] with Be
     model.transform(dataset)
   }
 
+  // One file each: Spark reads a table's files largest first, so rows split over several files
+  // would come back out of order (the ROC curve's points, the candidates' order).
   override def saveData(path: String, spark: SparkSession): Unit = {
     spark
       .createDataFrame(metricRows.asJava, metricSchema)
+      .coalesce(1)
       .write
       .parquet(new Path(path, "allModelMetrics").toString)
-    getRocCurve.write.parquet(new Path(path, "rocCurve").toString)
+    getRocCurve.coalesce(1).write.parquet(new Path(path, "rocCurve").toString)
   }
 
   override def copy(extra: ParamMap): BestModel = {
@@ -88,6 +91,7 @@ object BestModel extends StageReadable[BestModel] {
       .parquet(new Path(path, "rocCurve").toString)
       .collect()
       .map(r => (r.getDouble(0), r.getDouble(1)))
+      .sorted // both rates only grow along the curve (a curve saved in several files, too)
     new BestModel(uid).setMetrics(metrics.collect().toSeq, metrics.schema, curve.toSeq)
   }
 }

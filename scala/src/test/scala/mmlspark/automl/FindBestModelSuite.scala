@@ -42,6 +42,14 @@ class FindBestModelSuite extends EstimatorSuite[FindBestModel, BestModel] {
     assert(best.getBestModelMetrics.head().getAs[Double]("accuracy") == accuracy(expected))
     val roc = best.getRocCurve.collect().map(r => (r.getDouble(0), r.getDouble(1)))
     assert(roc.head == ((0.0, 0.0)) && roc.last == ((1.0, 1.0)))
+    val dir = java.nio.file.Files.createTempDirectory("best-model").resolve("saved").toString
+    best.write.save(dir)
+    val loaded = BestModel.load(dir)
+    assert(
+      loaded.getRocCurve.collect().map(r => (r.getDouble(0), r.getDouble(1))).toSeq == roc.toSeq
+    )
+    val uids = (m: BestModel) => m.getAllModelMetrics.collect().map(_.getAs[String]("model_uid"))
+    assert(uids(loaded).toSeq == uids(best).toSeq)
     val byError = new FindBestModel().setModels(candidates).setEvaluationMetric("AUC").fit(people)
     assert(byError.getAllModelMetrics.count() == 2)
   }
