@@ -48,9 +48,9 @@ import tarfile
 import tempfile
 import time
 import zipfile
-from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import BinaryIO
 
 ROOT = Path(__file__).resolve().parent.parent
 HOME = Path(os.environ.get("MMLSPARK_GPUKIT_HOME", "/tmp/mmlspark-gpukit"))
@@ -154,16 +154,23 @@ def maven_jar(coordinates: str) -> Path:
     return jar
 
 
-def ivy_jar(organisation: str, module: str) -> Path:
-    """A dependency of the mmlspark jar as Spark's Ivy resolved it for a session here."""
-    jars = sorted(
-        glob.glob(str(Path.home() / ".ivy2*" / "jars" / f"{organisation}_{module}-*.jar"))
+def dependency_jar(group: str, artifact: str) -> Path:
+    """A dependency of the mmlspark jar, at the version its pom names: the jar Spark's Ivy
+    fetched for a session here, or else the one mvn fetches from Maven Central."""
+    from mmlspark.core.session import jar_path
+
+    pom = Path(jar_path()).with_suffix(".pom").read_text()
+    match = re.search(
+        rf"<groupId>{re.escape(group)}</groupId><artifactId>{re.escape(artifact)}</artifactId>"
+        r"<version>([^<]+)</version>",
+        pom,
     )
-    if not jars:
-        raise FileNotFoundError(
-            f"no {organisation}:{module} jar in ~/.ivy2*/jars: start mmlspark.session() once first"
-        )
-    return Path(jars[-1])
+    if not match:
+        raise ValueError(f"{jar_path()}'s pom has no dependency {group}:{artifact}")
+    version = match.group(1)
+    pattern = Path.home() / ".ivy2*" / "jars" / f"{group}_{artifact}-{version}.jar"
+    found = sorted(glob.glob(str(pattern)))
+    return Path(found[-1]) if found else maven_jar(f"{group}:{artifact}:{version}")
 
 
 def java_wrapper(real: str) -> str:
@@ -224,16 +231,15 @@ def stage_spark(stage: Path) -> dict:
 
 
 def stage_jars(stage: Path) -> dict:
-    sys.path.insert(0, str(ROOT))
     import mmlspark
     from mmlspark.core.session import jar_path
 
     jars = stage / "jars"
     jars.mkdir(parents=True)
     shutil.copy(jar_path(), jars / "mmlspark.jar")
-    ort_jar = ivy_jar("com.microsoft.onnxruntime", "onnxruntime")
+    ort_jar = dependency_jar("com.microsoft.onnxruntime", "onnxruntime")
     stored_copy(ort_jar, jars / "onnxruntime.jar", lambda n: "/native/" not in n)
-    opencv = ivy_jar("org.openpnp", "opencv")
+    opencv = dependency_jar("org.openpnp", "opencv")
     native = "nu/pattern/opencv/"
     stored_copy(
         opencv, jars / "opencv.jar", lambda n: not n.startswith(native) or "/linux/x86_64/" in n
@@ -248,17 +254,16 @@ def stage_jars(stage: Path) -> dict:
 
 
 def stage_ort(stage: Path, mini: bool, cache: Path) -> dict:
-    sys.path.insert(0, str(ROOT))
     from mmlspark._version import onnxruntime_version
 
     site = stage / "site"
     site.mkdir(exist_ok=True)
     skip = shutil.ignore_patterns("__pycache__", *ORT_UNUSED)
     if mini:
-        import onnxruntime
+        import onnxruntime  # type: ignore[import-untyped]
 
         shutil.copytree(Path(onnxruntime.__file__).parent, site / "onnxruntime", ignore=skip)
-        jni_jar = ivy_jar("com.microsoft.onnxruntime", "onnxruntime")
+        jni_jar = dependency_jar("com.microsoft.onnxruntime", "onnxruntime")
         what = f"this venv's onnxruntime {onnxruntime.__version__} (CPU), the CPU jar's JNI"
     else:
         wheel = download_wheel(f"onnxruntime-gpu=={onnxruntime_version}", cache)
@@ -300,7 +305,7 @@ def split(blobs: list[Path], out: Path, part_bytes: int) -> tuple[list[dict], li
     entries: list[dict] = []
     room = 0
     for blob in blobs:
-        entry = {"name": blob.name, "size": blob.stat().st_size, "sha256": sha256(blob),
+        entry: dict = {"name": blob.name, "size": blob.stat().st_size, "sha256": sha256(blob),
                  "chunks": []}  # fmt: skip
         with blob.open("rb") as f:
             index = 0
@@ -323,6 +328,7 @@ def split(blobs: list[Path], out: Path, part_bytes: int) -> tuple[list[dict], li
 
 
 def build(out: Path, mini: bool, part_mib: float, preset: int) -> dict:
+    sys.path.insert(0, str(ROOT))
     start = time.monotonic()
     cache = ROOT / "gpu-kit-downloads"
     if out.exists():
@@ -376,24 +382,22 @@ class _Chunks:
     """The chunks of a blob read one after another as one stream, hashed as they are read."""
 
     def __init__(self, paths: list[Path]) -> None:
-        self.paths, self.digest, self.current = list(paths), hashlib.sha256(), None
-
-    def _files(self) -> Iterator:
-        for path in self.paths:
-            with path.open("rb") as f:
-                yield f
+        self.paths, self.digest = list(paths), hashlib.sha256()
+        self.file: BinaryIO | None = None
 
     def read(self, size: int = -1) -> bytes:
-        if self.current is None:
-            self.current = self._files()
-            self.file = next(self.current, None)
         data = b""
-        while self.file is not None and (size < 0 or len(data) < size):
+        while size < 0 or len(data) < size:
+            if self.file is None:
+                if not self.paths:
+                    break
+                self.file = self.paths.pop(0).open("rb")
             got = self.file.read(-1 if size < 0 else size - len(data))
             if got:
                 data += got
             else:
-                self.file = next(self.current, None)
+                self.file.close()
+                self.file = None
         self.digest.update(data)
         return data
 

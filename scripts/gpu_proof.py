@@ -440,9 +440,9 @@ def photos(spark, args, work: Path) -> dict:
         .normalize(mean=MEAN, std=STD, colorScaleFactor=1 / 255)
     )
     onnx = ONNXModel(
-        feedDict={"image": "tensor"},
-        fetchDict={"logits": "logits"},
-        argMaxDict={"logits": "top"},
+        feedDict=json.dumps({"image": "tensor"}),
+        fetchDict=json.dumps({"logits": "logits"}),
+        argMaxDict=json.dumps({"logits": "top"}),
         miniBatchSize=args.batch,
         deviceType=args.device,
     ).setModelPayload(build())
@@ -573,8 +573,8 @@ def main() -> None:
     spark = session(args.cores, args.memory)
     results.figures["environment"] = environment(spark, args.device)
     results.write()
-    plan = [
-        (f"inference {m}", lambda w, m=m: inference(spark, m, args, w))
+    plan: list[tuple[str, Callable[[Path], dict]]] = [
+        (f"inference {m}", lambda w, m=m: inference(spark, m, args, w))  # type: ignore[misc]
         for m in (DRY if args.device == "cpu" else FULL)
     ]
     plan += [

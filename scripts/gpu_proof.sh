@@ -19,9 +19,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 home=${MMLSPARK_GPUKIT_HOME:-/tmp/mmlspark-gpukit}
+# The machine's python3 (PyTorch's, with its CUDA wheels); here the venv's, or GPU_PROOF_PYTHON.
 py=python3
 [ -x .venv/bin/python ] && py=$PWD/.venv/bin/python
-py=$(command -v "$py")
+py=$(command -v "${GPU_PROOF_PYTHON:-$py}")
 takes=()
 run=false
 dry=false

@@ -46,8 +46,20 @@ def test_dry_run_of_a_mini_kit(spark, tmp_path: Path) -> None:
     # `spark` (the shared session) has had Ivy fetch the jars the kit takes ONNX Runtime Java's
     # classes and OpenCV Java from.
     kit = tmp_path / "kit"
-    built = run([sys.executable, "scripts/gpu_kit.py", "build", "--mini", "--out", str(kit),
-                 "--preset", "0", "--part-mib", str(PART_MIB)])  # fmt: skip
+    built = run(
+        [
+            sys.executable,
+            "scripts/gpu_kit.py",
+            "build",
+            "--mini",
+            "--out",
+            str(kit),
+            "--preset",
+            "0",
+            "--part-mib",
+            str(PART_MIB),
+        ]
+    )
     assert built.returncode == 0, built.stdout + built.stderr
 
     # Every part within its limit, every file's SHA-256 the manifest's, the chunks of each blob
@@ -82,8 +94,16 @@ def test_dry_run_of_a_mini_kit(spark, tmp_path: Path) -> None:
         [sys.executable, "scripts/gpu_kit.py", "take", str(bad), "--home", str(tmp_path / "h1")]
     )
     assert refused.returncode != 0 and "SHA-256" in refused.stderr + refused.stdout
-    half = run(["scripts/gpu_proof.sh", "--take", str(kit / parts[0]), "--run", "--home",
-                str(tmp_path / "h2")])  # fmt: skip
+    half = run(
+        [
+            "scripts/gpu_proof.sh",
+            "--take",
+            str(kit / parts[0]),
+            "--run",
+            "--home",
+            str(tmp_path / "h2"),
+        ]
+    )
     assert half.returncode == 1 and "take the other parts first" in half.stderr
 
     out = tmp_path / "gpu.md"
@@ -114,9 +134,14 @@ def test_dry_run_of_a_mini_kit(spark, tmp_path: Path) -> None:
     for name, found in section["outputs"].items():
         assert found["within_tolerance"] and found["top1_equal"] == 1.0, name
         assert found["abs_sum"] == pytest.approx(np.abs(expected).sum(), rel=1e-5), name
-        assert found["weighted_sum"] == pytest.approx((weights * expected).sum(), rel=1e-4, abs=1e-3), name
-    assert set(section["rates"]) == {"ONNXModel", "ONNXModel, Python backend", "raw ORT Java",
-                                     "raw ORT Python"}  # fmt: skip
+        weighted = (weights * expected).sum()
+        assert found["weighted_sum"] == pytest.approx(weighted, rel=1e-4, abs=1e-3), name
+    assert set(section["rates"]) == {
+        "ONNXModel",
+        "ONNXModel, Python backend",
+        "raw ORT Java",
+        "raw ORT Python",
+    }
     assert all(r["median"] > 0 for r in section["rates"].values())
 
     memory = figures["sections"]["memory"]
