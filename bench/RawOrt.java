@@ -1,6 +1,7 @@
 import ai.onnxruntime.OnnxTensor;
 import ai.onnxruntime.OrtEnvironment;
 import ai.onnxruntime.OrtSession;
+import ai.onnxruntime.providers.OrtCUDAProviderOptions;
 import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.nio.ByteBuffer;
@@ -17,8 +18,9 @@ import java.util.Map;
  * `threads` threads (one intra-op thread each, like one Spark task per core), each copying its
  * batches of images from memory into a direct buffer, running them and reading the outputs back.
  *
- * <p>Usage: RawOrt model.onnx tensors.f32 rows channels height width batch threads
- * (tensors.f32: rows x channels x height x width little-endian floats). It loads the model, prints
+ * <p>Usage: RawOrt model.onnx tensors.f32 rows channels height width batch threads [cpu|cuda]
+ * (tensors.f32: rows x channels x height x width little-endian floats; cuda: the CUDA provider on
+ * device 0 with ONNXModel's settings, scripts/gpu_proof.py). It loads the model, prints
  * {@code ready}, then answers each line {@code run} on its input with the seconds one run over all
  * rows took, measured here (bench/protocol.py times it like every other contender, in turn with
  * them), and ends at {@code quit} or the end of its input.
@@ -42,6 +44,12 @@ public final class RawOrt {
     options.setInterOpNumThreads(1);
     options.setExecutionMode(OrtSession.SessionOptions.ExecutionMode.SEQUENTIAL);
     options.setOptimizationLevel(OrtSession.SessionOptions.OptLevel.ALL_OPT);
+    if (args.length > 8 && args[8].equals("cuda")) {
+      OrtCUDAProviderOptions cuda = new OrtCUDAProviderOptions(0);
+      cuda.add("cudnn_conv_algo_search", "EXHAUSTIVE");
+      cuda.add("arena_extend_strategy", "kSameAsRequested");
+      options.addCUDA(cuda);
+    }
     OrtSession session = env.createSession(model, options);
     String input = session.getInputNames().iterator().next();
 

@@ -23,7 +23,7 @@ class _Graph:
 
     def conv(self, x: str, cin: int, cout: int, k: int, stride: int = 1, relu: bool = True) -> str:
         w, b, y = self._name("w"), self._name("b"), self._name("conv")
-        scale = np.sqrt(2.0 / (cin * k * k))
+        scale = np.float32(np.sqrt(2.0 / (cin * k * k)))  # float32 weights under numpy 2 too
         self.weights.append(
             numpy_helper.from_array(
                 (self.rng.standard_normal((cout, cin, k, k), dtype=np.float32) * scale), w
