@@ -153,3 +153,20 @@ def test_every_operation_but_letterbox_has_a_pixel_case():
     # letterbox's geometry is checked against tests/detection_reference.py instead
     covered = {op["op"] for case in CASES["pixels"] for op in case["operations"]}
     assert set(OPERATIONS) - covered == {"letterbox"}
+
+
+def test_row_messages_fill_numbers_as_java_prints_them():
+    from mmlspark._engine.messages import row_message
+
+    # 1.25 MP is 1.3 in Java's %.1f (half up), where Python's own rounding gives 1.2.
+    assert row_message(
+        "opOverLimit", op="resize", width=1250, height=1000, pixels=1_250_000, limit=10**6, key="k"
+    ) == (
+        "resize would make a 1250x1000 image (1.3 MP), over the limit of 1.0 MP per image on "
+        "this executor; raise k"
+    )
+    assert row_message("fileOverLimit", size=1572864, limit=1048576, key="k").startswith(
+        "file is 1.5 MB, over the limit of 1.0 MB per file"
+    )
+    with pytest.raises(ValueError, match=r"no value for \{column\}"):
+        row_message("nullInput")

@@ -180,15 +180,26 @@ if not connect_ml_supported():
 
     def test_stages_on_spark_35_fail_clearly_over_connect():
         """Spark 3.5's Connect server runs no JVM ML stages (4.x lines do: test_connect.py's
-        round trip runs on each): a stage with a Python backend runs there, and one without says
-        so instead of failing in py4j."""
+        round trip runs on each): a stage with a Python backend runs there (every stage has one),
+        a stage without one would say so instead of failing in py4j, and the training stages,
+        whose Python backend runs pyspark's learners (which a 3.5 Connect client cannot), say
+        that before any job."""
         from conftest import connect_mode
 
         from mmlspark.core.wrapper import ConnectNotSupportedError
         from mmlspark.stages import SelectColumns
-        from mmlspark.train import ComputeModelStatistics
+        from mmlspark.train import ComputeModelStatistics, TrainClassifier
+        from mmlspark.train.training import require_learners_run
+
+        class JvmOnly(SelectColumns):
+            _python_backend = False
 
         with connect_mode():
             assert SelectColumns(cols=["a"]).getBackend() == "python"
+            assert ComputeModelStatistics().getBackend() == "python"
+            trainer = TrainClassifier()
+            assert trainer.getBackend() == "python"
         with connect_mode(), pytest.raises(ConnectNotSupportedError, match="Spark 4.0 or newer"):
-            ComputeModelStatistics()
+            JvmOnly()
+        with connect_mode(), pytest.raises(ConnectNotSupportedError, match="Spark 4.0 and newer"):
+            require_learners_run(trainer)

@@ -13,6 +13,7 @@ import numpy as np
 from mmlspark._engine.decode import decode
 from mmlspark._engine.files import max_pixels
 from mmlspark._engine.java import java_double, java_int
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import OUT_BYTES, OUT_ROWS, ROWS_PER_SLICE, RowError, Task, describe
 from mmlspark._engine.structs import from_struct, image_array, to_struct
 
@@ -105,7 +106,7 @@ def _crops_of(
     try:
         if plan.binary:
             if value is None:
-                raise RowError("no input image (null)")
+                raise RowError(row_message("noImage"))
             image = decode(value, "color", True, 1, 0, 0, limit)
             origin = None
         else:

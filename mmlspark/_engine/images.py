@@ -15,6 +15,7 @@ import numpy as np
 from mmlspark._engine.decode import decode
 from mmlspark._engine.files import HEAD_BYTES, max_file_bytes, max_pixels, read_file
 from mmlspark._engine.headers import exif_seconds
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.ops import Image, Op, reduced_decode_target, run_ops, to_chw
 from mmlspark._engine.rows import RowError, Task, computed, list_array
 from mmlspark._engine.structs import from_struct, image_array, order_of, to_struct, unroll
@@ -83,14 +84,14 @@ def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
     def transformed(value: Any, _: Any) -> Any:
         if plan.reread is not None:
             if value is None:
-                raise RowError("no input image (null)")
+                raise RowError(row_message("noImage"))
             origin = value["origin"]
             r, (min_h, min_w) = plan.reread, target or (0, 0)
             data = read_file(origin, file_limit)
             first = decode(data, r.mode, r.orientation, 1, min_h, min_w, limit)
         elif plan.binary:
             if value is None:
-                raise RowError("no input image (null)")
+                raise RowError(row_message("noImage"))
             min_h, min_w = target or (0, 0)
             first = decode(value, "color", True, 1, min_h, min_w, limit)
             origin = None

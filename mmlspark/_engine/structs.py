@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError
 
 IMAGE_FIELDS = ("origin", "height", "width", "nChannels", "mode", "data")
@@ -55,7 +56,7 @@ def to_struct(image: np.ndarray, origin: str | None) -> tuple[Any, ...]:
 def from_struct(row: dict[str, Any] | None) -> np.ndarray:
     """The pixels of an image struct, checked as the JVM's ``ImageSchemaUtils.toMat`` checks."""
     if row is None:
-        raise RowError("no input image (null)")
+        raise RowError(row_message("noImage"))
     height, width, mode, data = row["height"], row["width"], row["mode"], row["data"]
     depth, channels = mode & 7, (mode >> 3) + 1
     if depth not in _READABLE:

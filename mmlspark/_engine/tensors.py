@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError, list_views
 
 # ONNX element type names as the JVM stage writes them -> numpy dtype of the fed array.
@@ -101,16 +102,25 @@ def resolve(
 
         if any(_fits(p, template) for p in permutations(shape)):
             raise RowError(
-                f"input column '{column}' holds shape {show(shape)} but model input "
-                f"{spec.describe()} takes {show(template)}: the same dimensions in another "
-                "order (channels first against channels last?); transpose the tensor to the "
-                "model's layout"
+                row_message(
+                    "transposed",
+                    column=column,
+                    shape=show(shape),
+                    input=spec.describe(),
+                    template=show(template),
+                )
             )
 
     def mismatch() -> RowError:  # made only for a row that fails (most rows fit)
         return RowError(
-            f"input column '{column}' holds {count} values (shape {show(shape)}) but model "
-            f"input {spec.describe()} needs {show(template)} per row"
+            row_message(
+                "wrongCount",
+                column=column,
+                count=count,
+                shape=show(shape),
+                input=spec.describe(),
+                template=show(template),
+            )
         )
 
     if len(shape) == len(template):
@@ -136,13 +146,11 @@ def _nested_shape(value: Any) -> tuple[int, ...]:
     shapes = []
     for i, element in enumerate(value):
         if element is None and isinstance(value[0], list):
-            raise RowError(f"nested element {i} is null")
+            raise RowError(row_message("nullNested", index=i))
         shapes.append(_nested_shape(element))
     for i, s in enumerate(shapes[1:], start=1):
         if s != shapes[0]:
-            raise RowError(
-                f"ragged nested array: element 0 has shape {show(shapes[0])}, element {i} {show(s)}"
-            )
+            raise RowError(row_message("ragged", first=show(shapes[0]), index=i, shape=show(s)))
     return (len(value), *shapes[0])
 
 
@@ -209,7 +217,7 @@ class Fetch:
 def row_input(feed: Feed, value: Any) -> tuple[tuple[int, ...], np.ndarray]:
     """The row's values as the model input's dtype, and the shape they are fed as."""
     if value is None:
-        raise RowError(f"input column '{feed.column}' is null")
+        raise RowError(row_message("nullInput", column=feed.column))
     if feed.source == "vector":
         if value["type"] == 0:  # sparse
             dense = np.zeros(value["size"], dtype=np.float64)
@@ -233,7 +241,7 @@ def row_input(feed: Feed, value: Any) -> tuple[tuple[int, ...], np.ndarray]:
         source = feed.source
     for i, v in enumerate(values):
         if v is None:
-            raise RowError(f"array element {i % shape[-1] if shape else i} is null")
+            raise RowError(row_message("nullElement", index=i % shape[-1] if shape else i))
     resolved = resolve(feed.column, feed.input, feed.template, shape)
     array = _to_dtype(values, source, feed.dtype)
     return resolved, array.reshape(resolved)

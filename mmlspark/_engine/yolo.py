@@ -18,6 +18,7 @@ import numpy as np
 from mmlspark._engine.decode import decode
 from mmlspark._engine.files import max_pixels
 from mmlspark._engine.java import java_max, java_min
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.ops import Image, Op, apply, to_chw
 from mmlspark._engine.ort import Plan as OrtPlan
 from mmlspark._engine.ort import partition as scored
@@ -267,7 +268,7 @@ def _letterboxed(plan: DetectPlan, value: Any, limit: int) -> tuple[np.ndarray, 
     decoded image's height and width (``ObjectDetector.toTensor``)."""
     if plan.binary:
         if value is None:
-            raise RowError("no input image (null)")
+            raise RowError(row_message("noImage"))
         target = plan.size if plan.reduced else 0
         pixels = decode(value, "color", True, 1, target, target, limit)
     else:

@@ -14,6 +14,8 @@ from pyspark.ml.linalg import VectorUDT
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
+
 __all__ = [
     "batch_type",
     "catalog_string",
@@ -53,8 +55,7 @@ def require_column(stage: Any, schema: T.StructType, column: str) -> T.StructFie
             return field
     fail(
         stage,
-        f"input column '{column}' does not exist; available columns: "
-        f"[{', '.join(schema.fieldNames())}]",
+        row_message("noColumn", column=column, available=", ".join(schema.fieldNames())),
     )
 
 
@@ -70,7 +71,12 @@ def require_column_type(
     if not accepts(field.dataType):
         fail(
             stage,
-            f"input column '{column}' must be {expected} but was {catalog_string(field.dataType)}",
+            row_message(
+                "columnType",
+                column=column,
+                expected=expected,
+                actual=catalog_string(field.dataType),
+            ),
         )
     return field
 
@@ -78,7 +84,7 @@ def require_column_type(
 def require_absent(stage: Any, schema: T.StructType, column: str) -> None:
     """An output column must not overwrite an existing one."""
     if column in schema.fieldNames():
-        fail(stage, f"output column '{column}' already exists")
+        fail(stage, row_message("columnExists", column=column))
 
 
 def require_distinct(stage: Any, what: str, names: Sequence[str]) -> None:
@@ -90,7 +96,7 @@ def require_distinct(stage: Any, what: str, names: Sequence[str]) -> None:
             repeated.append(name)
         seen.add(name)
     if repeated:
-        fail(stage, f"{what} must be distinct but repeat {', '.join(repeated)}")
+        fail(stage, row_message("notDistinct", what=what, repeated=", ".join(repeated)))
 
 
 def require_cols(stage: Any, schema: T.StructType) -> list[T.StructField]:

@@ -9,6 +9,7 @@ from typing import Any
 from pyspark.ml.base import Transformer
 from pyspark.sql import DataFrame
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.checks import require
 from mmlspark.core.wrapper import require_java_obj
 from mmlspark.stages._TimerModel import _TimerModel
@@ -77,8 +78,7 @@ class TimerModel(_TimerModel):
         require(
             self,
             isinstance(inner, Transformer),
-            f"param 'stage' must hold a Transformer (a fitted model) but holds "
-            f"{class_name(inner)}; fit it first",
+            row_message("notTransformer", param="stage", held=class_name(inner)),
         )
         start = time.monotonic_ns()
         out = inner.transform(dataset)

@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.checks import (
     fail,
     is_vector,
@@ -80,8 +81,7 @@ def require_transformer(stage: Any, param: str, value: Any) -> Transformer:
     if not isinstance(value, Transformer):
         fail(
             stage,
-            f"param '{param}' must hold a Transformer (a fitted model) but holds "
-            f"{jvm_class_name(value)}; fit it first",
+            row_message("notTransformer", param=param, held=jvm_class_name(value)),
         )
     return value
 

@@ -90,12 +90,15 @@ object Main {
 
   /** The messages of rows that cannot be read, decoded or transformed, for the Python engine. */
   def rowMessages: String = {
-    val rows = mmlspark.pixels.RowMessages.all.map { m =>
+    val all = mmlspark.contracts.SchemaMessages.all ++ mmlspark.pixels.RowMessages.all ++
+      mmlspark.onnx.TensorMessages.all
+    require(all.map(_.key).distinct.size == all.size, "codegen: two messages with one key")
+    val rows = all.map { m =>
       s"    ${PyCodeGen.stringLiteral(m.key)}: ${PyCodeGen.stringLiteral(m.template)},\n"
     }
-    s"""${PyCodeGen.header("mmlspark.pixels.RowMessages")}
-       |\"\"\"The messages of rows that cannot be read, decoded or transformed, as the JVM's pixel layer
-       |writes them: ``{name}`` is a value as Java prints it, ``{name:mp}`` pixels in megapixels and
+    s"""${PyCodeGen.header("the message tables of mmlspark.contracts, pixels and onnx")}
+       |\"\"\"The messages of the schema checks and of rows that cannot be read, decoded or transformed, as
+       |the JVM writes them: ``{name}`` is a value as Java prints it, ``{name:mp}`` pixels in megapixels and
        |``{name:mb}`` bytes in MiB (see ``mmlspark._engine.messages``).\"\"\"
        |
        |TEMPLATES: dict[str, str] = {

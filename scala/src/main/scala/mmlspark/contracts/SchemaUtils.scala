@@ -27,8 +27,7 @@ object SchemaUtils {
     schema.fields.find(_.name == column).getOrElse {
       fail(
         stage,
-        s"input column '$column' does not exist; available columns: " +
-          schema.fieldNames.mkString("[", ", ", "]")
+        SchemaMessages.NoColumn("column" -> column, "available" -> schema.fieldNames.mkString(", "))
       )
     }
 
@@ -43,7 +42,11 @@ object SchemaUtils {
     if (!accepts(field.dataType)) {
       fail(
         stage,
-        s"input column '$column' must be $expected but was ${field.dataType.catalogString}"
+        SchemaMessages.ColumnType(
+          "column" -> column,
+          "expected" -> expected,
+          "actual" -> field.dataType.catalogString
+        )
       )
     }
     field
@@ -61,13 +64,13 @@ object SchemaUtils {
   /** An output column must not overwrite an existing one. */
   def requireAbsent(stage: Params, schema: StructType, column: String): Unit =
     if (schema.fieldNames.contains(column)) {
-      fail(stage, s"output column '$column' already exists")
+      fail(stage, SchemaMessages.ColumnExists("column" -> column))
     }
 
   def requireDistinct(stage: Params, what: String, names: Seq[String]): Unit = {
     val repeated = names.diff(names.distinct).distinct
     if (repeated.nonEmpty)
-      fail(stage, s"$what must be distinct but repeat ${repeated.mkString(", ")}")
+      fail(stage, SchemaMessages.NotDistinct("what" -> what, "repeated" -> repeated.mkString(", ")))
   }
 
   def require(stage: Params, condition: Boolean, message: => String): Unit =
@@ -82,8 +85,7 @@ object SchemaUtils {
       case other =>
         fail(
           stage,
-          s"param '$param' must hold a Transformer (a fitted model) but holds " +
-            s"${other.getClass.getName}; fit it first"
+          SchemaMessages.NotTransformer("param" -> param, "held" -> other.getClass.getName)
         )
     }
 

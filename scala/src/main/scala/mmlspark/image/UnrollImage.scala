@@ -1,7 +1,7 @@
 package mmlspark.image
 
 import mmlspark.contracts.{ColumnKind, RowResults, RowwiseTransformer, StageReadable, StageWritable}
-import mmlspark.pixels.ImageSchemaUtils
+import mmlspark.pixels.{ImageSchemaUtils, RowMessages}
 import org.apache.spark.ml.linalg.{SQLDataTypes, Vector}
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.ml.util.Identifiable
@@ -25,7 +25,7 @@ final class UnrollImage(override val uid: String) extends RowwiseTransformer wit
   override protected def rowResults(dataset: Dataset[_], input: Column): Column =
     RowResults
       .udf1 { (row: Row) =>
-        if (row == null) throw new IllegalArgumentException("no input image (null)")
+        if (row == null) throw new IllegalArgumentException(RowMessages.NoImage())
         val mat = ImageSchemaUtils.toMat(row)
         try Unrolling.toVector(mat): Vector
         finally mat.release()

@@ -31,14 +31,22 @@ final case class Feed(
     val expected = rowTemplate.filter(_ >= 0).product
     val unknown = rowTemplate.count(_ < 0)
     def mismatch: Nothing = throw new IllegalArgumentException(
-      s"input column '$column' holds $count values (shape ${Feed.show(shape)}) but model input " +
-        s"${spec.describe} needs ${Feed.show(rowTemplate)} per row"
+      TensorMessages.WrongCount(
+        "column" -> column,
+        "count" -> count,
+        "shape" -> Feed.show(shape),
+        "input" -> spec.describe,
+        "template" -> Feed.show(rowTemplate)
+      )
     )
     if (Feed.isTransposed(shape, rowTemplate)) {
       throw new IllegalArgumentException(
-        s"input column '$column' holds shape ${Feed.show(shape)} but model input ${spec.describe} " +
-          s"takes ${Feed.show(rowTemplate)}: the same dimensions in another order (channels " +
-          "first against channels last?); transpose the tensor to the model's layout"
+        TensorMessages.Transposed(
+          "column" -> column,
+          "shape" -> Feed.show(shape),
+          "input" -> spec.describe,
+          "template" -> Feed.show(rowTemplate)
+        )
       )
     }
     if (shape.length == rowTemplate.length) {
@@ -111,11 +119,12 @@ object Feed {
         val first = nestedShape(a.getArray(0), inner)
         var i = 1
         while (i < n) {
-          if (a.isNullAt(i)) throw new IllegalArgumentException(s"nested element $i is null")
+          if (a.isNullAt(i))
+            throw new IllegalArgumentException(TensorMessages.NullNested("index" -> i))
           val s = nestedShape(a.getArray(i), inner)
           if (s != first)
             throw new IllegalArgumentException(
-              s"ragged nested array: element 0 has shape ${show(first)}, element $i ${show(s)}"
+              TensorMessages.Ragged("first" -> show(first), "index" -> i, "shape" -> show(s))
             )
           i += 1
         }

@@ -173,7 +173,7 @@ final case class RunPlan(
       Right(feeds.map { f =>
         val value = row.get(f.ordinal)
         if (value == null)
-          throw new IllegalArgumentException(s"input column '${f.column}' is null")
+          throw new IllegalArgumentException(TensorMessages.NullInput("column" -> f.column))
         f.rowShape(value)
       })
     catch { case NonFatal(e) => Left(RowResults.describe(e)) }

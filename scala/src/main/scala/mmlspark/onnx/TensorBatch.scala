@@ -303,7 +303,8 @@ object TensorBatch {
     if (anyNull) {
       var i = 0
       while (i < n) {
-        if (a.isNullAt(i)) throw new IllegalArgumentException(s"array element $i is null")
+        if (a.isNullAt(i))
+          throw new IllegalArgumentException(TensorMessages.NullElement("index" -> i))
         i += 1
       }
     }
@@ -376,7 +377,8 @@ object TensorBatch {
       case (a: ArrayData, ArrayType(StringType, _)) =>
         var i = 0
         while (i < a.numElements()) {
-          if (a.isNullAt(i)) throw new IllegalArgumentException(s"array element $i is null")
+          if (a.isNullAt(i))
+            throw new IllegalArgumentException(TensorMessages.NullElement("index" -> i))
           out(start + i) = a.getUTF8String(i).toString
           i += 1
         }

@@ -307,7 +307,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     runOn(ops)(Image(first, ImageOps.orderOf(first)), output)
   }
 
-  private[opencv] val NoImage = "no input image (null)"
+  private[opencv] val NoImage = RowMessages.NoImage()
 
   /** The image as an image struct, its origin the path it was read from. */
   private[opencv] val withOrigin: (Image, String) => ImageStruct =

@@ -44,7 +44,7 @@ object ImageLimits {
       }
     }
 
-  def megapixels(pixels: Long): String = f"${pixels / 1e6}%.1f MP"
+  def megapixels(pixels: Long): String = mmlspark.contracts.RowMessage.megapixels(pixels)
 
-  def megabytes(bytes: Long): String = f"${bytes / 1048576.0}%.1f MB"
+  def megabytes(bytes: Long): String = mmlspark.contracts.RowMessage.megabytes(bytes)
 }

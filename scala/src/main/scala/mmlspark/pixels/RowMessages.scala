@@ -1,37 +1,6 @@
 package mmlspark.pixels
 
-import scala.util.matching.Regex
-
-/** The message of a row that an image stage cannot serve, as a template: `{name}` is a value as
-  * Java prints it (a string as is), `{name:mp}` a number of pixels in megapixels ("12.3 MP") and
-  * `{name:mb}` a number of bytes in MiB ("1.5 MB"), both rounded half up.
-  */
-final case class RowMessage(key: String, template: String) {
-
-  /** The message with `values` filled in; fails on a placeholder without a value. */
-  def apply(values: (String, Any)*): String = RowMessage.render(template, values.toMap)
-}
-
-object RowMessage {
-  private val placeholder = """\{(\w+)(?::(mp|mb))?\}""".r
-
-  def render(template: String, values: Map[String, Any]): String =
-    placeholder.replaceAllIn(
-      template,
-      m => {
-        val value = values.getOrElse(
-          m.group(1),
-          throw new IllegalArgumentException(s"no value for {${m.group(1)}} in '$template'")
-        )
-        val shown = m.group(2) match {
-          case "mp" => ImageLimits.megapixels(value.asInstanceOf[Number].longValue)
-          case "mb" => ImageLimits.megabytes(value.asInstanceOf[Number].longValue)
-          case _ => value.toString
-        }
-        Regex.quoteReplacement(shown)
-      }
-    )
-}
+import mmlspark.contracts.RowMessage
 
 /** The messages of the rows that cannot be read, decoded or transformed, written once: the JVM's
   * pixel layer fills them here, and codegen writes them into the Python engine
@@ -40,6 +9,7 @@ object RowMessage {
   */
 object RowMessages {
   val NoData: RowMessage = RowMessage("noData", "no data (null)")
+  val NoImage: RowMessage = RowMessage("noImage", "no input image (null)")
   val EmptyFile: RowMessage = RowMessage("emptyFile", "empty file (0 bytes)")
   val TruncatedJpeg: RowMessage =
     RowMessage("truncatedJpeg", "truncated JPEG: no end-of-image marker in {bytes} bytes")
@@ -98,6 +68,7 @@ object RowMessages {
 
   val all: Seq[RowMessage] = Seq(
     NoData,
+    NoImage,
     EmptyFile,
     TruncatedJpeg,
     CorruptJpeg,
