@@ -185,7 +185,7 @@ def service_off(spark):
     return setting(spark, "spark.mmlspark.onnx.inferenceService", "false")
 
 
-class RawOrtJava:
+class RawOrtJava(protocol.Answering):
     """Raw ONNX Runtime Java (bench/RawOrt.java) in a JVM of its own, loaded once: each call runs
     every batch once there and returns the seconds it measured (`protocol.Timed`), so that it is
     timed in turn with the other contenders."""
@@ -199,29 +199,8 @@ class RawOrtJava:
                 check=True,
             )
         shape = [str(n), "3", str(size), str(size), str(batch), "2"]
-        command = ["java", "-Xmx4g", "-cp", f"{ort_jar}:{classes}", "RawOrt", str(model),
-                   str(tensors), *shape]  # fmt: skip
-        self.process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
-        )
-        self._answer("ready")
-
-    def _answer(self, expected: str | None = None) -> str:
-        line = self.process.stdout.readline().strip()  # type: ignore[union-attr]
-        if not line or (expected and line != expected):
-            self.process.kill()
-            raise RuntimeError(f"RawOrt failed (exit {self.process.wait()}): {line!r}")
-        return line
-
-    def __call__(self) -> protocol.Timed:
-        self.process.stdin.write("run\n")  # type: ignore[union-attr]
-        return protocol.Timed(float(self._answer()))
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.write("quit\n")  # type: ignore[union-attr]
-            self.process.stdin.close()  # type: ignore[union-attr]
-            self.process.wait(timeout=60)
+        super().__init__(["java", "-Xmx4g", "-cp", f"{ort_jar}:{classes}", "RawOrt", str(model),
+                          str(tensors), *shape])  # fmt: skip
 
 
 def raw_python(model: Path, tensors: np.ndarray, batch: int):

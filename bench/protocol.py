@@ -26,6 +26,39 @@ class Timed:
     seconds: float
 
 
+class Answering:
+    """A contender in another process (bench/RawOrt.java's JVM) that answers each ``run`` on its
+    stdin with the seconds one run took there: each call is one timed run (`Timed`). The process
+    says ``ready`` once loaded and ends on ``quit``."""
+
+    def __init__(self, command: list[str]) -> None:
+        import subprocess
+
+        self.process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, bufsize=1
+        )
+        self._answer("ready")
+
+    def _answer(self, expected: str | None = None) -> str:
+        line = self.process.stdout.readline().strip()  # type: ignore[union-attr]
+        if not line or (expected and line != expected):
+            self.process.kill()
+            raise RuntimeError(
+                f"{self.process.args[0]} failed (exit {self.process.wait()}): {line!r}"
+            )
+        return line
+
+    def __call__(self) -> Timed:
+        self.process.stdin.write("run\n")  # type: ignore[union-attr]
+        return Timed(float(self._answer()))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.stdin.write("quit\n")  # type: ignore[union-attr]
+            self.process.stdin.close()  # type: ignore[union-attr]
+            self.process.wait(timeout=60)
+
+
 @dataclass(frozen=True)
 class Spread:
     """A median with the least and greatest value it is the median of."""

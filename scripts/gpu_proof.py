@@ -133,7 +133,7 @@ def noop(frame) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
-class RawOrtJava:
+class RawOrtJava(protocol.Answering):
     """bench/RawOrt.java (compiled into the kit) in the kit's JVM, answering one timed run per
     request (`protocol.Timed`), with the CUDA or the CPU provider."""
 
@@ -148,7 +148,7 @@ class RawOrtJava:
     ) -> None:
         classpath = f"{KIT / 'jars' / 'onnxruntime.jar'}:{KIT / 'jars' / 'classes'}"
         n, c, h, w = shape
-        self.process = subprocess.Popen(
+        super().__init__(
             [
                 str(KIT / "jre" / "bin" / "java"),
                 "-Xmx8g",
@@ -165,30 +165,8 @@ class RawOrtJava:
                 str(batch),
                 str(threads),
                 device,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            bufsize=1,
+            ]
         )
-        self._answer("ready")
-
-    def _answer(self, expected: str | None = None) -> str:
-        line = self.process.stdout.readline().strip()  # type: ignore[union-attr]
-        if not line or (expected and line != expected):
-            self.process.kill()
-            raise RuntimeError(f"RawOrt failed (exit {self.process.wait()}): {line!r}")
-        return line
-
-    def __call__(self) -> protocol.Timed:
-        self.process.stdin.write("run\n")  # type: ignore[union-attr]
-        return protocol.Timed(float(self._answer()))
-
-    def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.stdin.write("quit\n")  # type: ignore[union-attr]
-            self.process.stdin.close()  # type: ignore[union-attr]
-            self.process.wait(timeout=60)
 
 
 def ort_session(model: Path, device: str, threads: int):

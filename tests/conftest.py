@@ -311,3 +311,15 @@ def jarless_connect(jarless_server):
     ConnectSession._active_session.session = previous
     with connect_mode():
         session.stop()
+
+
+@pytest.fixture
+def python_backend():
+    """The module's stages made on the Python backend (mmlspark.set_backend) for the test."""
+    import mmlspark
+
+    mmlspark.set_backend("python")
+    try:
+        yield
+    finally:
+        mmlspark.set_backend(None)

@@ -13,18 +13,9 @@ import pytest
 from conftest import connect_mode
 from image_fixtures import encode, pattern, with_exif_datetime
 
-import mmlspark
 from mmlspark.apps.camera_trap import __main__ as cli
 from mmlspark.apps.camera_trap import job
 from mmlspark.image import ImageDecoder, list_files, read_files
-
-
-@pytest.fixture
-def python_backend():
-    """Stages made in the test run on the Python backend, whatever the session."""
-    mmlspark.set_backend("python")
-    yield
-    mmlspark.set_backend(None)
 
 
 def _predictions(folder: Path) -> dict[str, dict[str, str]]:

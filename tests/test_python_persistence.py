@@ -27,15 +27,6 @@ from mmlspark.stages import (
 )
 
 
-@pytest.fixture
-def python_backend():
-    mmlspark.set_backend("python")
-    try:
-        yield
-    finally:
-        mmlspark.set_backend(None)
-
-
 @pytest.fixture(scope="module")
 def photos(spark):
     rows = [(f"p{i}", encode(pattern(40 + i, 50 - i, seed=i), ".jpg")) for i in range(5)]

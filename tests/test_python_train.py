@@ -270,15 +270,6 @@ def test_find_best_model_chooses_alike_and_saves_across_backends(data, tmp_path)
 # Saving and loading: one format for both backends
 
 
-@pytest.fixture
-def python_backend():
-    mmlspark.set_backend("python")
-    try:
-        yield
-    finally:
-        mmlspark.set_backend(None)
-
-
 def _load_on_python(cls: Any, path: str) -> Any:
     mmlspark.set_backend("python")
     try:

@@ -25,9 +25,9 @@ def crop(image: np.ndarray, bbox: Sequence[float | None] | None, square: bool) -
 
     if bbox is None or len(bbox) != 4:
         shown = "None" if bbox is None else f"Some({len(bbox)})"
-        raise RowError(f"a bbox has 4 values, not {shown}")
+        raise RowError(row_message("boxSize", count=shown))
     if any(v is None for v in bbox):
-        raise RowError(f"the box [{', '.join(java_double(v) for v in bbox)}] has a null value")
+        raise RowError(row_message("boxNull", box=", ".join(java_double(v) for v in bbox)))
     b = [float(v) for v in bbox]  # type: ignore[arg-type]
     image_h, image_w = image.shape[:2]
     x = min(max(java_int(b[0] * image_w), 0), image_w - 1)
@@ -36,7 +36,7 @@ def crop(image: np.ndarray, bbox: Sequence[float | None] | None, square: bool) -
     h = min(java_int(b[3] * image_h), image_h - y)
     if w <= 0 or h <= 0:
         shown = ", ".join(java_double(v) for v in bbox)
-        raise RowError(f"the box [{shown}] is empty in a {image_w}x{image_h} image")
+        raise RowError(row_message("boxEmpty", box=shown, width=image_w, height=image_h))
     side = max(w, h)
     if square:
         x = max(0, min(x - (side - w) // 2, image_w - min(side, image_w)))

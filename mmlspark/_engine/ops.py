@@ -170,7 +170,11 @@ def _resize(image: Image, width: int, height: int, interpolation: int) -> Image:
 def _crop(image: Image, op: Op, x: int, y: int, height: int, width: int) -> Image:
     h, w = image.pixels.shape[:2]
     if x + width > w or y + height > h:
-        raise op.fail(f"region x={x} y={y} {height}x{width} lies outside the {h}x{w} image")
+        raise op.fail(
+            row_message(
+                "opOutside", x=x, y=y, height=height, width=width, imageHeight=h, imageWidth=w
+            )
+        )
     return Image(image.pixels[y : y + height, x : x + width].copy(), image.order)
 
 
@@ -198,7 +202,9 @@ def _convert(image: Image, op: Op, target: str) -> Image:
             ("GRAY", 1, "RGB"): "COLOR_GRAY2RGB",
         }.get((source, channels, target))
         if code is None:
-            raise op.fail(f"cannot convert a {channels}-channel {source} image to {target}")
+            raise op.fail(
+                row_message("opCannotConvert", channels=channels, to=target, **{"from": source})
+            )
     if code is None:
         return Image(image.pixels.copy(), target)
     return Image(cv2.cvtColor(image.pixels, getattr(cv2, code)), target)
@@ -210,7 +216,7 @@ def _normalize(image: Image, op: Op) -> Image:
     color = 3 if channels == 4 else channels
     mean, std = list(op["mean"]), list(op["std"])
     if len(mean) not in (1, color):
-        raise op.fail(f"{len(mean)} means for a {color}-channel image")
+        raise op.fail(row_message("opMeansCount", means=len(mean), channels=color))
 
     def per_channel(values: list[float]) -> list[float]:
         full = values * color if len(values) == 1 else values
@@ -231,7 +237,9 @@ def _letterbox(image: Image, op: Op) -> Image:
     size, pad = int(op["size"]), float(op["padValue"])
     height, width = image.pixels.shape[:2]
     if height <= 0 or width <= 0:
-        raise RowError(f"letterbox: an empty {width}x{height} image")
+        raise RowError(
+            "requirement failed: " + row_message("letterboxEmpty", width=width, height=height)
+        )
     scale = min(size / height, size / width)
     scaled_h, scaled_w = max(1, round(height * scale)), max(1, round(width * scale))
     top, left = (size - scaled_h) // 2, (size - scaled_w) // 2
@@ -271,7 +279,9 @@ def apply(op: Op, image: Image) -> Image:
         h, w = pixels.shape[:2]
         height, width = int(op["height"]), int(op["width"])
         if height > h or width > w:
-            raise op.fail(f"{height}x{width} is larger than the {h}x{w} image")
+            raise op.fail(
+                row_message("opLarger", height=height, width=width, imageHeight=h, imageWidth=w)
+            )
         return _crop(image, op, (w - width) // 2, (h - height) // 2, height, width)
     if name == "colorFormat":
         return _convert(image, op, op.resolved("format"))

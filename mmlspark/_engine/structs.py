@@ -60,12 +60,16 @@ def from_struct(row: dict[str, Any] | None) -> np.ndarray:
     height, width, mode, data = row["height"], row["width"], row["mode"], row["data"]
     depth, channels = mode & 7, (mode >> 3) + 1
     if depth not in _READABLE:
-        raise RowError(f"unsupported image mode {mode} (CV_{_DEPTH_NAMES[depth]}C{channels})")
+        raise RowError(
+            row_message("unsupportedMode", mode=mode, type=f"CV_{_DEPTH_NAMES[depth]}C{channels}")
+        )
     dtype = np.dtype(_READABLE[depth]).newbyteorder("<")
     expected = height * width * channels * dtype.itemsize
     if data is None or len(data) != expected:
         found = "no" if data is None else len(data)
-        raise RowError(f"requirement failed: image data has {found} bytes, expected {expected}")
+        raise RowError(
+            "requirement failed: " + row_message("dataSize", found=found, expected=expected)
+        )
     pixels = np.frombuffer(data, dtype=dtype).astype(dtype.newbyteorder("="), copy=False)
     shape = (height, width) if channels == 1 else (height, width, channels)
     return pixels.reshape(shape)

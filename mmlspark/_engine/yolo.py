@@ -111,7 +111,9 @@ class Geometry:
     @staticmethod
     def of(height: int, width: int, size: int) -> Geometry:
         if height <= 0 or width <= 0:
-            raise RowError(f"requirement failed: letterbox: an empty {width}x{height} image")
+            raise RowError(
+                "requirement failed: " + row_message("letterboxEmpty", width=width, height=height)
+            )
         scale = min(size / height, size / width)
         # round() rounds half to even, as Java's Math.rint.
         scaled_height = max(1, round(height * scale))
@@ -173,13 +175,18 @@ def detections(
     """The detections of one image's raw output (float32, flat), as ``YoloDecoder.apply`` gives
     them: each a dict of category, label, conf and bbox."""
     if raw is None:
-        raise RowError("no detector output (null)")
+        raise RowError(row_message("noDetectorOutput"))
     layout = decoder.layout
     per = layout.attributes
     if raw.size % per != 0:
         raise RowError(
-            f"the detector output has {raw.size} values, not a multiple of {per} "
-            f"({layout.format} with {layout.classes} classes)"
+            row_message(
+                "detectorOutputSize",
+                values=raw.size,
+                per=per,
+                format=layout.format,
+                classes=layout.classes,
+            )
         )
     boxes = raw.size // per
     values = np.asarray(raw, dtype=np.float32).reshape(-1)

@@ -91,12 +91,13 @@ object Main {
   /** The messages of rows that cannot be read, decoded or transformed, for the Python engine. */
   def rowMessages: String = {
     val all = mmlspark.contracts.SchemaMessages.all ++ mmlspark.pixels.RowMessages.all ++
-      mmlspark.onnx.TensorMessages.all
+      mmlspark.opencv.OpMessages.all ++ mmlspark.onnx.TensorMessages.all ++
+      mmlspark.detection.DetectionMessages.all
     require(all.map(_.key).distinct.size == all.size, "codegen: two messages with one key")
     val rows = all.map { m =>
       s"    ${PyCodeGen.stringLiteral(m.key)}: ${PyCodeGen.stringLiteral(m.template)},\n"
     }
-    s"""${PyCodeGen.header("the message tables of mmlspark.contracts, pixels and onnx")}
+    s"""${PyCodeGen.header("the message tables of mmlspark's areas")}
        |\"\"\"The messages of the schema checks and of rows that cannot be read, decoded or transformed, as
        |the JVM writes them: ``{name}`` is a value as Java prints it, ``{name:mp}`` pixels in megapixels and
        |``{name:mb}`` bytes in MiB (see ``mmlspark._engine.messages``).\"\"\"

@@ -196,11 +196,11 @@ final case class CropChoice(threshold: Double, categories: Set[String], square: 
   /** The crop of `image` at `bbox` ([x_min, y_min, width, height] as fractions), a new Mat. */
   private[detection] def crop(image: Image, bbox: Seq[java.lang.Double]): Mat = {
     if (bbox == null || bbox.length != 4)
-      throw new IllegalArgumentException(s"a bbox has 4 values, not ${Option(bbox).map(_.length)}")
-    if (bbox.contains(null))
       throw new IllegalArgumentException(
-        s"the box ${bbox.mkString("[", ", ", "]")} has a null value"
+        DetectionMessages.BoxSize("count" -> Option(bbox).map(_.length))
       )
+    if (bbox.contains(null))
+      throw new IllegalArgumentException(DetectionMessages.BoxNull("box" -> bbox.mkString(", ")))
     val b = bbox.map(_.doubleValue)
     val (imageH, imageW) = (image.mat.rows(), image.mat.cols())
     var x = math.min(math.max((b(0) * imageW).toInt, 0), imageW - 1)
@@ -209,7 +209,8 @@ final case class CropChoice(threshold: Double, categories: Set[String], square: 
     var h = math.min((b(3) * imageH).toInt, imageH - y)
     if (w <= 0 || h <= 0)
       throw new IllegalArgumentException(
-        s"the box ${bbox.mkString("[", ", ", "]")} is empty in a ${imageW}x$imageH image"
+        DetectionMessages
+          .BoxEmpty("box" -> bbox.mkString(", "), "width" -> imageW, "height" -> imageH)
       )
     val side = math.max(w, h)
     if (square) {

@@ -87,12 +87,16 @@ final case class YoloDecoder(
   private val MaxCandidates = 30000
 
   def apply(raw: Array[Float], geometry: LetterboxGeometry): Seq[Detection] = {
-    if (raw == null) throw new IllegalArgumentException("no detector output (null)")
+    if (raw == null) throw new IllegalArgumentException(DetectionMessages.NoOutput())
     val per = layout.attributes
     if (raw.length % per != 0)
       throw new IllegalArgumentException(
-        s"the detector output has ${raw.length} values, not a multiple of $per (${layout.format} " +
-          s"with ${layout.classes} classes)"
+        DetectionMessages.OutputSize(
+          "values" -> raw.length,
+          "per" -> per,
+          "format" -> layout.format,
+          "classes" -> layout.classes
+        )
       )
     val boxes = raw.length / per
     val v5 = layout.format == YoloLayout.V5

@@ -154,7 +154,10 @@ final case class LetterboxGeometry(
 
 object LetterboxGeometry {
   def apply(height: Int, width: Int, size: Int): LetterboxGeometry = {
-    require(height > 0 && width > 0, s"letterbox: an empty ${width}x$height image")
+    require(
+      height > 0 && width > 0,
+      OpMessages.EmptyLetterbox("width" -> width, "height" -> height)
+    )
     val scale = math.min(size.toDouble / height, size.toDouble / width)
     val scaledHeight = math.max(1, math.rint(height * scale).toInt)
     val scaledWidth = math.max(1, math.rint(width * scale).toInt)
@@ -229,7 +232,14 @@ final case class Crop(x: Int, y: Int, height: Int, width: Int) extends FixedSize
     val (h, w) = (image.mat.rows(), image.mat.cols())
     require(
       x + width <= w && y + height <= h,
-      s"region x=$x y=$y ${height}x$width lies outside the ${h}x$w image"
+      OpMessages.Outside(
+        "x" -> x,
+        "y" -> y,
+        "height" -> height,
+        "width" -> width,
+        "imageHeight" -> h,
+        "imageWidth" -> w
+      )
     )
     val region = image.mat.submat(new Rect(x, y, width, height))
     try Image(region.clone(), image.order)
@@ -260,7 +270,10 @@ object Crop
 final case class CenterCrop(height: Int, width: Int) extends FixedSizeOp {
   def apply(image: Image): Image = {
     val (h, w) = (image.mat.rows(), image.mat.cols())
-    require(height <= h && width <= w, s"${height}x$width is larger than the ${h}x$w image")
+    require(
+      height <= h && width <= w,
+      OpMessages.Larger("height" -> height, "width" -> width, "imageHeight" -> h, "imageWidth" -> w)
+    )
     Crop((w - width) / 2, (h - height) / 2, height, width).apply(image)
   }
   protected def outputSize: (Int, Int) = (height, width)
@@ -297,7 +310,9 @@ final case class ColorFormat(format: String) extends ImageOp {
       case ("GRAY", 1, "BGR") => Some(Imgproc.COLOR_GRAY2BGR)
       case ("GRAY", 1, "RGB") => Some(Imgproc.COLOR_GRAY2RGB)
       case (from, n, to) =>
-        throw new IllegalArgumentException(s"$op: cannot convert a $n-channel $from image to $to")
+        throw new IllegalArgumentException(
+          s"$op: " + OpMessages.CannotConvert("channels" -> n, "from" -> from, "to" -> to)
+        )
     }
     code match {
       case None => Image(image.mat.clone(), target)
@@ -449,7 +464,7 @@ final case class Normalize(
     val colorChannels = if (channels == 4) 3 else channels
     require(
       mean.length == 1 || mean.length == colorChannels,
-      s"${mean.length} means for a $colorChannels-channel image"
+      OpMessages.MeansCount("means" -> mean.length, "channels" -> colorChannels)
     )
     def perChannel(values: Seq[Double]): Array[Float] = {
       val full = if (values.length == 1) Seq.fill(colorChannels)(values.head) else values

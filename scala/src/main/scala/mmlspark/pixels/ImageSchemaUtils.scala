@@ -143,12 +143,15 @@ object ImageSchemaUtils {
       case CvType.CV_32F => 4
       case _ =>
         throw new IllegalArgumentException(
-          s"unsupported image mode $mode (${CvType.typeToString(mode)})"
+          RowMessages.UnsupportedMode("mode" -> mode, "type" -> CvType.typeToString(mode))
         )
     }
     val elements = height * width * CvType.channels(mode)
     val expected = elements.toLong * bytesPerSample
-    require(data.length == expected, s"image data has ${data.length} bytes, expected $expected")
+    require(
+      data.length == expected,
+      RowMessages.DataSize("found" -> data.length, "expected" -> expected)
+    )
     val samples = ByteBuffer.wrap(data).order(ByteOrder.LITTLE_ENDIAN)
     val mat = new Mat(height, width, mode)
     bytesPerSample match {

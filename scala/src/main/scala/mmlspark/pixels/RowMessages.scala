@@ -10,6 +10,10 @@ import mmlspark.contracts.RowMessage
 object RowMessages {
   val NoData: RowMessage = RowMessage("noData", "no data (null)")
   val NoImage: RowMessage = RowMessage("noImage", "no input image (null)")
+  val UnsupportedMode: RowMessage =
+    RowMessage("unsupportedMode", "unsupported image mode {mode} ({type})")
+  val DataSize: RowMessage =
+    RowMessage("dataSize", "image data has {found} bytes, expected {expected}")
   val EmptyFile: RowMessage = RowMessage("emptyFile", "empty file (0 bytes)")
   val TruncatedJpeg: RowMessage =
     RowMessage("truncatedJpeg", "truncated JPEG: no end-of-image marker in {bytes} bytes")
@@ -69,6 +73,8 @@ object RowMessages {
   val all: Seq[RowMessage] = Seq(
     NoData,
     NoImage,
+    UnsupportedMode,
+    DataSize,
     EmptyFile,
     TruncatedJpeg,
     CorruptJpeg,
