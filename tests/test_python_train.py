@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from metrics_reference import assert_classification_metrics
 from pyspark.ml.classification import LogisticRegression
 from pyspark.ml.evaluation import BinaryClassificationEvaluator
 from pyspark.ml.regression import LinearRegression
@@ -141,18 +142,7 @@ def test_model_statistics_agree_and_match_scikit_learn(classified):
     rows = py_out.select(label, "prediction", "probability").collect()
     truth, predicted = [r[label] for r in rows], [r.prediction for r in rows]
     levels = sorted(set(truth) | set(predicted))
-    assert got.labels == levels
-    assert got.accuracy == pytest.approx(metrics.accuracy_score(truth, predicted), abs=1e-12)
-    p, r, f, _ = metrics.precision_recall_fscore_support(
-        truth, predicted, labels=levels, zero_division=0
-    )
-    np.testing.assert_allclose(got.precision_per_class, p, atol=1e-12)
-    np.testing.assert_allclose(got.recall_per_class, r, atol=1e-12)
-    np.testing.assert_allclose(got.f1_per_class, f, atol=1e-12)
-    assert got.f1 == pytest.approx(f.mean(), abs=1e-12)
-    assert (
-        got.confusion_matrix == metrics.confusion_matrix(truth, predicted, labels=levels).tolist()
-    )
+    assert_classification_metrics(got, truth, predicted, levels)
     if label == "churn":
         scores = [r.probability[1] for r in rows]
         assert got.AUC == pytest.approx(metrics.roc_auc_score(truth, scores), abs=1e-12)
