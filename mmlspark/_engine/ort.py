@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError, Task, list_array
 from mmlspark._engine.tensors import Feed, Fetch, Spec, column_values, row_input, spec_of, type_name
 
@@ -97,10 +98,16 @@ def _session(
         return found
 
 
-def model_specs(model: bytes) -> tuple[list[Spec], list[Spec]]:
-    """The model's inputs and outputs, read with onnxruntime on the driver."""
+def model_specs(model: bytes, what: str = "the model") -> tuple[list[Spec], list[Spec]]:
+    """The model's inputs and outputs, read with onnxruntime on the driver; a ValueError naming
+    `what` when onnxruntime cannot load it."""
     ort = onnxruntime()
-    session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    except Exception as error:  # onnxruntime's own exception types are not public
+        raise ValueError(
+            row_message("notLoadable", what=what, version=ort.__version__, error=error)
+        ) from error
     return [spec_of(i) for i in session.get_inputs()], [spec_of(o) for o in session.get_outputs()]
 
 

@@ -89,6 +89,16 @@ def _fits(shape: tuple[int, ...], template: tuple[int, ...]) -> bool:
     )
 
 
+def is_transposed(shape: tuple[int, ...], template: tuple[int, ...]) -> bool:
+    """Whether `shape` does not fit `template` but a reordering of its dimensions does: a layout
+    mix-up (CHW against HWC) that a reshape would hide (``Feed.isTransposed``)."""
+    if not shape or len(shape) != len(template) or min(shape) < 0 or _fits(shape, template):
+        return False
+    from itertools import permutations
+
+    return any(_fits(p, template) for p in permutations(shape))
+
+
 def resolve(
     column: str, spec: Spec, template: tuple[int, ...], shape: tuple[int, ...]
 ) -> tuple[int, ...]:
@@ -97,19 +107,16 @@ def resolve(
     count = math.prod(shape)
     expected = math.prod(d for d in template if d >= 0)
     unknown = sum(1 for d in template if d < 0)
-    if shape and len(shape) == len(template) and min(shape) >= 0 and not _fits(shape, template):
-        from itertools import permutations
-
-        if any(_fits(p, template) for p in permutations(shape)):
-            raise RowError(
-                row_message(
-                    "transposed",
-                    column=column,
-                    shape=show(shape),
-                    input=spec.describe(),
-                    template=show(template),
-                )
+    if is_transposed(shape, template):
+        raise RowError(
+            row_message(
+                "transposed",
+                column=column,
+                shape=show(shape),
+                input=spec.describe(),
+                template=show(template),
             )
+        )
 
     def mismatch() -> RowError:  # made only for a row that fails (most rows fit)
         return RowError(

@@ -61,13 +61,11 @@ def resolve_layout(row_shape: Sequence[int], model_format: str) -> Layout:
 
     def fail(why: str) -> ValueError:
         return ValueError(
-            "a YOLO detector's output is [N, K, 5+C] (yolov5: boxes, then cx, cy, w, h, "
-            "objectness and C class scores) or [N, 4+C, K] (yolov8), but the model's is per image "
-            f"{_shape_text(row_shape)}: {why}"
+            row_message("yoloLayout", shape=_shape_text(row_shape), why=row_message(why))
         )
 
     if len(row_shape) != 2:
-        raise fail("it does not have two dimensions after the batch")
+        raise fail("yoloNotTwoDimensions")
     a, b = int(row_shape[0]), int(row_shape[1])
     chosen = str(model_format).strip().lower()
     if chosen not in FORMATS:
@@ -76,12 +74,12 @@ def resolve_layout(row_shape: Sequence[int], model_format: str) -> Layout:
     def v5() -> Layout:
         if b >= 6:
             return Layout(V5, b - 5)
-        raise fail("as yolov5 its last dimension must be fixed and at least 6")
+        raise fail("yoloNotV5")
 
     def v8() -> Layout:
         if a >= 5:
             return Layout(V8, a - 4)
-        raise fail("as yolov8 its first dimension must be fixed and at least 5")
+        raise fail("yoloNotV8")
 
     if chosen == V5:
         return v5()
@@ -92,7 +90,7 @@ def resolve_layout(row_shape: Sequence[int], model_format: str) -> Layout:
         return v5()
     if a >= 5 and (b < 6 or a < b):
         return v8()
-    raise fail("modelFormat 'auto' cannot tell the layout; set modelFormat to yolov5 or yolov8")
+    raise fail("yoloAmbiguous")
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark.automl._FindBestModel import _FindBestModel
 from mmlspark.automl.best_model import BestModel
 from mmlspark.core.checks import require
@@ -53,7 +54,7 @@ class FindBestModel(_FindBestModel):
         require(
             self,
             self.isDefined(self.models),
-            "param 'models' must be set to the fitted models to compare",
+            row_message("noModels"),
         )
         return [require_transformer(self, "models", m) for m in self.getModels()]
 
@@ -74,8 +75,7 @@ class FindBestModel(_FindBestModel):
             require(
                 self,
                 value is not None,
-                f"metric '{metric}' is not defined for {model.uid} (AUC needs two classes and "
-                "class scores)",
+                row_message("undefinedMetric", metric=metric, model=model.uid),
             )
             scored.append((model, row, float(value)))
         choose = max if higher_is_better else min

@@ -15,6 +15,7 @@ from pyspark.sql import types as T
 
 from mmlspark._engine.crops import CropPlan
 from mmlspark._engine.crops import partition as crops
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.ort import model_specs
 from mmlspark._engine.yolo import Decoder, DetectPlan, Layout, detect, resolve_layout
 from mmlspark.core.checks import fail, require_absent, require_column_type, require_distinct
@@ -87,33 +88,35 @@ def detector_plan(
     """The square size, the model input and output and the output's layout, checked as the JVM's
     ``ObjectDetector.plan`` checks them (`fail(message)` raises)."""
     if len(inputs) != 1:
-        fail(f"a detector has one input (the image tensor) but the model has {len(inputs)}")
+        fail(row_message("detectorInputs", count=len(inputs)))
     spec = inputs[0]
     shape = spec.row_shape
     if len(shape) != 3 or (shape[0] >= 0 and shape[0] != 3):
-        fail(f"the model input {spec.describe()} is not an image tensor [N, 3, H, W]")
+        fail(row_message("detectorNotImage", input=spec.describe()))
     h, w = shape[1], shape[2]
     if h >= 0 and w >= 0 and h != w:
-        fail(f"the model input {spec.describe()} is not square; a letterboxed image is")
+        fail(row_message("detectorNotSquare", input=spec.describe()))
     fixed = h if h >= 0 else w if w >= 0 else None
     if image_size is not None and fixed is not None and image_size != fixed:
-        fail(
-            f"imageSize is {image_size} but the model takes {fixed}x{fixed} images "
-            f"(input {spec.describe()})"
-        )
+        fail(row_message("detectorSize", size=image_size, fixed=fixed, input=spec.describe()))
     size = image_size if image_size is not None else fixed or DEFAULT_IMAGE_SIZE
     if not outputs:
-        fail("the model has no output")
+        fail(row_message("detectorNoOutput"))
     output = outputs[0]
     try:
         layout = resolve_layout(output.row_shape, model_format)
     except ValueError as error:
-        fail(f"output {output.describe()}: {error}")
+        fail(row_message("detectorBadOutput", output=output.describe(), error=error))
     if len(class_names) != layout.classes:
         fail(
-            f"the detector gives {layout.classes} classes (output {output.describe()}, "
-            f"{layout.format}) but classNames has {len(class_names)} "
-            f"({', '.join(class_names)}); give one name per class"
+            row_message(
+                "detectorClasses",
+                classes=layout.classes,
+                output=output.describe(),
+                format=layout.format,
+                count=len(class_names),
+                names=", ".join(class_names),
+            )
         )
     return size, spec, output, layout
 
@@ -130,7 +133,7 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
     require_absent(stage, schema, error_col)
     require_distinct(stage, "outputCol and errorCol", [output_col, error_col])
     model = stage._model_bytes()
-    inputs, outputs = model_specs(model)
+    inputs, outputs = model_specs(model, stage._model_what())
     size, spec, output, layout = detector_plan(
         lambda message: fail(stage, message),
         inputs,

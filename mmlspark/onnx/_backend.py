@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark._engine.ort import Plan, model_specs, partition, softmax_is_double
-from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec
+from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec, is_transposed, show
+from mmlspark.core.checks import catalog_string, require_absent, require_column, require_distinct
 from mmlspark.core.fused import Step, run_step
 
 if TYPE_CHECKING:
-    from mmlspark.onnx._ONNXModel import ONNXModelSpec, _ONNXModel
+    from mmlspark.onnx.onnx_model import ONNXModel
 
 __all__ = ["transform", "plan"]
 
@@ -53,39 +56,32 @@ def _mapping(value: str) -> dict[str, str]:
     return dict(json.loads(value))
 
 
+def _names(specs: list[Spec]) -> str:
+    return ", ".join(s.describe() for s in specs)
+
+
 def _only(
-    settings: ONNXModelSpec,
-    param: str,
-    column: str | None,
-    mapping: str,
-    specs: list[Spec],
-    advice: str,
+    fail: Callable[[str], NoReturn], kind: str, column: str | None, specs: list[Spec]
 ) -> tuple[Spec, str]:
-    """The model's one input (or output) and the column `param` names when `mapping` is empty."""
-    kind = "input" if param == "inputCol" else "output"
+    """The model's one input (or output) and the column inputCol (outputCol) names, when feedDict
+    (fetchDict) is empty."""
     if column is None:
-        raise ValueError(
-            f"ONNXModel {settings.uid}: set {param} (a model with one {kind}) or {mapping}"
-        )
+        fail(row_message(f"no{kind}Col"))
     if len(specs) != 1:
-        raise ValueError(
-            f"ONNXModel {settings.uid}: the model has {len(specs)} {kind}s ("
-            + ", ".join(s.describe() for s in specs)
-            + f"); {advice}"
-        )
+        fail(row_message(f"many{kind}s", count=len(specs), **{f"{kind.lower()}s": _names(specs)}))
     return specs[0], column
 
 
-def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
+def plan(stage: ONNXModel, model: bytes, schema: Any) -> Plan:
     """Checks the stage against the model and the input schema (failing before any job, as the
     JVM stage does) and gives the plan the tasks run."""
     settings = stage._spec()
     name = f"ONNXModel {settings.uid}"
 
-    def fail(message: str) -> Any:
+    def fail(message: str) -> NoReturn:
         raise ValueError(f"{name}: {message}")
 
-    inputs, outputs = model_specs(model)
+    inputs, outputs = model_specs(model, stage._model_what())
     wanted = list(dict.fromkeys(_mapping(settings.fetchDict).values()))
     inner = [w for w in wanted if w not in {s.name for s in outputs}]
     if inner:
@@ -97,45 +93,28 @@ def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
             model = cut(model, wanted)
         except ValueError as error:
             fail(
-                f"fetchDict names {', '.join(inner)}, which are not outputs of the model ("
-                + ", ".join(s.describe() for s in outputs)
-                + f"): {error}"
+                row_message("notCut", names=", ".join(inner), outputs=_names(outputs), error=error)
             )
-        inputs, outputs = model_specs(model)
+        inputs, outputs = model_specs(model, f"{name}: the model cut at {', '.join(wanted)}")
     by_input = {s.name: s for s in inputs}
     by_output = {s.name: s for s in outputs}
     feed_dict = _mapping(settings.feedDict)
     if feed_dict:
         for model_input in feed_dict:
             if model_input not in by_input:
-                fail(
-                    f"feedDict names model input '{model_input}', but the model's inputs are "
-                    + ", ".join(s.describe() for s in inputs)
-                )
-        missing = [s.describe() for s in inputs if s.name not in feed_dict]
+                fail(row_message("unknownInput", input=model_input, inputs=_names(inputs)))
+        missing = [s for s in inputs if s.name not in feed_dict]
         if missing:
-            fail(f"model inputs {', '.join(missing)} are not fed; add them to feedDict")
+            fail(row_message("unfed", inputs=_names(missing)))
     else:
-        only, column = _only(
-            settings,
-            "inputCol",
-            settings.inputCol,
-            "feedDict",
-            inputs,
-            "map each to a column with feedDict",
-        )
+        only, column = _only(fail, "Input", settings.inputCol, inputs)
         feed_dict = {only.name: column}
     feeds = []
     for spec in inputs:
         column = feed_dict[spec.name]
         if spec.type not in {v[0] for v in FEED_DTYPES.values()}:
-            fail(f"model input {spec.describe()} is not a tensor ONNXModel can feed")
-        if column not in schema.fieldNames():
-            fail(
-                f"input column '{column}' does not exist; available columns: "
-                f"[{', '.join(schema.fieldNames())}]"
-            )
-        field = schema[column]
+            fail(row_message("notFeedable", input=spec.describe()))
+        field = require_column(stage, schema, column)
         source, _ = _source(field.dataType)
         ok = (
             source == "string"
@@ -145,12 +124,31 @@ def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
             else source in ("float", "int", "vector", "binary")
         )
         if not ok:
+            expected = {"string": "feedStrings", "bool": "feedBooleans"}.get(
+                spec.type, "feedNumbers"
+            )
             fail(
-                f"input column '{column}' has type {field.dataType.simpleString()}, which "
-                f"model input {spec.describe()} cannot take"
+                row_message(
+                    "columnType",
+                    column=column,
+                    expected=row_message(
+                        "feedType", expected=row_message(expected), input=spec.describe()
+                    ),
+                    actual=catalog_string(field.dataType),
+                )
             )
         template = spec.row_shape
         meta = field.metadata.get("tensorShape") if field.metadata else None
+        if meta is not None and is_transposed(tuple(int(m) for m in meta), template):
+            fail(
+                row_message(
+                    "transposedColumn",
+                    column=column,
+                    shape=show(meta),
+                    input=spec.describe(),
+                    template=show(template),
+                )
+            )
         if meta is not None and len(meta) == len(template):
             template = tuple(t if t >= 0 else int(m) for t, m in zip(template, meta, strict=True))
         dtype = next(v[1] for v in FEED_DTYPES.values() if v[0] == spec.type)
@@ -159,28 +157,15 @@ def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
     if fetch_dict:
         for output in fetch_dict.values():
             if output not in by_output:
-                fail(
-                    f"fetchDict names model output '{output}', but the model's outputs are "
-                    + ", ".join(s.describe() for s in outputs)
-                )
+                fail(row_message("unknownOutput", output=output, outputs=_names(outputs)))
     else:
-        only, column = _only(
-            settings,
-            "outputCol",
-            settings.outputCol,
-            "fetchDict",
-            outputs,
-            "choose with fetchDict",
-        )
+        only, column = _only(fail, "Output", settings.outputCol, outputs)
         fetch_dict = {column: only.name}
     fetches = tuple(Fetch(c, by_output[o]) for c, o in fetch_dict.items())
     for f in fetches:
         kinds = f.output.map_of or (f.output.type,)
         if not all(kind in _SPARK_TYPES for kind in kinds):
-            fail(
-                f"model output {f.output.describe()} is not a tensor or a sequence of maps; "
-                "ONNXModel fetches those only"
-            )
+            fail(row_message("notFetchable", output=f.output.describe()))
     fetched = {f.column: f for f in fetches}
     softmax, argmax = [], []
     for param, value in (
@@ -190,15 +175,13 @@ def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
         for column, new in _mapping(value).items():
             if column not in fetched:
                 fail(
-                    f"{param} reads column '{column}', which is not fetched; fetched: "
-                    f"{', '.join(fetched)}"
+                    row_message(
+                        "notFetched", param=param, column=column, fetched=", ".join(fetched)
+                    )
                 )
             out = fetched[column].output
             if out.type not in ("float", "double", "float16") or not out.row_shape:
-                fail(
-                    f"{param} needs an array of floating-point values in '{column}', but it "
-                    f"holds {out.describe()}"
-                )
+                fail(row_message("notFloating", param=param, column=column, output=out.describe()))
             if param == "softMaxDict":
                 softmax.append((column, new, settings.softMaxVectors and len(out.row_shape) == 1))
             else:
@@ -206,11 +189,8 @@ def plan(stage: _ONNXModel, model: bytes, schema: Any) -> Plan:
     added = [f.column for f in fetches] + [n for _, n, _ in softmax] + [n for _, n in argmax]
     added.append(settings.errorCol)
     for column in added:
-        if column in schema.fieldNames():
-            fail(f"output column '{column}' already exists")
-    if len(set(added)) != len(added):
-        repeated = next(c for c in added if added.count(c) > 1)
-        fail(f"output columns must be distinct but repeat {repeated}")
+        require_absent(stage, schema, column)
+    require_distinct(stage, "output columns", added)
     batched = all(f.input.shape and f.input.shape[0] == -1 for f in feeds)
     return Plan(
         model=model,
@@ -298,7 +278,7 @@ def shipped(spark: Any, the_plan: Plan) -> Plan:
     return dataclasses.replace(the_plan, model=b"", model_file=name)
 
 
-def transform(stage: _ONNXModel, model: bytes, dataset: Any) -> Any:
+def transform(stage: ONNXModel, model: bytes, dataset: Any) -> Any:
     """The stage's output for `dataset`, computed by onnxruntime in the Python workers."""
     the_plan = shipped(dataset.sparkSession, plan(stage, model, dataset.schema))
     fields = []

@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.wrapper import ConnectNotSupportedError, require_java_obj
 
 _S = TypeVar("_S", bound="HasModelPayload")
@@ -81,9 +82,8 @@ class HasModelPayload:
             return payload
         location = self._spec().modelLocation  # type: ignore[attr-defined]
         if location is None:
-            raise ValueError(
-                f"{type(self).__name__}: no model; set modelLocation or a model payload"
-            )
+            uid = self._spec().uid  # type: ignore[attr-defined]
+            raise ValueError(f"{type(self).__name__} {uid}: {row_message('noModel')}")
         local = location.removeprefix("file:")
         try:
             with open(local, "rb") as f:
@@ -95,6 +95,14 @@ class HasModelPayload:
                 "(setModelPayload)"
             ) from None
         return with_external_data(self, data, os.path.dirname(os.path.abspath(local)), location)
+
+    def _model_what(self) -> str:
+        """The model as the stage's messages name it (``HasOnnxModel.modelInfo``)."""
+        spec = self._spec()  # type: ignore[attr-defined]
+        name = f"{type(self).__name__} {spec.uid}: the model"
+        if self.getModelPayload() is not None:
+            return f"{name} payload"
+        return f"{name} at '{spec.modelLocation}'"
 
     def _load_model_file(self, data: bytes, folder: str, source: str) -> None:
         """Holds the model `data` of the saved stage's file `source` (in `folder`) as its payload

@@ -21,7 +21,9 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.checks import is_vector, quoted, require, require_column, require_column_type
+from mmlspark.train.training import listed
 
 __all__ = [
     "SCORE_KEY",
@@ -107,17 +109,9 @@ def _scored_prediction(stage: Any, schema: T.StructType) -> T.StructField | None
     require(
         stage,
         len(found) <= 1,
-        f"the columns {', '.join(repr(f.name) for f in found)} all carry a trained model's "
-        "prediction metadata; set predictionCol (SynapseML: scoredLabelsCol) to choose one",
+        row_message("manyPredictions", columns=listed([f.name for f in found])),
     )
     return found[0] if found else None
-
-
-_SYNAPSE_HINT = (
-    "the input carries no score metadata of a TrainClassifier or TrainRegressor model to find it "
-    "by; set labelCol, predictionCol and probabilityCol (SynapseML's labelCol, scoredLabelsCol "
-    "and scoredProbabilitiesCol/scoresCol)"
-)
 
 
 def _existing(stage: Any, schema: T.StructType, column: str, param: str) -> str:
@@ -126,8 +120,9 @@ def _existing(stage: Any, schema: T.StructType, column: str, param: str) -> str:
         stage.isSet(stage.getParam(param))
         or _scored_prediction(stage, schema) is not None
         or column in schema.fieldNames(),
-        f"{param} is not set, its default input column '{column}' does not exist (available "
-        f"columns: [{', '.join(schema.fieldNames())}]) and {_SYNAPSE_HINT}",
+        row_message(
+            "noScoreColumn", param=param, column=column, available=", ".join(schema.fieldNames())
+        ),
     )
     return column
 
@@ -241,7 +236,7 @@ def confusion(stage: Any, df: DataFrame) -> tuple[list[str], list[list[int]]]:
     data = complete(stage, df)
     label, prediction = as_classes(stage, data)
     counts = data.groupBy(label.alias("l"), prediction.alias("p")).count().collect()
-    require(stage, bool(counts), "no rows with both a label and a prediction")
+    require(stage, bool(counts), row_message("noScoredRows"))
     names = (label_column(stage, df.schema), prediction_column(stage, df.schema))
     numeric = _numeric(df, names)
     named = classes(df.schema[names[1]].metadata) or []
@@ -368,7 +363,7 @@ def regression_metrics(stage: Any, df: DataFrame) -> tuple[float, float, float, 
     ).first()
     assert row is not None
     n = float(row["n"])
-    require(stage, n > 0, "no rows with both a label and a prediction")
+    require(stage, n > 0, row_message("noScoredRows"))
     squared = math.sqrt(row["squared"]) ** 2  # the summarizer's squared L2 norm
     variance = row["variance"] if row["variance"] is not None else 0.0
     mse = squared / n

@@ -9,6 +9,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.checks import catalog_string, quoted, require, require_column_type
 from mmlspark.core.wrapper import on_python_backend
 from mmlspark.train import scores, training
@@ -31,35 +32,31 @@ class TrainClassifier(_TrainClassifier):
 
     def _python_schema(self, schema: T.StructType) -> T.StructType:
         """The checks of the JVM stage's ``transformSchema``, and the model's output schema."""
-        require(
-            self, self.isDefined(self.model), "param 'model' must be set to a Spark ML classifier"
-        )
+        require(self, self.isDefined(self.model), row_message("noLearner", kind="classifier"))
         learner = self.getModel()
         require(
             self,
             isinstance(learner, Classifier),
-            "param 'model' must be a Spark ML classifier but is "
-            + training.jvm_class_name(learner),
+            row_message("wrongLearner", kind="classifier", held=training.jvm_class_name(learner)),
         )
         label_col = self.getLabelCol()
         label = require_column_type(
             self,
             schema,
             label_col,
-            "a string, boolean or numeric label",
+            row_message("classLabel"),
             lambda t: isinstance(t, (T.StringType, T.BooleanType, T.NumericType)),
         )
         reindex = self.getReindexLabel()
         require(
             self,
             reindex or isinstance(label.dataType, T.NumericType),
-            f"reindexLabel is false, so the label '{label_col}' must be a numeric class index but "
-            f"is {catalog_string(label.dataType)}",
+            row_message("labelNotIndex", column=label_col, actual=catalog_string(label.dataType)),
         )
         require(
             self,
             reindex or not self.isDefined(self.labels),
-            "labels orders the classes only when reindexLabel is true",
+            row_message("labelsWithoutReindex"),
         )
         training.check_columns(self, schema, training.feature_columns(self, schema))
         features = self.getFeaturesCol() if self.isSet(self.featuresCol) else None
@@ -73,8 +70,7 @@ class TrainClassifier(_TrainClassifier):
             require(
                 self,
                 not bad,
-                f"reindexLabel is false, so the label '{label_col}' must hold class indices 0, "
-                f"1, ... but holds {', '.join(bad[:5])}",
+                row_message("labelsNotIndices", column=label_col, values=", ".join(bad[:5])),
             )
             count = int(max(float(text) for _, text in seen)) + 1
             decimal = isinstance(data_type, (T.DoubleType, T.FloatType, T.DecimalType))
@@ -85,8 +81,9 @@ class TrainClassifier(_TrainClassifier):
             require(
                 self,
                 not unknown,
-                f"the training labels {training.listed(unknown[:5])} are not in labels "
-                f"[{', '.join(given)}]",
+                row_message(
+                    "unknownLabels", unknown=training.listed(unknown[:5]), given=", ".join(given)
+                ),
             )
             return list(given)
         return [text for _, text in seen]
@@ -104,7 +101,7 @@ class TrainClassifier(_TrainClassifier):
         label = F.col(quoted(label_col))
         rows = data.select(label, label.cast("string")).distinct().collect()
         rows.sort(key=training.label_sort_key(data_type))
-        require(self, bool(rows), f"no row has a label in '{label_col}'")
+        require(self, bool(rows), row_message("noLabel", column=label_col))
         levels = self._levels([(r[0], r[1]) for r in rows], data_type)
         index = scores.class_index(levels, label_col) if self.getReindexLabel() else label
         trained = on_python_backend(TrainedClassifierModel)

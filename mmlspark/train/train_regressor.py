@@ -7,6 +7,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.checks import quoted, require, require_column_type
 from mmlspark.core.wrapper import on_python_backend
 from mmlspark.train import training
@@ -20,18 +21,20 @@ class TrainRegressor(_TrainRegressor):
 
     def _python_schema(self, schema: T.StructType) -> T.StructType:
         """The checks of the JVM stage's ``transformSchema``, and the model's output schema."""
-        require(
-            self, self.isDefined(self.model), "param 'model' must be set to a Spark ML regressor"
-        )
+        require(self, self.isDefined(self.model), row_message("noLearner", kind="regressor"))
         learner = self.getModel()
         require(
             self,
             isinstance(learner, Regressor),
-            "param 'model' must be a Spark ML regressor but is " + training.jvm_class_name(learner),
+            row_message("wrongLearner", kind="regressor", held=training.jvm_class_name(learner)),
         )
         label_col = self.getLabelCol()
         require_column_type(
-            self, schema, label_col, "a numeric label", lambda t: isinstance(t, T.NumericType)
+            self,
+            schema,
+            label_col,
+            row_message("numericLabel"),
+            lambda t: isinstance(t, T.NumericType),
         )
         training.check_columns(self, schema, training.feature_columns(self, schema))
         features = self.getFeaturesCol() if self.isSet(self.featuresCol) else None

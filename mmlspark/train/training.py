@@ -147,7 +147,7 @@ def supported(data_type: T.DataType) -> bool:
 
 def check_columns(stage: Any, schema: T.StructType, columns: Sequence[str]) -> None:
     """Fails (before any job) for an input column of a type that cannot be featurized."""
-    require(stage, len(columns) > 0, "no input columns to featurize")
+    require(stage, len(columns) > 0, row_message("noFeatures"))
     for c in columns:
         require_column_type(stage, schema, c, EXPECTED, supported)
 
@@ -184,11 +184,10 @@ def _string_choice(
         require(
             stage,
             c in string_cols,
-            f"'{c}' is named in textCols or categoricalCols but is not a string input column "
-            f"(the string input columns are {listed(string_cols)})",
+            row_message("notStringColumn", column=c, strings=listed(string_cols)),
         )
     both = [c for c in (text_cols or []) if c in (categorical_cols or [])]
-    require(stage, not both, f"{listed(both)} named in both textCols and categoricalCols")
+    require(stage, not both, row_message("textAndCategorical", columns=listed(both)))
     text = []
     for c in string_cols:
         if text_cols is not None and c in text_cols:
@@ -238,9 +237,7 @@ def fit_featurization(
             (texts if c in text else strings).append(c)
         elif is_vector(data_type):
             first = _first_value(data, c)
-            require(
-                stage, first is not None, f"vector column '{c}' has no non-null value to size it by"
-            )
+            require(stage, first is not None, row_message("unsizedVector", column=c))
             vectors.append((c, first.size))
         elif isinstance(data_type, T.ArrayType):
             first = _first_value(data, c)
@@ -248,8 +245,7 @@ def fit_featurization(
             require(
                 stage,
                 0 < size <= MAX_ARRAY_LENGTH,
-                f"array column '{c}' must hold 1 to {MAX_ARRAY_LENGTH} values per row (its first "
-                f"holds {size}); use a vector column for longer ones",
+                row_message("arrayLength", column=c, max=MAX_ARRAY_LENGTH, size=size),
             )
             for k in range(size):
                 numeric.append((f"CAST({q}[{k}] AS DOUBLE)", helper("a")))
@@ -352,8 +348,7 @@ def configure(owner: Any, learner: Any, features: str, label: str, prediction: s
         require(
             owner,
             copied.hasParam(name),
-            f"the learner {jvm_class_name(learner)} has no param '{name}'; it must be a Spark ML "
-            "Predictor",
+            row_message("noLearnerParam", learner=jvm_class_name(learner), name=name),
         )
         copied._set(**{name: value})
     return copied

@@ -9,7 +9,7 @@ import mmlspark.contracts.{
   StageReadable,
   StageWritable
 }
-import mmlspark.train.ComputeModelStatistics
+import mmlspark.train.{ComputeModelStatistics, TrainMessages}
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.ml.{Estimator, Transformer}
 import org.apache.spark.ml.param.{ParamMap, Params}
@@ -53,7 +53,7 @@ final class FindBestModel(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(models),
-      "param 'models' must be set to the fitted models to compare"
+      TrainMessages.NoModels()
     )
     $(models).toSeq.map(SchemaUtils.requireTransformer(this, "models", _))
   }
@@ -73,7 +73,7 @@ final class FindBestModel(override val uid: String)
       SchemaUtils.require(
         this,
         value != null,
-        s"metric '${$(evaluationMetric)}' is not defined for ${model.uid} (AUC needs two classes and class scores)"
+        TrainMessages.UndefinedMetric("metric" -> $(evaluationMetric), "model" -> model.uid)
       )
       (model, row, value.asInstanceOf[Double])
     }

@@ -72,32 +72,41 @@ final class ObjectDetector(override val uid: String) extends Transformer with Ob
   private def plan: Plan = {
     val inputs = getModelInputs
     if (inputs.length != 1)
-      fail(s"a detector has one input (the image tensor) but the model has ${inputs.length}")
+      fail(DetectorPlanMessages.InputCount("count" -> inputs.length))
     val input = inputs.head
     val shape = input.rowShape
     if (shape.length != 3 || (shape.head >= 0 && shape.head != 3))
-      fail(s"the model input ${input.describe} is not an image tensor [N, 3, H, W]")
+      fail(DetectorPlanMessages.NotImage("input" -> input.describe))
     val (h, w) = (shape(1), shape(2))
     if (h >= 0 && w >= 0 && h != w)
-      fail(s"the model input ${input.describe} is not square; a letterboxed image is")
+      fail(DetectorPlanMessages.NotSquare("input" -> input.describe))
     val fixed = if (h >= 0) Some(h.toInt) else if (w >= 0) Some(w.toInt) else None
     val size = (get(imageSize), fixed) match {
       case (Some(s), Some(f)) if s != f =>
-        fail(s"imageSize is $s but the model takes ${f}x$f images (input ${input.describe})")
+        fail(
+          DetectorPlanMessages.SizeMismatch("size" -> s, "fixed" -> f, "input" -> input.describe)
+        )
       case (Some(s), _) => s
       case (None, f) => f.getOrElse(ObjectDetector.DefaultImageSize)
     }
-    val output = getModelOutputs.headOption.getOrElse(fail("the model has no output"))
+    val output = getModelOutputs.headOption.getOrElse(fail(DetectorPlanMessages.NoOutput()))
     val layout =
       try YoloLayout.resolve(output.rowShape, $(modelFormat))
       catch {
-        case e: IllegalArgumentException => fail(s"output ${output.describe}: ${e.getMessage}")
+        case e: IllegalArgumentException =>
+          fail(
+            DetectorPlanMessages.BadOutput("output" -> output.describe, "error" -> e.getMessage)
+          )
       }
     if ($(classNames).length != layout.classes)
       fail(
-        s"the detector gives ${layout.classes} classes (output ${output.describe}, " +
-          s"${layout.format}) but classNames has ${$(classNames).length} " +
-          s"(${$(classNames).mkString(", ")}); give one name per class"
+        DetectorPlanMessages.ClassCount(
+          "classes" -> layout.classes,
+          "output" -> output.describe,
+          "format" -> layout.format,
+          "count" -> $(classNames).length,
+          "names" -> $(classNames).mkString(", ")
+        )
       )
     Plan(size, input, output, layout)
   }

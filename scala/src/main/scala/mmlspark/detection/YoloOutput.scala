@@ -1,6 +1,6 @@
 package mmlspark.detection
 
-import mmlspark.contracts.Choices
+import mmlspark.contracts.{Choices, RowMessage}
 import mmlspark.opencv.LetterboxGeometry
 
 /** One detection, as MegaDetector writes it: `category` is the 1-based class id as a string,
@@ -34,19 +34,17 @@ object YoloLayout {
     * are, the smaller); an error saying why when the shape fits neither or "auto" cannot tell.
     */
   def resolve(rowShape: Seq[Long], format: String): YoloLayout = {
-    def fail(why: String): Nothing = throw new IllegalArgumentException(
-      s"a YOLO detector's output is [N, K, 5+C] (yolov5: boxes, then cx, cy, w, h, objectness " +
-        s"and C class scores) or [N, 4+C, K] (yolov8), but the model's is per image " +
-        s"${describe(rowShape)}: $why"
+    def fail(why: RowMessage): Nothing = throw new IllegalArgumentException(
+      DetectorPlanMessages.Layout("shape" -> describe(rowShape), "why" -> why())
     )
-    if (rowShape.length != 2) fail("it does not have two dimensions after the batch")
+    if (rowShape.length != 2) fail(DetectorPlanMessages.NotTwoDimensions)
     val (a, b) = (rowShape(0), rowShape(1))
     def v5: YoloLayout =
       if (b >= 6) YoloLayout(V5, (b - 5).toInt)
-      else fail("as yolov5 its last dimension must be fixed and at least 6")
+      else fail(DetectorPlanMessages.NotV5)
     def v8: YoloLayout =
       if (a >= 5) YoloLayout(V8, (a - 4).toInt)
-      else fail("as yolov8 its first dimension must be fixed and at least 5")
+      else fail(DetectorPlanMessages.NotV8)
     Formats(format) match {
       case V5 => v5
       case V8 => v8
@@ -58,7 +56,7 @@ object YoloLayout {
           case (true, true) if b < a => v5
           case (true, true) if a < b => v8
           case _ =>
-            fail("modelFormat 'auto' cannot tell the layout; set modelFormat to yolov5 or yolov8")
+            fail(DetectorPlanMessages.Ambiguous)
         }
     }
   }

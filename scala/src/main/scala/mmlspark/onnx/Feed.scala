@@ -102,10 +102,9 @@ object Feed {
   }
 
   def expected(e: ElementType): String = e match {
-    case Str => "a string column or (nested) array of strings"
-    case Bool => "a boolean or numeric column, or a (nested) array of them"
-    case _ =>
-      "a numeric column, a (nested) array of numbers, an ML vector or binary (bytes as uint8)"
+    case Str => PlanMessages.FeedStrings()
+    case Bool => PlanMessages.FeedBooleans()
+    case _ => PlanMessages.FeedNumbers()
   }
 
   /** The shape of a (nested) array value: its length, then the shape of its elements, which must

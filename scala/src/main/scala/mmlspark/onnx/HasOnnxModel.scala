@@ -38,7 +38,7 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
   def getModelPayload: Array[Byte] = payload
 
   private def noModel: Nothing = throw new IllegalArgumentException(
-    s"${SchemaUtils.stageName(this)}: no model; set modelLocation or a model payload"
+    s"${SchemaUtils.stageName(this)}: ${PlanMessages.NoModel()}"
   )
 
   /** The model file the stage runs when it has no payload: the saved one, else `modelLocation`. */

@@ -160,8 +160,11 @@ object ModelInfo {
     } catch {
       case e: OrtException =>
         throw new IllegalArgumentException(
-          s"$what is not a model ONNX Runtime ${OrtSessions.environment.getVersion} " +
-            s"can load: ${e.getMessage}",
+          PlanMessages.NotLoadable(
+            "what" -> what,
+            "version" -> OrtSessions.environment.getVersion,
+            "error" -> e.getMessage
+          ),
           e
         )
     } finally options.close()

@@ -90,28 +90,24 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
     val pairs =
       if (mapping.nonEmpty) mapping.toSeq.map { case (input, column) =>
         info.inputs.find(_.name == input).getOrElse {
-          fail(
-            s"feedDict names model input '$input', but the model's inputs are ${names(info.inputs)}"
-          )
+          fail(PlanMessages.UnknownInput("input" -> input, "inputs" -> names(info.inputs)))
         } -> column
       }
-      else if (!isDefined(inputCol)) fail("set inputCol (a model with one input) or feedDict")
+      else if (!isDefined(inputCol)) fail(PlanMessages.NoInputCol())
       else if (info.inputs.length != 1)
-        fail(
-          s"the model has ${info.inputs.length} inputs (${names(info.inputs)}); map each to a column with feedDict"
-        )
+        fail(PlanMessages.ManyInputs("count" -> info.inputs.length, "inputs" -> names(info.inputs)))
       else Seq(info.inputs.head -> $(inputCol))
     val unfed = info.inputs.filterNot(i => pairs.exists(_._1.name == i.name))
-    if (unfed.nonEmpty) fail(s"model inputs ${names(unfed)} are not fed; add them to feedDict")
+    if (unfed.nonEmpty) fail(PlanMessages.Unfed("inputs" -> names(unfed)))
     pairs.map { case (spec, column) =>
       val element = spec.elementType.getOrElse {
-        fail(s"model input ${spec.describe} is not a tensor ONNXModel can feed")
+        fail(PlanMessages.NotFeedable("input" -> spec.describe))
       }
       val field = SchemaUtils.requireColumnType(
         this,
         schema,
         column,
-        s"${Feed.expected(element)} (for model input ${spec.describe})"
+        PlanMessages.FeedType("expected" -> Feed.expected(element), "input" -> spec.describe)
       )(
         Feed.accepts(element, _)
       )
@@ -120,11 +116,12 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
         else Nil
       if (Feed.isTransposed(fromMetadata, spec.rowShape)) {
         fail(
-          s"column '$column' holds tensors of shape ${Feed.show(fromMetadata)} (its tensorShape " +
-            s"metadata) but model input ${spec.describe} takes ${Feed.show(spec.rowShape)} per " +
-            "row: the same values in another layout (channels first against channels last?). " +
-            "Feeding them would reorder nothing and give wrong outputs; give the model the " +
-            "layout it takes (transpose the tensor, or use a model exported for it)"
+          PlanMessages.TransposedColumn(
+            "column" -> column,
+            "shape" -> Feed.show(fromMetadata),
+            "input" -> spec.describe,
+            "template" -> Feed.show(spec.rowShape)
+          )
         )
       }
       val template =
@@ -156,8 +153,11 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
             catch {
               case e: IllegalArgumentException =>
                 fail(
-                  s"fetchDict names ${wanted.filterNot(outputs).mkString(", ")}, which are not " +
-                    s"outputs of the model (${names(info.outputs)}): ${e.getMessage}"
+                  PlanMessages.NotCut(
+                    "names" -> wanted.filterNot(outputs).mkString(", "),
+                    "outputs" -> names(info.outputs),
+                    "error" -> e.getMessage
+                  )
                 )
             }
           val what = s"${SchemaUtils.stageName(this)}: the model cut at ${wanted.mkString(", ")}"
@@ -173,23 +173,18 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
     val pairs =
       if (mapping.nonEmpty) mapping.toSeq.map { case (column, output) =>
         column -> info.outputs.find(_.name == output).getOrElse {
-          fail(
-            s"fetchDict names model output '$output', but the model's outputs are ${names(info.outputs)}"
-          )
+          fail(PlanMessages.UnknownOutput("output" -> output, "outputs" -> names(info.outputs)))
         }
       }
-      else if (!isDefined(outputCol)) fail("set outputCol (a model with one output) or fetchDict")
+      else if (!isDefined(outputCol)) fail(PlanMessages.NoOutputCol())
       else if (info.outputs.length != 1)
         fail(
-          s"the model has ${info.outputs.length} outputs (${names(info.outputs)}); choose with fetchDict"
+          PlanMessages.ManyOutputs("count" -> info.outputs.length, "outputs" -> names(info.outputs))
         )
       else Seq($(outputCol) -> info.outputs.head)
     pairs.map { case (column, spec) =>
       val element = spec.elementType.orElse(spec.mapOf.map(_._2)).getOrElse {
-        fail(
-          s"model output ${spec.describe} is not a tensor or a sequence of maps; ONNXModel " +
-            "fetches those only"
-        )
+        fail(PlanMessages.NotFetchable("output" -> spec.describe))
       }
       (column, spec, element)
     }
@@ -208,12 +203,17 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
         val index = outputs.indexWhere(_._1 == source)
         if (index < 0)
           fail(
-            s"${param.name} reads column '$source', which is not fetched; fetched: ${outputs.map(_._1).mkString(", ")}"
+            PlanMessages.NotFetched(
+              "param" -> param.name,
+              "column" -> source,
+              "fetched" -> outputs.map(_._1).mkString(", ")
+            )
           )
         val (_, spec, element) = outputs(index)
         if (!element.isFloating || spec.rowShape.isEmpty)
           fail(
-            s"${param.name} needs an array of floating-point values in '$source', but it holds ${spec.describe}"
+            PlanMessages
+              .NotFloating("param" -> param.name, "column" -> source, "output" -> spec.describe)
           )
         index -> target
       }

@@ -81,11 +81,14 @@ object TensorSpec {
 
   def of(name: String, info: NodeInfo): TensorSpec = info.getInfo match {
     case t: TensorInfo =>
-      val element = ElementType.of(t.`type`)
+      // ONNX Runtime Java holds unsigned types (uint16, uint32, uint64) in the signed Java type of
+      // their width: the ONNX type decides, so that those are refused, not fed as signed values.
+      val onnxName = t.onnxType.toString.toLowerCase.stripPrefix("onnx_tensor_element_data_type_")
+      val element = ElementType.of(t.`type`).filter(_.name == onnxName)
       TensorSpec(
         name,
         element,
-        element.map(_.name).getOrElse(t.onnxType.toString.toLowerCase),
+        element.map(_.name).getOrElse(onnxName),
         t.getShape.toSeq,
         Option(t.getDimensionNames).map(_.toSeq).getOrElse(Nil)
       )

@@ -54,7 +54,7 @@ final class ComputeModelStatistics(override val uid: String)
       )
       .rdd
       .map(r => (r.getDouble(0), r.getDouble(1)))
-    SchemaUtils.require(this, !pairs.isEmpty(), "no rows with both a label and a prediction")
+    SchemaUtils.require(this, !pairs.isEmpty(), TrainMessages.NoScoredRows())
     val m = new RegressionMetrics(pairs)
     Row(m.meanSquaredError, m.rootMeanSquaredError, m.r2, m.meanAbsoluteError)
   }
@@ -64,7 +64,7 @@ final class ComputeModelStatistics(override val uid: String)
     val data = complete(df)
     val (label, prediction) = asClasses(data)
     val counts = data.groupBy(label.as("l"), prediction.as("p")).count().collect()
-    SchemaUtils.require(this, counts.nonEmpty, "no rows with both a label and a prediction")
+    SchemaUtils.require(this, counts.nonEmpty, TrainMessages.NoScoredRows())
     val numeric = Seq(labelColumn(df.schema), predictionColumn(df.schema)).forall(c =>
       df.schema(c).dataType.isInstanceOf[NumericType]
     )

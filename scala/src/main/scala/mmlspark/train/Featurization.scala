@@ -64,7 +64,7 @@ private[train] object Featurization extends Logging {
 
   /** Fails (before any job) for an input column of a type that cannot be featurized. */
   def check(stage: Params, schema: StructType, columns: Seq[String]): Unit = {
-    SchemaUtils.require(stage, columns.nonEmpty, "no input columns to featurize")
+    SchemaUtils.require(stage, columns.nonEmpty, TrainMessages.NoFeatures())
     columns.foreach(c => SchemaUtils.requireColumnType(stage, schema, c, expected)(supported))
   }
 
@@ -87,15 +87,14 @@ private[train] object Featurization extends Logging {
       SchemaUtils.require(
         stage,
         stringCols.contains(c),
-        s"'$c' is named in textCols or categoricalCols but is not a string input column " +
-          s"(the string input columns are ${stringCols.mkString("'", "', '", "'")})"
+        TrainMessages.NotStringColumn("column" -> c, "strings" -> TrainMessages.quoted(stringCols))
       )
     }
     val both = textCols.toSeq.flatten.intersect(categoricalCols.toSeq.flatten)
     SchemaUtils.require(
       stage,
       both.isEmpty,
-      s"${both.mkString("'", "', '", "'")} named in both textCols and categoricalCols"
+      TrainMessages.TextAndCategorical("columns" -> TrainMessages.quoted(both))
     )
     val text = stringCols.filter { c =>
       if (textCols.exists(_.contains(c))) true
@@ -135,7 +134,7 @@ private[train] object Featurization extends Logging {
             SchemaUtils.require(
               stage,
               condition = false,
-              s"vector column '$c' has no non-null value to size it by"
+              TrainMessages.UnsizedVector("column" -> c)
             )
             0
           }
@@ -145,8 +144,7 @@ private[train] object Featurization extends Logging {
           SchemaUtils.require(
             stage,
             size > 0 && size <= maxArrayLength,
-            s"array column '$c' must hold 1 to $maxArrayLength values per row (its first holds $size); " +
-              "use a vector column for longer ones"
+            TrainMessages.ArrayLength("column" -> c, "max" -> maxArrayLength, "size" -> size)
           )
           (0 until size).foreach(k => numeric += s"CAST($q[$k] AS DOUBLE)" -> helper("a"))
         case _ => numeric += s"CAST($q AS DOUBLE)" -> helper("n")

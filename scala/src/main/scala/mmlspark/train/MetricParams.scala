@@ -36,24 +36,21 @@ private[train] trait MetricParams
       SchemaUtils.require(
         this,
         found.length <= 1,
-        s"the columns ${found.map(_.name).mkString("'", "', '", "'")} all carry a trained " +
-          "model's prediction metadata; set predictionCol (SynapseML: scoredLabelsCol) to choose one"
+        TrainMessages.ManyPredictions("columns" -> TrainMessages.quoted(found.map(_.name)))
       )
       found.headOption
     }
-
-  private def synapseHint =
-    "the input carries no score metadata of a TrainClassifier or TrainRegressor model to find it " +
-      "by; set labelCol, predictionCol and probabilityCol (SynapseML's labelCol, scoredLabelsCol " +
-      "and scoredProbabilitiesCol/scoresCol)"
 
   private def existing(schema: StructType, column: String, param: String): String = {
     SchemaUtils.require(
       this,
       isSet(getParam(param)) || scoredPrediction(schema).isDefined ||
         schema.fieldNames.contains(column),
-      s"$param is not set, its default input column '$column' does not exist (available " +
-        s"columns: ${schema.fieldNames.mkString("[", ", ", "]")}) and $synapseHint"
+      TrainMessages.NoScoreColumn(
+        "param" -> param,
+        "column" -> column,
+        "available" -> schema.fieldNames.mkString(", ")
+      )
     )
     column
   }

@@ -32,18 +32,18 @@ final class TrainClassifier(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(model),
-      "param 'model' must be set to a Spark ML classifier"
+      TrainMessages.NoLearner("kind" -> "classifier")
     )
     SchemaUtils.require(
       this,
       $(model).isInstanceOf[Classifier[_, _, _]],
-      s"param 'model' must be a Spark ML classifier but is ${$(model).getClass.getName}"
+      TrainMessages.WrongLearner("kind" -> "classifier", "held" -> $(model).getClass.getName)
     )
     val label = SchemaUtils.requireColumnType(
       this,
       schema,
       $(labelCol),
-      "a string, boolean or numeric label"
+      TrainMessages.ClassLabel()
     ) {
       case StringType | BooleanType => true
       case t => t.isInstanceOf[NumericType]
@@ -51,13 +51,12 @@ final class TrainClassifier(override val uid: String)
     SchemaUtils.require(
       this,
       $(reindexLabel) || label.dataType.isInstanceOf[NumericType],
-      s"reindexLabel is false, so the label '${$(labelCol)}' must be a numeric class index but is " +
-        label.dataType.catalogString
+      TrainMessages.LabelNotIndex("column" -> $(labelCol), "actual" -> label.dataType.catalogString)
     )
     SchemaUtils.require(
       this,
       $(reindexLabel) || !isDefined(labels),
-      "labels orders the classes only when reindexLabel is true"
+      TrainMessages.LabelsWithoutReindex()
     )
     Featurization.check(this, schema, featureColumns(schema))
     TrainedClassifierModel.outputSchema(
@@ -80,15 +79,23 @@ final class TrainClassifier(override val uid: String)
       .distinct()
       .collect()
       .sortWith(TrainClassifier.before(labelType))
-    SchemaUtils.require(this, seen.nonEmpty, s"no row has a label in '${$(labelCol)}'")
+    SchemaUtils.require(this, seen.nonEmpty, TrainMessages.NoLabel("column" -> $(labelCol)))
     val levels =
       if (! $(reindexLabel)) {
         val values = seen.map(_.getAs[Number](0).doubleValue())
         SchemaUtils.require(
           this,
           values.forall(v => v >= 0 && v == math.rint(v)),
-          s"reindexLabel is false, so the label '${$(labelCol)}' must hold class indices 0, 1, ... " +
-            s"but holds ${seen.map(_.getString(1)).filterNot(s => scala.util.Try(s.toDouble).toOption.exists(v => v >= 0 && v == math.rint(v))).take(5).mkString(", ")}"
+          TrainMessages.LabelsNotIndices(
+            "column" -> $(labelCol),
+            "values" -> seen
+              .map(_.getString(1))
+              .filterNot(s =>
+                scala.util.Try(s.toDouble).toOption.exists(v => v >= 0 && v == math.rint(v))
+              )
+              .take(5)
+              .mkString(", ")
+          )
         )
         val count = values.max.toInt + 1
         (0 until count).map { i =>
@@ -104,8 +111,10 @@ final class TrainClassifier(override val uid: String)
             SchemaUtils.require(
               this,
               unknown.isEmpty,
-              s"the training labels ${unknown.take(5).mkString("'", "', '", "'")} are not in " +
-                s"labels ${given.mkString("[", ", ", "]")}"
+              TrainMessages.UnknownLabels(
+                "unknown" -> TrainMessages.quoted(unknown.take(5)),
+                "given" -> given.mkString(", ")
+              )
             )
             given
           case None => seen.map(_.getString(1))

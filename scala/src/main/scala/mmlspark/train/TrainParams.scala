@@ -143,7 +143,7 @@ private[train] object Training extends Logging {
         SchemaUtils.require(
           owner,
           learner.hasParam(name),
-          s"the learner ${learner.getClass.getName} has no param '$name'; it must be a Spark ML Predictor"
+          TrainMessages.NoLearnerParam("learner" -> learner.getClass.getName, "name" -> name)
         )
         learner.set(learner.getParam(name), value)
     }

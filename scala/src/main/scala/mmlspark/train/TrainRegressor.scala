@@ -20,13 +20,13 @@ final class TrainRegressor(override val uid: String)
   def this() = this(Identifiable.randomUID("TrainRegressor"))
 
   override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.require(this, isDefined(model), "param 'model' must be set to a Spark ML regressor")
+    SchemaUtils.require(this, isDefined(model), TrainMessages.NoLearner("kind" -> "regressor"))
     SchemaUtils.require(
       this,
       $(model).isInstanceOf[Regressor[_, _, _]],
-      s"param 'model' must be a Spark ML regressor but is ${$(model).getClass.getName}"
+      TrainMessages.WrongLearner("kind" -> "regressor", "held" -> $(model).getClass.getName)
     )
-    SchemaUtils.requireColumnType(this, schema, $(labelCol), "a numeric label")(
+    SchemaUtils.requireColumnType(this, schema, $(labelCol), TrainMessages.NumericLabel())(
       _.isInstanceOf[NumericType]
     )
     Featurization.check(this, schema, featureColumns(schema))
