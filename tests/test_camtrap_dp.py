@@ -142,11 +142,20 @@ def test_detect_results_export_as_a_valid_camtrap_dp_package(spark, survey, tmp_
     assert not report.valid
     assert "constraint-error" in {row[0] for row in report.flatten(["type"])}
 
-    # With them (replacing the earlier export): valid, and every value checks out.
+    # The documented path: its deployments.csv with the coordinates filled in, and metadata
+    # (replacing the earlier export): valid, and every value checks out.
+    places = {"camA": ("52.1", "4.3"), "camB": ("52.2", "4.4"), "survey": ("52.0", "4.0")}
+    template = _read(out, "deployments")
+    for row in template:
+        row["latitude"], row["longitude"] = places[row["deploymentID"]]
+    filled = tmp_path / "deployments.csv"
+    with filled.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(template[0]))
+        writer.writeheader()
+        writer.writerows(template)
     summary = job.export(
         spark, str(results), str(out), timezone="+02:00", overwrite=True, log=print,
-        deployments=str(_deployments_csv(tmp_path / "deployments.csv")),
-        metadata=str(_metadata(tmp_path / "metadata.json")),
+        deployments=str(filled), metadata=str(_metadata(tmp_path / "metadata.json")),
     )  # fmt: skip
     assert summary["missing"] == []
     report = _validate(out)
@@ -171,23 +180,13 @@ def test_detect_results_export_as_a_valid_camtrap_dp_package(spark, survey, tmp_
         assert media[relative]["fileMediatype"] == "image/jpeg"
         assert media[relative]["filePublic"] == "false"
     deployments = {d["deploymentID"]: d for d in _read(out, "deployments")}
-    assert (
-        {m["deploymentID"] for m in media.values()}
-        == set(deployments)
-        == {
-            "camA",
-            "B-02",
-            "survey",
-        }
-    )
-    assert media["camB/d.jpg"]["deploymentID"] == "B-02"
+    assert {m["deploymentID"] for m in media.values()} == set(deployments) == set(places)
+    assert media["camB/d.jpg"]["deploymentID"] == "camB"
     assert media["f.jpg"]["deploymentID"] == "survey"
     assert deployments["camA"]["deploymentStart"] == "2024-05-01T10:00:00+02:00"
     assert deployments["camA"]["deploymentEnd"] == "2024-05-01T10:05:00+02:00"
-    assert (deployments["B-02"]["latitude"], deployments["B-02"]["locationName"]) == (
-        "52.2",
-        "Track",
-    )
+    assert deployments["camB"]["deploymentEnd"] == "2024-06-01T10:20:00+02:00"  # e.jpg's file time
+    assert deployments["camB"]["latitude"] == "52.2"
 
     observations = _read(out, "observations")
     by_media = {}
@@ -275,6 +274,8 @@ def test_two_stage_and_classify_results_export_species_bursts_and_one_row_per_ph
     )  # fmt: skip
     assert _validate(out).valid
     media = {m["mediaID"]: m["filePath"] for m in _read(out, "media")}
+    placed = {m["filePath"]: m["deploymentID"] for m in _read(out, "media")}
+    assert [placed[p] for p in ("camB/d.jpg", "camA/a.jpg", "f.jpg")] == ["B-02", "camA", "survey"]
     seen: dict[str, list[dict]] = {}
     for o in _read(out, "observations"):
         if o["observationLevel"] == "media":
