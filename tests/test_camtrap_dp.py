@@ -12,13 +12,12 @@ import json
 import os
 from pathlib import Path
 
+import frictionless
 import pytest
 
 from mmlspark.apps.camera_trap import __main__ as cli
 from mmlspark.apps.camera_trap import job, store
 from mmlspark.apps.camera_trap.camtrap_dp import local_descriptor
-
-frictionless = pytest.importorskip("frictionless")
 
 #: The survey: photo -> the camera's EXIF DateTimeOriginal (None: no EXIF).
 TAKEN = {
