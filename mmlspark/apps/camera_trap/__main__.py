@@ -10,6 +10,8 @@
         --featurizer resnet50.onnx --model-out crops-model/
     python -m mmlspark.apps.camera_trap classify --images new-photos/ --detector md_v5a.onnx \\
         --model crops-model/ --out run2/
+    python -m mmlspark.apps.camera_trap export --format camtrap-dp --predictions run2/ \\
+        --deployments deployments.csv --taxa taxa.csv --metadata metadata.json --out run2-dp/
 """
 
 from __future__ import annotations
@@ -170,6 +172,71 @@ def parser() -> argparse.ArgumentParser:
         type=float,
         help="for results with detections: the confidence a detection needs to count (default "
         "0.2 for detect, the run's --threshold for classify --detector)",
+    )
+
+    x = sub.add_parser(
+        "export", help="write the results of classify or detect as a Camtrap DP data package"
+    )
+    x.add_argument(
+        "--format",
+        dest="package_format",
+        choices=["camtrap-dp"],
+        required=True,
+        help="camtrap-dp: a Camtrap DP 1.0 package (datapackage.json, deployments.csv, "
+        "media.csv, observations.csv), as GBIF publishes camera-trap data",
+    )
+    x.add_argument("--predictions", required=True, help="--out of a finished classify or detect")
+    x.add_argument("--out", required=True, help="new or empty folder for the package")
+    x.add_argument(
+        "--deployments",
+        help="CSV of the deployments: deploymentID, latitude, longitude and any other Camtrap DP "
+        "deployments field, plus 'folder', the first folder under --images holding its photos "
+        "(default: the deploymentID). Without it each first folder is a deployment with no "
+        "coordinates, which a valid package needs",
+    )
+    x.add_argument(
+        "--taxa",
+        help="CSV with columns label and scientificName (optional taxonID, taxonRank): the "
+        "scientific names of the models' labels; labels not in it have no scientificName (the "
+        "label is kept in observationTags as label:NAME)",
+    )
+    x.add_argument(
+        "--metadata",
+        help="JSON object of package properties: title, contributors, project (samplingDesign, "
+        "...), licenses, ...",
+    )
+    x.add_argument(
+        "--timezone",
+        default="UTC",
+        help="the cameras' clock: UTC (default), an offset such as +02:00, or an IANA name such "
+        "as Europe/Berlin",
+    )
+    x.add_argument(
+        "--capture-method",
+        choices=["activityDetection", "timeLapse"],
+        default="activityDetection",
+        help="how the cameras were triggered (default activityDetection)",
+    )
+    x.add_argument(
+        "--threshold",
+        type=float,
+        help="the confidence a detection needs to be an observation (default: the run's "
+        "--threshold for classify --detector, 0.2 for detect)",
+    )
+    x.add_argument(
+        "--event-gap",
+        type=float,
+        default=3.0,
+        help="for runs without --bursts: photos of one folder at most this many seconds apart "
+        "are one event (default 3)",
+    )
+    x.add_argument(
+        "--files-public",
+        action="store_true",
+        help="mark the photos as publicly viewable (filePublic; default false)",
+    )
+    x.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier export's files in --out"
     )
 
     d = sub.add_parser("demo", help="train, classify and evaluate on the embedded demo data")

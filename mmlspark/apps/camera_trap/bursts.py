@@ -35,7 +35,7 @@ def with_bursts(
     times = sorted((cct.times if cct else {}).items())
     table = spark.createDataFrame(times, "relative_path string, cct_seconds double")
     timed = (
-        _taken_times(scored, "exif_seconds")
+        taken_seconds(scored, "exif_seconds")
         .withColumn("relative_path", relative)
         .join(F.broadcast(table), "relative_path", "left")
         .withColumn(
@@ -44,6 +44,12 @@ def with_bursts(
         )
         .drop("relative_path", "cct_seconds", "exif_seconds")
     )
+    return time_bursts(timed, gap).drop("taken")
+
+
+def time_bursts(timed: DataFrame, gap: float) -> DataFrame:
+    """`timed` (with `path` and `taken`, in seconds) with `burst`: runs of photos in one folder
+    taken at most `gap` seconds apart, named `<folder>#<n>`."""
     folder = F.regexp_extract("path", r"^(.*)/[^/]+$", 1)
     order = Window.partitionBy("folder").orderBy("taken", "path")
     seconds = F.col("taken")
@@ -54,11 +60,11 @@ def with_bursts(
         timed.withColumn("folder", folder)
         .withColumn("starts", starts)
         .withColumn("burst", F.concat_ws("#", "folder", F.sum("starts").over(order).cast("string")))
-        .drop("folder", "starts", "taken")
+        .drop("folder", "starts")
     )
 
 
-def _taken_times(files: DataFrame, out_col: str) -> DataFrame:
+def taken_seconds(files: DataFrame, out_col: str) -> DataFrame:
     """`files` with each photo's EXIF time in seconds in `out_col`, read by the jar's readers or
     the Python workers."""
     if files_in_python(files.sparkSession):

@@ -17,12 +17,14 @@ The code lives in modules of this package by role, and every name callers use is
 ``session``, ``labels`` (CCT ground truth), ``training`` (``train``), ``detector``,
 ``predictions`` (what a model says per photo), ``scoring`` (``classify``, ``detect``),
 ``run_loop`` (the resumable run, ``finish``), ``results`` (the results folder), ``bursts``,
-``outputs`` (CSV and MegaDetector JSON), ``evaluation`` (``evaluate``) and ``demo``.
+``outputs`` (CSV and MegaDetector JSON), ``evaluation`` (``evaluate``), ``demo`` and
+``camtrap_dp`` (``export``: a Camtrap DP data package of a run's results).
 """
 
 from __future__ import annotations
 
 from mmlspark.apps.camera_trap.bursts import with_bursts
+from mmlspark.apps.camera_trap.camtrap_dp import export
 from mmlspark.apps.camera_trap.demo import DEMO_DATA, DemoFiles, demo, demo_detection
 from mmlspark.apps.camera_trap.detector import CROP_DECODE_SCALE, LoadedDetector, load_detector
 from mmlspark.apps.camera_trap.evaluation import (
@@ -111,6 +113,7 @@ __all__ = [
     "draw_plots",
     "evaluate",
     "evaluate_detections",
+    "export",
     "featurizer_size",
     "finish",
     "load_detector",
