@@ -369,8 +369,11 @@ def test_interrupted_runs_resume_to_exactly_one_row_per_photo(spark, model, tmp_
             assert process.returncode == 128 + signal.SIGINT, output[-3000:]
             assert "run the same command to continue" in output
             assert "Traceback" not in output and "py4j" not in output.lower(), output[-3000:]
-            # A console people can read: the job's lines, no Spark stage bar or warning.
+            # A console people can read: the job's lines, no Spark stage bar or warning, nothing
+            # the JVM prints itself (package resolution, its own warnings) before the first.
             assert "[Stage" not in output and not re.search(r"\bWARN\b", output), output[-3000:]
+            assert output.lstrip().startswith("[classify] "), output[:3000]
+            assert "WARNING" not in output and ":: " not in output, output[:3000]
             assert f"[classify] {600 - before} photos to score" in output, output[-3000:]
             assert re.search(r"\[classify\] \d+/600 photos \(\d+%\), [\d.]+ photos/s", output)
             # and a feed a GUI can read: one JSON object per commit this run made
