@@ -57,8 +57,9 @@ def sampled(every_frames: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def survey(tmp_path_factory) -> tuple[Path, Path, dict[str, list[int]]]:
-    """Photos and clips, plus the reference folder: each clip's sampled frames (every second:
-    int(1.0 * 10 fps) = every 10th) decoded by opencv-python and saved as PNG photos."""
+    """Photos and clips, plus the reference folders: each clip's sampled frames (every second:
+    int(1.0 * 10 fps) = every 10th) decoded by opencv-python and saved as PNG photos, at full
+    size (frames/) and at half size (frames-half/)."""
     root = tmp_path_factory.mktemp("video-survey")
     images, frames = root / "survey", root / "frames"
     rng = np.random.default_rng(7)
@@ -84,6 +85,11 @@ def survey(tmp_path_factory) -> tuple[Path, Path, dict[str, list[int]]]:
             target = frames / name / f"frame{n:06d}.png"
             target.parent.mkdir(parents=True, exist_ok=True)
             cv2.imwrite(str(target), decoded[n])
+            # The whole-image classifier's 96 x 96 input is covered by half the 256 x 192 frame
+            # (not by a quarter): frames are read at half size, as a JPEG photo would be.
+            half = root / "frames-half" / name / f"frame{n:06d}.png"
+            half.parent.mkdir(parents=True, exist_ok=True)
+            cv2.imwrite(str(half), cv2.resize(decoded[n], (128, 96), interpolation=cv2.INTER_AREA))
     # A file named as a video that is none, and a clip cut in half.
     (images / "cam2" / "broken.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42" + bytes(4000))
     whole = (images / "cam1" / "clip_a.avi").read_bytes()
@@ -181,23 +187,41 @@ def test_sampling_by_frames_and_its_change_is_another_run(spark, survey, tmp_pat
         job.detect(spark, str(images), str(DETECTOR), str(out), log=print)
 
 
-def test_classify_and_two_stage_score_frames_like_photos(spark, survey, demo_model, tmp_path):
+def test_classify_and_two_stage_score_frames_like_photos(
+    spark, survey, demo_model, demo_run, tmp_path
+):
     images, frames, expected = survey
-    runs = {}
-    for name, root in (("videos", images), ("frames", frames)):
-        out = tmp_path / name
-        job.classify(spark, str(root), str(demo_model), str(out), log=print)
-        runs[name] = spark.read.parquet(str(out / "predictions.parquet")).collect()
-    validated(tmp_path / "videos" / "results.json")
-    reference = {r.path: r for r in runs["frames"]}
-    got = {(r.path, r.frame_number): r for r in runs["videos"]}
-    checked = 0
-    for name, numbers in expected.items():
-        for n in numbers:
-            row = next(v for (p, f), v in got.items() if p.endswith(name) and f == n)
-            ref = next(v for p, v in reference.items() if p.endswith(f"{name}/frame{n:06d}.png"))
-            assert row.predicted_label == ref.predicted_label
-            assert row.confidence == pytest.approx(ref.confidence, rel=1e-9)
-            assert row.frame_time == n / FPS and row.frame_rate == FPS
-            checked += 1
-    assert checked == sum(len(v) for v in expected.values())
+    crop_model = demo_run[2] / "crop-model"  # the demo's two-stage classifier (read only)
+    for stages, extra in (("whole", {}), ("two", {"detector": str(DETECTOR)})):
+        model = crop_model if extra else demo_model
+        runs = {}
+        photos = frames if extra else frames.parent / "frames-half"
+        for name, root in (("videos", images), ("frames", photos)):
+            out = tmp_path / stages / name
+            summary = job.classify(spark, str(root), str(model), str(out), log=print, **extra)
+            runs[name] = spark.read.parquet(str(out / "predictions.parquet")).collect()
+        assert summary["failures"] == 0 and summary["photos"] == sum(map(len, expected.values()))
+        videos = validated(tmp_path / stages / "videos" / "results.json")
+        assert {e["file"] for e in videos["images"] if "failure" in e} == {
+            "cam2/broken.mp4",
+            "cam2/cut.avi",
+        }
+        validated(tmp_path / stages / "videos" / "video_results.json")
+        reference = {r.path.rsplit("/", 2)[-2:][0] + "/" + r.path.rsplit("/", 1)[-1]: r
+                     for r in runs["frames"]}  # fmt: skip
+        checked = 0
+        for name, numbers in expected.items():
+            clip = sorted(
+                (r for r in runs["videos"] if r.path.endswith(name)), key=lambda r: r.frame_number
+            )
+            assert [r.frame_number for r in clip] == numbers
+            for row, n in zip(clip, numbers, strict=True):
+                ref = reference[f"{name.rsplit('/', 1)[-1]}/frame{n:06d}.png"]
+                assert row.predicted_label == ref.predicted_label, (stages, name, n)
+                assert row.confidence == pytest.approx(ref.confidence, rel=1e-9)
+                assert [t.label for t in row.top_k] == [t.label for t in ref.top_k]
+                if extra:
+                    assert row.detections == ref.detections
+                assert row.frame_time == n / FPS and row.frame_rate == FPS
+                checked += 1
+        assert checked == sum(len(v) for v in expected.values())
