@@ -125,7 +125,7 @@ def _frame_batch(
     error: str | None,
 ) -> Any:
     """One output row: the listing's `kept` cells, then a sampled `frame` or a failure."""
-    import pyarrow as pa
+    import pyarrow as pa  # type: ignore[import-untyped]
 
     number, time, fps, image = frame if frame is not None else (None, None, None, None)
     return pa.RecordBatch.from_arrays(
