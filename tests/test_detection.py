@@ -364,7 +364,8 @@ def test_detection_metrics_count_the_empty_filter_and_boxes_at_iou_half(spark, t
         ("e.jpg", []),
     ]
     table = spark.createDataFrame(
-        [(f"file:/s/{f}", 1, None, d, None, None, None, 1) for f, d in rows], job.DETECT_SCHEMA
+        [(f"file:/s/{f}", 1, None, d, None, None, None, None, None, None, 1) for f, d in rows],
+        job.DETECT_SCHEMA,
     )
     images = [
         {"id": i, "file_name": f, "width": 200, "height": 100} for i, (f, _) in enumerate(rows)

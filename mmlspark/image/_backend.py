@@ -20,6 +20,7 @@ from mmlspark._engine.images import (
     augment_partition,
     taken_partition,
 )
+from mmlspark._engine.video import Sampling, frames_partition
 from mmlspark.core.arrow_map import map_in_arrow
 from mmlspark.core.checks import require, require_absent, require_column_type, require_distinct
 from mmlspark.core.fused import Step, run_step
@@ -161,6 +162,25 @@ def taken_times(files: Any, out_col: str) -> Any:
     Python workers (the JVM's ``TakenTimes.add``)."""
     schema = T.StructType([*files.schema.fields, T.StructField(out_col, T.DoubleType(), True)])
     return map_in_arrow(files, functools.partial(taken_partition, out_col), schema)
+
+
+def video_frames(files: Any, sampling: Sampling) -> Any:
+    """``read_video_frames`` in the Python workers (on every session and backend): the listing's
+    columns but ``error``, then the frame columns, ``image`` and ``error`` (see
+    ``mmlspark._engine.video.frames_partition``)."""
+    for name in ("path", "error"):
+        if name not in files.columns:
+            raise ValueError(f"read_video_frames: the listing has no '{name}' column")
+    keep = tuple(c for c in files.columns if c != "error")
+    added = [
+        T.StructField("frame_number", T.IntegerType(), True),
+        T.StructField("frame_time", T.DoubleType(), True),
+        T.StructField("frame_rate", T.DoubleType(), True),
+        T.StructField("image", image_type(), True),
+        T.StructField("error", T.StringType(), True),
+    ]
+    schema = T.StructType([*[files.schema[c] for c in keep], *added])
+    return map_in_arrow(files, functools.partial(frames_partition, sampling, keep), schema)
 
 
 def transform_unroll(stage: _UnrollImage, dataset: Any) -> Any:

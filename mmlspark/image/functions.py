@@ -8,6 +8,7 @@ import numpy as np
 from pyspark.sql import DataFrame, SparkSession
 
 from mmlspark._engine.structs import struct_array
+from mmlspark._engine.video import VIDEO_EXTENSIONS as _VIDEO_EXTENSIONS
 from mmlspark.core.backend import files_in_python
 from mmlspark.image import _jvm
 
@@ -19,7 +20,12 @@ __all__ = [
     "read_bytes",
     "taken_times",
     "to_ndarray",
+    "read_video_frames",
+    "VIDEO_EXTENSIONS",
 ]
+
+#: The file name endings :func:`read_video_frames` reads as videos (MegaDetector's list).
+VIDEO_EXTENSIONS = _VIDEO_EXTENSIONS
 
 
 def read_images(
@@ -169,6 +175,49 @@ def read_files(files: DataFrame, decoder: Any) -> DataFrame:
 
         return _backend.read_files(decoder, files)  # type: ignore[no-any-return]
     return _jvm.read_files(files, decoder=decoder)
+
+
+def read_video_frames(
+    files: DataFrame,
+    *,
+    everySeconds: float = 1.0,
+    everyFrames: int = 0,
+    minHeight: int = 0,
+    minWidth: int = 0,
+) -> DataFrame:
+    """The sampled frames of the video files of a :func:`list_files` DataFrame, one row each:
+    the listing's columns but ``error``, then ``frame_number`` (int, from 0), ``frame_time``
+    (seconds, ``frame_number / frame_rate``), ``frame_rate`` (frames per second, as the file
+    states it), ``image`` (Spark's image struct, BGR) and ``error``.
+
+    Frames are read in the tasks by the Python workers with opencv-python's FFmpeg backend (H.264,
+    HEVC, MJPEG, MPEG-4, ... in MP4, MOV, AVI, MKV), on any session and either backend, from local
+    and mounted paths as :func:`read_bytes` reads them. Each file is read once, front to back, and
+    only the sampled frames are converted and kept: a task holds one frame at a time. Sampling
+    follows MegaDetector: every ``everyFrames``-th frame from frame 0 when it is positive, else
+    every ``int(everySeconds * frame_rate)``-th (at least every frame). With ``minHeight`` or
+    ``minWidth``, frames are reduced (area interpolation) to the smallest of 1/8, 1/4, 1/2 and
+    full size that still covers them, as a JPEG photo is decoded at a reduced scale.
+
+    A file that cannot be read to its end (not a video, corrupt, truncated, an unsupported codec,
+    the listing's own error) gets one more row after any frames it gave: a null
+    ``frame_number`` and ``image`` and the reason in ``error``. Such a file's frames are partial
+    and should be dropped (``job`` does, so that a video is scored whole or is one failure row).
+
+    Examples
+    --------
+    >>> frames = read_video_frames(list_files(spark, "clips/"), everySeconds=2.0)  # doctest: +SKIP
+    """
+    from mmlspark._engine.video import Sampling
+    from mmlspark.image import _backend
+
+    if everyFrames < 0 or not everySeconds > 0:
+        raise ValueError(
+            "read_video_frames: everyFrames must be 0 or more and everySeconds positive, but were "
+            f"{everyFrames} and {everySeconds}"
+        )
+    sampling = Sampling(float(everySeconds), int(everyFrames), int(minHeight), int(minWidth))
+    return _backend.video_frames(files, sampling)  # type: ignore[no-any-return]
 
 
 def read_bytes(path: str, *, maxBytes: int) -> bytes:

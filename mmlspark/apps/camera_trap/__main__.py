@@ -51,6 +51,20 @@ def run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--wait", action="store_true", help="wait for another run using --out to finish")
     p.add_argument(
+        "--video-every-seconds",
+        type=float,
+        default=1.0,
+        help="video files (.mp4, .avi, .mov, .mkv, ...): score one frame every this many seconds "
+        "(default 1; MegaDetector's rule: every int(seconds x fps)-th frame from frame 0)",
+    )
+    p.add_argument(
+        "--video-every-frames",
+        type=int,
+        default=0,
+        help="video files: score every this many-th frame from frame 0 instead (e.g. 10 for "
+        "3 of a 30 fps video's frames a second)",
+    )
+    p.add_argument(
         "--progress-json",
         metavar="FILE",
         help="append one JSON object per commit to FILE (photos done and to do, photos/s, "

@@ -109,6 +109,7 @@ def _evaluate(
     if folder.manifest is None or table is None:
         raise JobError(f"{predictions} holds no classify results (no run.json or no predictions)")
     run = folder.manifest
+    table = table.filter("frame_number IS NULL")  # videos' frames are not evaluated (yet)
     detected: dict[str, Any] = {}
     if "detector" in run:
         default = run["threshold"] if "model" in run else 0.2

@@ -15,6 +15,8 @@ import mmlspark
 from mmlspark.apps.camera_trap.predictions import _sql_strings
 from mmlspark.apps.camera_trap.settings import EMPTY
 from mmlspark.apps.camera_trap.store import RunFolder
+from mmlspark.apps.camera_trap.video_results import ITEM, entries, summaries
+from mmlspark.apps.camera_trap.videos import is_video
 
 
 def write_outputs(
@@ -25,19 +27,18 @@ def write_outputs(
     through, so its memory does not grow with the survey."""
     ordered = _relative_files(rows, root)
     _write_predictions(folder, ordered)
-    _write_json(
-        folder,
-        ordered.select(megadetector_entry(levels)),
-        {
-            "detection_categories": {"1": "animal"},
-            "classification_categories": _categories(levels, 0),
-            "info": {
-                "format_version": FORMAT_VERSION,
-                "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
-                "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
-            },
+    items = _whole_image_items(levels)
+    rest = {
+        "detection_categories": {"1": "animal"},
+        "classification_categories": _categories(levels, 0),
+        "info": {
+            "format_version": FORMAT_VERSION,
+            "classifier": f"mmlspark {mmlspark.__version__} camera-trap, whole-image",
+            "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
         },
-    )
+    }
+    _write_json(folder, entries(ordered, megadetector_entry(levels), items), rest)
+    _write_video_summary(folder, ordered, items, rest)
     folder.clean_staging()
 
 
@@ -58,6 +59,7 @@ def _write_predictions(folder: RunFolder, ordered: DataFrame) -> None:
             "'probability', round(t.probability, 4)))), '')"
         ).alias("top_k"),
         F.coalesce("failure", F.lit("")).alias("failure"),
+        *_frame_cells(),
     )
     _write_csv(folder, table, "predictions.csv")
 
@@ -117,7 +119,7 @@ def _relative_files(rows: DataFrame, root: str) -> DataFrame:
     relative = F.when(
         F.col("path").startswith(prefix), F.expr(f"substring(path, {len(prefix) + 1})")
     ).otherwise(F.col("path"))
-    return rows.withColumn("file", relative).orderBy("path").coalesce(1)
+    return rows.withColumn("file", relative).orderBy("path", "frame_number").coalesce(1)
 
 
 def _write_csv(folder: RunFolder, table: DataFrame, name: str) -> None:
@@ -134,10 +136,51 @@ def _write_csv(folder: RunFolder, table: DataFrame, name: str) -> None:
     folder.move_output(next(staged.glob("part-*")), name)
 
 
-def _write_json(folder: RunFolder, entries: DataFrame, rest: dict[str, Any]) -> None:
+def _frame_cells() -> list[Any]:
+    """A video frame's number and time (seconds, to 3 decimals) as CSV cells; empty for photos."""
+    return [
+        F.coalesce(F.col("frame_number").cast("string"), F.lit("")).alias("frame_number"),
+        F.coalesce(F.format_string("%.3f", "frame_time"), F.lit("")).alias("frame_time"),
+    ]
+
+
+def _whole_image_items(levels: list[str]) -> Any:
+    """A classified frame's detections for a video's entry: the whole-image detection of
+    `megadetector_entry` (none when the frame is classified empty)."""
+    empty = json.dumps(EMPTY)
+    animal = (
+        f"1.0 - coalesce(try_element_at(filter(top_k, t -> t.label = {empty}), 1).probability, 0.0)"
+        if EMPTY in levels
+        else "confidence"
+    )
+    conf = f"round({animal}, 4)"
+    text = (
+        f'concat(\'{{"category": "1", "conf": \', CAST({conf} AS STRING), \', "bbox": '
+        f'[0.0, 0.0, 1.0, 1.0], "classifications": \', {_classifications_sql("top_k", levels)}, '
+        "'}')"
+    )
+    item = ITEM.format(category="'1'", conf=conf, json=text)
+    return F.expr(f"filter(array({item}), x -> predicted_label != {empty})")
+
+
+def _write_video_summary(
+    folder: RunFolder, ordered: DataFrame, items: Any, rest: dict[str, Any]
+) -> None:
+    """video_results.json, the per-video summary (see `video_results`), when the run has
+    videos; an earlier one of this job goes when it has none."""
+    if ordered.filter(is_video("path")).isEmpty():
+        if "video_results.json" in folder.written:
+            folder.drop_parts([folder.folder / "video_results.json"])
+        return
+    _write_json(folder, summaries(ordered, items), rest, "video_results.json")
+
+
+def _write_json(
+    folder: RunFolder, entries: DataFrame, rest: dict[str, Any], name: str = "results.json"
+) -> None:
     """results.json: the `entry` JSON texts as `images`, then `rest`, streamed through."""
     staged = folder.staged("json")
-    entries.write.text(str(staged))
+    entries.select("entry").write.text(str(staged))
     part = next(staged.glob("part-*"))
 
     def text() -> Iterator[str]:
@@ -147,18 +190,11 @@ def _write_json(folder: RunFolder, entries: DataFrame, rest: dict[str, Any]) -> 
                 yield ("\n " if i == 0 else ",\n ") + line.rstrip("\n")
         yield "\n], " + json.dumps(rest, indent=1)[1:] + "\n"
 
-    folder.write_output("results.json", text())
+    folder.write_output(name, text())
 
 
-def _detection_entries(levels: list[str] | None) -> Any:
-    """One image of a MegaDetector batch-output file per row, as JSON text: a failure with
-    `detections: null`, or `max_detection_conf` and the detections (category, conf to 3
-    decimals, bbox to 4; the label is left out, the categories name it), each with its
-    `classifications` among `levels` when it has some."""
-    failed = F.to_json(
-        F.struct("file", "failure", F.lit(None).cast("string").alias("detections")),
-        {"ignoreNullFields": "false"},
-    )
+def _detection_sql(levels: list[str] | None) -> str:
+    """SQL of one detection `d` as MegaDetector JSON text (see `_detection_entries`)."""
     detection = (
         "to_json(named_struct('category', d.category, 'conf', round(d.conf, 3), "
         "'bbox', transform(d.bbox, v -> round(v, 4))))"
@@ -170,6 +206,25 @@ def _detection_entries(levels: list[str] | None) -> Any:
             f"{detection}, 1, length({detection}) - 1), ', \"classifications\": ', "
             f"{classifications}, '}}') END"
         )
+    return detection
+
+
+def _detection_items(levels: list[str] | None) -> Any:
+    """A frame's detections for a video's entry (see `video_results.entries`)."""
+    item = ITEM.format(category="d.category", conf="round(d.conf, 3)", json=_detection_sql(levels))
+    return F.expr(f"transform(detections, d -> {item})")
+
+
+def _detection_entries(levels: list[str] | None) -> Any:
+    """One image of a MegaDetector batch-output file per row, as JSON text: a failure with
+    `detections: null`, or `max_detection_conf` and the detections (category, conf to 3
+    decimals, bbox to 4; the label is left out, the categories name it), each with its
+    `classifications` among `levels` when it has some."""
+    failed = F.to_json(
+        F.struct("file", "failure", F.lit(None).cast("string").alias("detections")),
+        {"ignoreNullFields": "false"},
+    )
+    detection = _detection_sql(levels)
     head = "to_json(named_struct('file', file, 'max_detection_conf', round(max_detection_conf, 3)))"
     found = F.expr(
         f"concat(substring({head}, 1, length({head}) - 1), ', \"detections\": [', "
@@ -191,7 +246,13 @@ def _detections_table(ordered: DataFrame, species: bool) -> DataFrame:
     ]
     if species:
         columns.append(("species_probability", "detection.classifications[0].probability"))
-    table = ordered.select("file", F.explode_outer("detections").alias("detection"), "failure")
+    table = ordered.select(
+        "file",
+        F.explode_outer("detections").alias("detection"),
+        "failure",
+        "frame_number",
+        "frame_time",
+    )
     return table.select(
         F.col("file").alias("path"),
         F.coalesce(detection["category"], F.lit("")).alias("category"),
@@ -213,6 +274,7 @@ def _detections_table(ordered: DataFrame, species: bool) -> DataFrame:
             else []
         ),
         F.coalesce("failure", F.lit("")).alias("failure"),
+        *_frame_cells(),
     )
 
 
@@ -243,12 +305,8 @@ def write_detections(
     """detections.csv and the MegaDetector-format results.json of a detect run."""
     ordered = _relative_files(rows, root)
     _write_csv(folder, _detections_table(ordered, species=False), "detections.csv")
-    _write_json(
-        folder,
-        ordered.select(_detection_entries(None)),
-        {
-            "detection_categories": _categories(names, 1),
-            "info": _detection_info(detector_name),
-        },
-    )
+    rest = {"detection_categories": _categories(names, 1), "info": _detection_info(detector_name)}
+    items = _detection_items(None)
+    _write_json(folder, entries(ordered, _detection_entries(None), items), rest)
+    _write_video_summary(folder, ordered, items, rest)
     folder.clean_staging()

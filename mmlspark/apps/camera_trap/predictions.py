@@ -14,9 +14,12 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from mmlspark.apps.camera_trap.settings import EMPTY, PREDICTION_INDEX, TOP_K, TOP_K_TYPE, JobError
-from mmlspark.image import ImageFeaturizer, read_files
+from mmlspark.image import ImageFeaturizer
 from mmlspark.stages import EnsembleByKey
 from mmlspark.train import TrainedClassifierModel
+
+#: A frame's columns, as the scored rows carry them.
+FRAMES = ("frame_number", "frame_time", "frame_rate")
 
 
 def classified(model: PipelineModel, rows: DataFrame) -> DataFrame:
@@ -60,12 +63,11 @@ def featurizer_size(model: PipelineModel) -> tuple[int, int]:
     return (0, 0) if stage is None else (stage.getImageHeight(), stage.getImageWidth())
 
 
-def score(
-    photos: DataFrame, model: PipelineModel, levels: list[str], decoder: Any, ensemble: bool
-) -> DataFrame:
-    """The prediction rows of listed photos (path, length, modificationTime, burst, ...); with
-    `ensemble`, the probabilities of each burst's photos are averaged."""
-    scored = classified(model, read_files(photos, decoder))
+def score(read: DataFrame, model: PipelineModel, levels: list[str], ensemble: bool) -> DataFrame:
+    """The prediction rows of decoded photos or video frames (path, length, modificationTime,
+    burst, unit, the frame columns, image, error: `videos.read_units`); with `ensemble`, the
+    probabilities of each burst's photos are averaged."""
+    scored = classified(model, read)
     failure = F.coalesce("error", "featurizeError")
     if ensemble:
         # A photo that failed is a burst of its own, so it cannot spoil its neighbours' mean.
@@ -106,6 +108,7 @@ def score(
             unless_failed(F.col("prediction")).alias("image_label"),
             "burst",
             failure.alias("failure"),
+            *FRAMES,
         )
     )
 
@@ -152,8 +155,12 @@ def score_two_stage(
     crop_failure = F.when(
         F.col("detectionIndex").isNotNull(), F.coalesce("cropError", "featurizeError")
     )
-    photos = crops.groupBy("path").agg(
-        *[F.first(c).alias(c) for c in ("length", "modificationTime", "burst", "unit")],
+    # A photo, or a video's frame: its crops' rows grouped back together.
+    photos = crops.groupBy("path", "frame_number").agg(
+        *[
+            F.first(c).alias(c)
+            for c in ("length", "modificationTime", "burst", "unit", "frame_time", "frame_rate")
+        ],
         F.first("detections").alias("detections"),
         F.first(F.coalesce("error", "detectionError")).alias("photo_failure"),
         F.first(crop_failure, ignorenulls=True).alias("crop_failure"),
@@ -224,6 +231,7 @@ def score_two_stage(
         F.when(unless_failed, max_conf).alias("max_detection_conf"),
         "burst",
         "failure",
+        *FRAMES,
     ).select(
         "path",
         "length",
@@ -240,4 +248,5 @@ def score_two_stage(
         "max_detection_conf",
         "burst",
         "failure",
+        *FRAMES,
     )

@@ -109,14 +109,28 @@ def begin(folder: RunFolder, run: dict[str, Any], overwrite: bool, log: Log) -> 
 
 
 def committed(spark: SparkSession, folder: RunFolder) -> DataFrame | None:
-    """Every committed row (a photo may have several: the latest commit is current)."""
+    """Every committed row (a file may have several: the latest commit is current). Parts
+    written before videos were read lack the frame columns: they read as null."""
     parts = folder.parts()
     if not parts:
         return None
-    return spark.read.parquet(*[str(p) for p in parts])
+    table = spark.read.option("mergeSchema", "true").parquet(*[str(p) for p in parts])
+    for name, kind in (("frame_number", "int"), ("frame_time", "double"), ("frame_rate", "double")):
+        if name not in table.columns:
+            table = table.withColumn(name, F.lit(None).cast(kind))
+    return table
 
 
 def current(table: DataFrame) -> DataFrame:
-    """One row per photo: the one of its latest commit."""
-    latest = Window.partitionBy("path").orderBy(F.col("commit").desc())
-    return table.withColumn("_rank", F.row_number().over(latest)).filter("_rank = 1").drop("_rank")
+    """The current rows: a photo's (or a failed video's) one row, a video's sampled frames, all
+    from the file's latest commit. A row committed twice under one number (a compaction that
+    stopped between its renames and its deletes) counts once."""
+    latest = F.max("commit").over(Window.partitionBy("path"))
+    once = Window.partitionBy("path", "frame_number").orderBy(F.col("commit").desc())
+    return (
+        table.withColumn("_latest", latest)
+        .filter(F.col("commit") == F.col("_latest"))
+        .withColumn("_rank", F.row_number().over(once))
+        .filter("_rank = 1")
+        .drop("_latest", "_rank")
+    )

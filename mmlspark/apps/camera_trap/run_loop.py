@@ -118,7 +118,9 @@ def _run(
     todo = listing
     if table is not None:
         latest = current(table)
-        before = latest.join(listing.select("path"), "path", "left_semi").count()
+        before = (
+            latest.join(listing.select("path"), "path", "left_semi").select("path").distinct()
+        ).count()
         if settings.retry_failures:
             latest = latest.filter("failure IS NULL")
         elif settings.include_hidden:
@@ -230,8 +232,12 @@ def _rescore_suspects(
         scorer.score_all(held, level + 1, planned=before)
 
 
-#: The committed table keeps at most this many photos' rows per file when a run ends.
+#: The committed table keeps at most this many rows per file when a run ends.
 ROWS_PER_FILE = 100_000
+
+
+def _files(rows: DataFrame) -> int:
+    return rows.select("path").distinct().count()
 
 
 def finish(
@@ -259,19 +265,24 @@ def finish(
         skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
         unlisted = latest.join(listing.select("path"), "path", "left_anti")
         kept = listed.unionByName(unlisted.filter(~skipped))
-        total, in_listing = kept.count(), listed.count()
+        # Files, not rows: a video has a row per sampled frame.
+        total, in_listing = _files(kept), _files(listed)
         missing = total - in_listing
         present = listed if prune else kept
         removed = missing if prune else 0
         missing -= removed
         photos = total - removed
-        if len(old) > max(1, -(-photos // ROWS_PER_FILE)) or removed or photos < table.count():
+        current_rows = present.count()
+        if (
+            len(old) > max(1, -(-current_rows // ROWS_PER_FILE))
+            or removed
+            or current_rows < table.count()
+        ):
             number = folder.next_commit()
             staged = folder.staged(f"compact-{number:08d}")
-            files = max(1, -(-photos // ROWS_PER_FILE))
-            present.repartitionByRange(files, "path").sortWithinPartitions("path").write.parquet(
-                str(staged)
-            )
+            files = max(1, -(-current_rows // ROWS_PER_FILE))
+            ordered = present.repartitionByRange(files, "path")
+            ordered.sortWithinPartitions("path", "frame_number").write.parquet(str(staged))
             # The new files hold the same rows (commit numbers kept) as the old ones, so a reader
             # between the renames and the deletes sees a photo's current row twice, never zero.
             folder.commit(staged, number)

@@ -17,6 +17,7 @@ from mmlspark.apps.camera_trap.progress import Progress
 from mmlspark.apps.camera_trap.session import _cancel_all
 from mmlspark.apps.camera_trap.settings import ClassifySettings, JobError, Log, _first_line, _Work
 from mmlspark.apps.camera_trap.store import RunFolder
+from mmlspark.apps.camera_trap.videos import is_video_path
 from mmlspark.core.jvm import jvm_alive
 from mmlspark.core.session import default_parallelism
 
@@ -166,7 +167,8 @@ class Scorer:
         number = self.folder.next_commit()
         staged = self.folder.staged(f"commit-{number:08d}")
         parallelism = max(1, min(len(paths), 2 * default_parallelism(self.spark)))
-        scored = self.work.score(chunk.repartition(parallelism))
+        videos = any(is_video_path(p) for p in paths)
+        scored = self.work.score(chunk.repartition(parallelism), videos)
         try:
             scored.withColumn("commit", F.lit(number)).repartition(1).write.parquet(str(staged))
         except Exception as e:  # noqa: BLE001 - a cancelled job or a task that killed its JVM

@@ -18,15 +18,19 @@ from mmlspark.apps.camera_trap.outputs import (
     _categories,
     _detection_entries,
     _detection_info,
+    _detection_items,
     _detections_table,
     _relative_files,
     _write_csv,
     _write_json,
     _write_predictions,
+    _write_video_summary,
+    entries,
     write_detections,
     write_outputs,
 )
 from mmlspark.apps.camera_trap.predictions import (
+    FRAMES,
     _featurizer,
     _levels,
     _max_conf,
@@ -48,12 +52,20 @@ from mmlspark.apps.camera_trap.settings import (
     _Work,
 )
 from mmlspark.apps.camera_trap.store import RunFolder, content_hash
-from mmlspark.image import ImageDecoder, read_files
+from mmlspark.apps.camera_trap.videos import VideoSampling, read_units, settle, union
+from mmlspark.image import ImageDecoder
 
 
-def _classify_work(model: PipelineModel, levels: list[str], ensemble: bool) -> _Work:
+def _classify_work(
+    model: PipelineModel, levels: list[str], ensemble: bool, sampling: VideoSampling
+) -> _Work:
     height, width = featurizer_size(model)
     decoder = ImageDecoder(minHeight=height, minWidth=width)
+
+    def scored(listed: DataFrame, videos: bool) -> DataFrame:
+        parts = read_units(listed, decoder, sampling, videos)
+        rows = union([score(part, model, levels, ensemble) for part in parts])
+        return settle(rows) if videos else rows
 
     def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
@@ -62,7 +74,7 @@ def _classify_work(model: PipelineModel, levels: list[str], ensemble: bool) -> _
     return _Work(
         "classify",
         SCHEMA,
-        lambda photos: score(photos, model, levels, decoder, ensemble),
+        scored,
         outputs,
     )
 
@@ -79,6 +91,8 @@ def classify(
     burst_gap: float = 3.0,
     detector: str | None = None,
     threshold: float = 0.2,
+    video_every_seconds: float = 1.0,
+    video_every_frames: int = 0,
     wait: bool = False,
     settings: ClassifySettings | None = None,
     log: Log = print,
@@ -93,8 +107,13 @@ def classify(
     With a `detector` (and a model trained on its crops, `train --detector`) the photos are
     detected first and the crops of animal detections at or over `threshold` classified; see
     `score_two_stage` for the class each photo gets. results.json then holds every detection
-    (down to 0.005) with the classified ones' `classifications`."""
+    (down to 0.005) with the classified ones' `classifications`.
+
+    Video files (`videos.VIDEO_EXTENSIONS`) are scored by their frames, one every
+    `video_every_seconds` or every `video_every_frames`-th: a row per sampled frame, each
+    classified as a photo is (never averaged with other frames or photos)."""
     settings = settings or ClassifySettings()
+    sampling = VideoSampling(video_every_seconds, video_every_frames)
     if bursts not in ("off", "cct", "time"):
         raise JobError(f"--bursts must be off, cct or time, not {bursts!r}")
     if bursts == "cct" and cct is None:
@@ -124,9 +143,10 @@ def classify(
         "model": str(Path(model_dir).resolve()),
         **_model_identity(model_dir, model),
         "bursts": bursts if bursts != "time" else f"time:{burst_gap}",
+        **sampling.identity(),
     }
     if detector is None:
-        work = _classify_work(model, levels, bursts != "off")
+        work = _classify_work(model, levels, bursts != "off", sampling)
     else:
         found = load_detector(spark, detector)
         run.update(
@@ -136,7 +156,7 @@ def classify(
             image_size=found.size,
         )
         work = _two_stage_work(
-            model, levels, found, threshold, bursts != "off", Path(model_dir).name
+            model, levels, found, threshold, bursts != "off", Path(model_dir).name, sampling
         )
     return _locked_run(spark, work, out, run, overwrite, wait, cct_labels, burst_gap, settings, log)
 
@@ -150,6 +170,8 @@ def detect(
     threshold: float = 0.005,
     image_size: int | None = None,
     class_names: list[str] | None = None,
+    video_every_seconds: float = 1.0,
+    video_every_frames: int = 0,
     overwrite: bool = False,
     wait: bool = False,
     settings: ClassifySettings | None = None,
@@ -158,7 +180,9 @@ def detect(
     """Runs a YOLO-format ONNX detector (MegaDetector v5 and the like) on the photos under
     `images` into `out`: results.json in the MegaDetector batch format, detections.csv (a row
     per detection, and one per photo without any) and the Parquet table. Commits as it goes; an
-    interrupted run continues where it stopped, as classify does."""
+    interrupted run continues where it stopped, as classify does. Video files are detected by
+    their frames, sampled as `classify` samples them."""
+    sampling = VideoSampling(video_every_seconds, video_every_frames)
     check_folders(images, Path(out))
     found = load_detector(
         spark, detector, threshold=threshold, image_size=image_size, class_names=class_names
@@ -169,17 +193,18 @@ def detect(
         "detector_sha256": content_hash(found.path),
         "threshold": threshold,
         "image_size": found.size,
+        **sampling.identity(),
     }
-    work = _detect_work(found)
+    work = _detect_work(found, sampling)
     return _locked_run(spark, work, out, run, overwrite, wait, None, 0.0, settings, log)
 
 
-def _detect_work(found: LoadedDetector) -> _Work:
+def _detect_work(found: LoadedDetector, sampling: VideoSampling) -> _Work:
     decoder = found.decoder()
     names = found.stage.getClassNames()
 
-    def score(photos: DataFrame) -> DataFrame:
-        rows = found.stage.transform(read_files(photos, decoder))
+    def detected(read: DataFrame) -> DataFrame:
+        rows = found.stage.transform(read)
         failure = F.coalesce("error", "detectionError")
         return rows.select(
             "path",
@@ -189,7 +214,12 @@ def _detect_work(found: LoadedDetector) -> _Work:
             F.when(failure.isNull(), _max_conf("detections")).alias("max_detection_conf"),
             "burst",
             failure.alias("failure"),
+            *FRAMES,
         )
+
+    def score(listed: DataFrame, videos: bool) -> DataFrame:
+        rows = union([detected(part) for part in read_units(listed, decoder, sampling, videos)])
+        return settle(rows) if videos else rows
 
     def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
@@ -205,34 +235,37 @@ def _two_stage_work(
     threshold: float,
     ensemble: bool,
     model_name: str,
+    sampling: VideoSampling,
 ) -> _Work:
     decoder = found.decoder(CROP_DECODE_SCALE)
     cropper = found.cropper(threshold)
     names = found.stage.getClassNames()
 
-    def score(photos: DataFrame) -> DataFrame:
-        crops = cropper.transform(found.stage.transform(read_files(photos, decoder)))
-        return score_two_stage(classified(model, crops), levels, threshold, ensemble)
+    def score(listed: DataFrame, videos: bool) -> DataFrame:
+        parts = read_units(listed, decoder, sampling, videos)
+        crops = union([classified(model, cropper.transform(found.stage.transform(part)))
+                       for part in parts])  # fmt: skip
+        rows = score_two_stage(crops, levels, threshold, ensemble)
+        return settle(rows) if videos else rows
 
     def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
         assert folder.manifest is not None
         ordered = _relative_files(rows, folder.manifest["images"])
         _write_predictions(folder, ordered)
         _write_csv(folder, _detections_table(ordered, species=True), "detections.csv")
-        _write_json(
-            folder,
-            ordered.select(_detection_entries(levels)),
-            {
-                "detection_categories": _categories(names, 1),
-                "classification_categories": _categories(levels, 0),
-                "info": {
-                    **_detection_info(found.name),
-                    "classifier": f"mmlspark {mmlspark.__version__} camera-trap, {model_name}, "
-                    f"on crops of detections at or over {threshold}",
-                    "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
-                },
+        rest = {
+            "detection_categories": _categories(names, 1),
+            "classification_categories": _categories(levels, 0),
+            "info": {
+                **_detection_info(found.name),
+                "classifier": f"mmlspark {mmlspark.__version__} camera-trap, {model_name}, "
+                f"on crops of detections at or over {threshold}",
+                "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
             },
-        )
+        }
+        items = _detection_items(levels)
+        _write_json(folder, entries(ordered, _detection_entries(levels), items), rest)
+        _write_video_summary(folder, ordered, items, rest)
         folder.clean_staging()
 
     return _Work("classify", TWO_STAGE_SCHEMA, score, outputs)

@@ -50,23 +50,28 @@ class ClassifySettings:
 @dataclass
 class _Work:
     """What a resumable run computes per photo and renders at the end: `score` turns listed
-    photos (path, length, modificationTime, burst, unit) into rows of `schema` without its
-    `commit` column, and `outputs` writes the result files from the committed table."""
+    files (path, length, modificationTime, burst, unit; with True when video files are among
+    them) into rows of `schema` without its `commit` column (a photo's row, a video's sampled
+    frames' rows, or a file's one failure row), and `outputs` writes the result files from the
+    committed table."""
 
     command: str
     schema: str
-    score: Callable[[DataFrame], DataFrame]
+    score: Callable[[DataFrame, bool], DataFrame]
     outputs: Callable[[SparkSession, DataFrame, RunFolder], None]
 
 
 TOP_K_TYPE = "array<struct<label:string,probability:double>>"
 
 
+#: Every committed table ends with a video frame's columns (null for photos and failures) before
+#: `commit`: a video has a row per sampled frame, all from one commit.
+
 #: The committed table of a whole-photo classify run.
 SCHEMA = (
     "path string, length long, modificationTime timestamp, predicted_label string, "
     f"confidence double, top_k {TOP_K_TYPE}, image_label string, burst string, "
-    "failure string, commit int"
+    "failure string, frame_number int, frame_time double, frame_rate double, commit int"
 )
 
 
@@ -74,7 +79,8 @@ SCHEMA = (
 DETECT_SCHEMA = (
     "path string, length long, modificationTime timestamp, "
     "detections array<struct<category:string,label:string,conf:double,bbox:array<double>>>, "
-    "max_detection_conf double, burst string, failure string, commit int"
+    "max_detection_conf double, burst string, failure string, frame_number int, "
+    "frame_time double, frame_rate double, commit int"
 )
 
 
@@ -86,5 +92,5 @@ TWO_STAGE_SCHEMA = (
     f"confidence double, top_k {TOP_K_TYPE}, image_label string, "
     "detections array<struct<category:string,label:string,conf:double,bbox:array<double>,"
     f"classifications:{TOP_K_TYPE}>>, max_detection_conf double, burst string, failure string, "
-    "commit int"
+    "frame_number int, frame_time double, frame_rate double, commit int"
 )

@@ -60,7 +60,9 @@ FORMAT = "mmlspark camera-trap results"
 LAYOUT_VERSION = 2
 
 #: The names the job writes at the top of its folder.
-OUTPUT_NAMES = frozenset({MANIFEST, INFLIGHT, "predictions.csv", "detections.csv", "results.json"})
+OUTPUT_NAMES = frozenset(
+    {MANIFEST, INFLIGHT, "predictions.csv", "detections.csv", "results.json", "video_results.json"}
+)
 _PART = re.compile(r"part-\d{8}-\d{4}-[0-9a-f]{8}\.parquet")
 _STAGED = re.compile(r"[a-z][a-z0-9-]{0,40}-[0-9a-f]{8}")
 

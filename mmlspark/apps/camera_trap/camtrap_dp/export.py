@@ -214,7 +214,7 @@ def _photos(
     them. Only committed rows are read, through the results folder's table."""
     table = committed(spark, folder)
     assert table is not None  # _check_finished saw commits
-    rows = current(table)
+    rows = current(table).filter("frame_number IS NULL")  # videos' frames: not exported (yet)
     failures = rows.filter("failure IS NOT NULL").count()
     photos = rows.filter("failure IS NULL").select(
         "path", "modificationTime", "burst", *_COLUMNS[kind]
