@@ -73,7 +73,8 @@ def _results(spark, folder_path: Path, root: str, run: dict, schema: str, rows: 
     writer (as a run ends)."""
     folder = store.RunFolder(folder_path)
     folder.start({"images": root, "bursts": "off", **run})
-    table = spark.createDataFrame(rows, schema)
+    # Photo rows: no video frame (frame_number, frame_time, frame_rate) before the commit.
+    table = spark.createDataFrame([(*r[:-1], None, None, None, r[-1]) for r in rows], schema)
     staged = folder.staged("commit-00000001")
     table.write.parquet(str(staged))
     folder.commit(staged, 1)
@@ -345,7 +346,7 @@ def test_export_refuses_what_is_not_finished_results_and_a_used_out(
     folder.start({"images": root, "bursts": "off", "detector": "/d.onnx"})
     staged = folder.staged("commit-00000001")
     spark.createDataFrame(
-        [(f"{root}/f.jpg", 1, None, [], 0.0, None, None, 1)], job.DETECT_SCHEMA
+        [(f"{root}/f.jpg", 1, None, [], 0.0, None, None, None, None, None, 1)], job.DETECT_SCHEMA
     ).write.parquet(str(staged))
     folder.commit(staged, 1)
     assert "has not finished" in export(tmp_path / "unfinished", tmp_path / "o2")

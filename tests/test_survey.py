@@ -669,7 +669,7 @@ def test_outputs_escape_names_and_match_the_megadetector_format(spark, tmp_path)
     table = spark.createDataFrame(
         [
             (p, 1, None, label, conf, [{"label": a, "probability": b} for a, b in top or []]
-             if top else None, label, None, failure, 1)
+             if top else None, label, None, failure, None, None, None, 1)
             for p, label, conf, top, failure in rows
         ],
         job.SCHEMA,
