@@ -197,8 +197,8 @@ object StageParams {
         "targetClasses",
         ParamType.intArray,
         "the indices into a vector or array targetCol that are explained, one explanation each " +
-          "(empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence",
-        Some("(a: Array[Int]) => a.forall(_ >= 0)")
+          "(each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol " +
+          "takes precedence"
       ),
       SharedParam(
         "targetClassesCol",

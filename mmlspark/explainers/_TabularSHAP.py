@@ -49,7 +49,7 @@ class _TabularSHAP(MMLTransformer, HasOutputCol, HasInputCols):
     outputCol : str, optional
         name of the output column. Default: ``"explanation"``.
     targetClasses : list[int], optional
-        the indices into a vector or array targetCol that are explained, one explanation each (empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence. Default: ``[]``.
+        the indices into a vector or array targetCol that are explained, one explanation each (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence. Default: ``[]``.
     targetClassesCol : str, optional
         name of an input column of integer arrays giving each row its own target classes, in place of targetClasses.
     targetCol : str, optional
@@ -92,7 +92,7 @@ class _TabularSHAP(MMLTransformer, HasOutputCol, HasInputCols):
     targetClasses: "Param[list[int]]" = Param(
         Params._dummy(),
         "targetClasses",
-        "the indices into a vector or array targetCol that are explained, one explanation each (empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence",
+        "the indices into a vector or array targetCol that are explained, one explanation each (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence",
         typeConverter=TypeConverters.toListInt,
     )
 
@@ -186,7 +186,7 @@ class _TabularSHAP(MMLTransformer, HasOutputCol, HasInputCols):
         return self.getOrDefault(self.targetClasses)
 
     def setTargetClasses(self: _P, value: list[int]) -> _P:
-        """Sets ``targetClasses``: the indices into a vector or array targetCol that are explained, one explanation each (empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence."""
+        """Sets ``targetClasses``: the indices into a vector or array targetCol that are explained, one explanation each (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence."""
         return self._set(targetClasses=value)
 
     def getTargetClassesCol(self) -> str:

@@ -55,7 +55,7 @@ class _VectorLIME(MMLTransformer, HasInputCol, HasOutputCol):
     regularization : float, optional
         strength of the ridge (L2) penalty on the coefficients of the local linear fit (at least 0; 0: weighted least squares). Default: ``0.0``.
     targetClasses : list[int], optional
-        the indices into a vector or array targetCol that are explained, one explanation each (empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence. Default: ``[]``.
+        the indices into a vector or array targetCol that are explained, one explanation each (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence. Default: ``[]``.
     targetClassesCol : str, optional
         name of an input column of integer arrays giving each row its own target classes, in place of targetClasses.
     targetCol : str, optional
@@ -114,7 +114,7 @@ class _VectorLIME(MMLTransformer, HasInputCol, HasOutputCol):
     targetClasses: "Param[list[int]]" = Param(
         Params._dummy(),
         "targetClasses",
-        "the indices into a vector or array targetCol that are explained, one explanation each (empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence",
+        "the indices into a vector or array targetCol that are explained, one explanation each (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence",
         typeConverter=TypeConverters.toListInt,
     )
 
@@ -230,7 +230,7 @@ class _VectorLIME(MMLTransformer, HasInputCol, HasOutputCol):
         return self.getOrDefault(self.targetClasses)
 
     def setTargetClasses(self: _P, value: list[int]) -> _P:
-        """Sets ``targetClasses``: the indices into a vector or array targetCol that are explained, one explanation each (empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence."""
+        """Sets ``targetClasses``: the indices into a vector or array targetCol that are explained, one explanation each (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence."""
         return self._set(targetClasses=value)
 
     def getTargetClassesCol(self) -> str:

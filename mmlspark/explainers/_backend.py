@@ -82,6 +82,12 @@ def check_common(stage: Any, spec: Any, data: DataFrame) -> T.StructType:
         spec.outputCol != spec.metricsCol,
         f"outputCol and metricsCol are both '{spec.outputCol}'",
     )
+    classes = spec.targetClasses or ()
+    require(
+        stage,
+        all(c >= 0 for c in classes),
+        f"targetClasses must be 0 or more but were {', '.join(map(str, classes))}",
+    )
     if spec.targetClassesCol is not None:
         require_column_type(
             stage,

@@ -64,6 +64,11 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
       $(outputCol) != $(metricsCol),
       s"outputCol and metricsCol are both '${$(outputCol)}'"
     )
+    SchemaUtils.require(
+      this,
+      $(targetClasses).forall(_ >= 0),
+      s"targetClasses must be 0 or more but were ${$(targetClasses).mkString(", ")}"
+    )
     if (isSet(targetClassesCol))
       SchemaUtils.requireColumnType(this, schema, $(targetClassesCol), "array<int>") {
         case ArrayType(IntegerType, _) => true
