@@ -214,3 +214,39 @@ def test_misuse_fails_before_any_job_naming_the_problem(spark, fitted, backend):
         TabularSHAP(inputCols=COLS, model=fitted["regression"], targetCol="prediction").setBackend(
             backend
         ).transform(fitted["rows"])
+
+
+def test_on_a_connect_server_without_the_jar(jarless_connect):
+    """The Python backend over Spark Connect, with pyspark's learner fitted on the server: the
+    exact Shapley values and LIME's scaled coefficients of the linear model."""
+    from conftest import connect_mode
+
+    with connect_mode():
+        rng = np.random.default_rng(3)
+        x = rng.normal(0, 1, size=(20, 3))
+        train = jarless_connect.createDataFrame(
+            [(*map(float, r), float(1 + r @ np.array([2.0, -3.0, 0.5]))) for r in x],
+            "a double, b double, c double, y double",
+        )
+        assembler = VectorAssembler(inputCols=COLS, outputCol="features")
+        model = Pipeline(stages=[assembler, LinearRegression(labelCol="y")]).fit(train)
+        w = model.stages[1].coefficients.toArray()
+        schema = "a double, b double, c double"
+        rows = jarless_connect.createDataFrame([tuple(map(float, r)) for r in ROWS], schema)
+        background = jarless_connect.createDataFrame(
+            [tuple(map(float, r)) for r in BACKGROUND], schema
+        )
+        stage = TabularSHAP(inputCols=COLS, model=model, targetCol="prediction")
+        assert stage.getBackend() == "python"
+        out = stage.setBackgroundData(background).transform(rows).collect()
+        lime_stage = TabularLIME(inputCols=COLS, model=model, targetCol="prediction", numSamples=30)
+        weights = lime_stage.setBackgroundData(background).transform(rows).collect()
+    for r in out:
+        x_row = np.array([r["a"], r["b"], r["c"]])
+        np.testing.assert_allclose(
+            r["explanation"][0].toArray()[1:], w * (x_row - BACKGROUND.mean(axis=0)), atol=1e-6
+        )
+    for r in weights:
+        np.testing.assert_allclose(
+            r["explanation"][0].toArray(), w * BACKGROUND.std(axis=0), atol=1e-6
+        )
