@@ -186,7 +186,8 @@ def test_save_load_and_pipeline_round_trip_on_both_backends(spark, fitted, tmp_p
     PipelineModel(stages=[loaded]).save(str(tmp_path / "pipeline"))
     (again,) = PipelineModel.load(str(tmp_path / "pipeline")).stages
     assert isinstance(again, TabularSHAP)
-    for explainer in (loaded, again, again.setBackend("python")):
+    # the pipeline's stage runs on Python with the background the JVM loaded
+    for explainer in (loaded, again.setBackend("python")):
         got = _by_row(explainer.transform(fitted["rows"]), "explanation", key=lambda r: r["a"])
         assert got.keys() == expected.keys()
         for key, values in expected.items():
@@ -250,3 +251,48 @@ def test_on_a_connect_server_without_the_jar(jarless_connect):
         np.testing.assert_allclose(
             r["explanation"][0].toArray(), w * BACKGROUND.std(axis=0), atol=1e-6
         )
+
+
+def test_a_categorical_column_on_both_backends_alike(spark):
+    """A string column: SHAP's values worked by hand (two features, exact), and LIME's samples
+    drawn from the background's frequencies, the same draws on both backends (the same seeds)."""
+    from pyspark.ml.feature import SQLTransformer
+
+    rows = spark.createDataFrame([("x", 1.0), ("y", 2.0), ("z", 0.5)], "k string, v double")
+    background = spark.createDataFrame(
+        [("x", 0.0), ("y", 1.0), ("y", 3.0), ("z", 1.0)], "k string, v double"
+    )
+    model = SQLTransformer(
+        statement="SELECT *, CASE k WHEN 'x' THEN 1.0 WHEN 'y' THEN 3.0 ELSE -2.0 END + 2 * v "
+        "AS prediction FROM __THIS__"
+    )
+    got = {}
+    for backend in BACKENDS:
+        shap_stage = TabularSHAP(inputCols=["k", "v"], model=model, targetCol="prediction")
+        shap_stage.setBackend(backend).setBackgroundData(background)
+        lime_stage = TabularLIME(
+            inputCols=["k", "v"],
+            categoricalFeatures=["k"],
+            model=model,
+            targetCol="prediction",
+            numSamples=300,
+        )
+        lime_stage.setBackend(backend).setBackgroundData(background)
+        got[backend] = [
+            {r.k: r.explanation[0].toArray() for r in stage.transform(rows).collect()}
+            for stage in (shap_stage, lime_stage)
+        ]
+    # f(background) = 1, 5, 9, 0: base 3.75; for ("x", 1.0), f = 3: phi_k = ((1 + 2 * 1.25 -
+    # 3.75) + (3 - (1.25 + 2))) / 2 = -0.25, phi_v = -0.5 (they add up to 3 - 3.75)
+    hand = {"x": [3.75, -0.25, -0.5], "y": [3.75, 1.75, 1.5], "z": [3.75, -3.25, -1.5]}
+    lime_values = got["jvm"][1]
+    for backend in BACKENDS:
+        shap_values, lime_got = got[backend]
+        for k, values in hand.items():
+            np.testing.assert_allclose(shap_values[k], values, atol=1e-9)
+            np.testing.assert_allclose(lime_got[k], lime_values[k], atol=1e-9)
+    # the row's own category: worth more than the others' for "y" (3), less for "z" (-2); v's
+    # coefficient is 2 per background standard deviation of v
+    assert lime_values["y"][0] > 1 and lime_values["z"][0] < -2
+    for values in lime_values.values():
+        assert values[1] == pytest.approx(2 * np.std([0.0, 1.0, 3.0, 1.0]), abs=0.25)
