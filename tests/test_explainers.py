@@ -15,6 +15,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.ml.classification import LogisticRegression
 from pyspark.ml.feature import VectorAssembler
 from pyspark.ml.regression import LinearRegression
+from pyspark.sql import functions as F
 
 from mmlspark.explainers import TabularLIME, TabularSHAP, VectorLIME, VectorSHAP
 
@@ -100,11 +101,16 @@ def test_tabular_shap_gives_the_exact_shapley_values_of_a_linear_model(spark, fi
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_vector_shap_of_a_probability_equals_kernel_shap(spark, fitted, backend):
+    """Classes [1, 0]: on the JVM as targetClasses, on Python as each row's targetClassesCol."""
     logistic = fitted["logistic"]
-    stage = VectorSHAP(
-        inputCol="features", model=logistic, targetClasses=[1, 0], outputCol="shap"
-    ).setBackend(backend)
-    out = stage.setBackgroundData(fitted["background_vectors"]).transform(fitted["vectors"])
+    stage = VectorSHAP(inputCol="features", model=logistic, outputCol="shap").setBackend(backend)
+    rows = fitted["vectors"]
+    if backend == "jvm":
+        stage.setTargetClasses([1, 0])
+    else:
+        rows = rows.withColumn("classes", F.array(F.lit(1), F.lit(0)))
+        stage.setTargetClassesCol("classes")
+    out = stage.setBackgroundData(fitted["background_vectors"]).transform(rows)
     got = _by_row(out, "shap")
     base, reference = _kernel_shap(_logistic(logistic), ROWS)
     for i, x in enumerate(ROWS):
@@ -258,7 +264,9 @@ def test_a_categorical_column_on_both_backends_alike(spark):
     drawn from the background's frequencies, the same draws on both backends (the same seeds)."""
     from pyspark.ml.feature import SQLTransformer
 
-    rows = spark.createDataFrame([("x", 1.0), ("y", 2.0), ("z", 0.5)], "k string, v double")
+    rows = spark.createDataFrame(
+        [("x", 1.0), ("y", 2.0), ("z", 0.5), ("x", None)], "k string, v double"
+    )
     background = spark.createDataFrame(
         [("x", 0.0), ("y", 1.0), ("y", 3.0), ("z", 1.0)], "k string, v double"
     )
@@ -279,9 +287,14 @@ def test_a_categorical_column_on_both_backends_alike(spark):
         )
         lime_stage.setBackend(backend).setBackgroundData(background)
         got[backend] = [
-            {r.k: r.explanation[0].toArray() for r in stage.transform(rows).collect()}
+            {
+                r.k: r.explanation[0].toArray()
+                for r in stage.transform(rows).collect()
+                if r.v is not None or r.explanation is not None  # a null input: a null output
+            }
             for stage in (shap_stage, lime_stage)
         ]
+        assert all(len(values) == 3 for values in got[backend])
     # f(background) = 1, 5, 9, 0: base 3.75; for ("x", 1.0), f = 3: phi_k = ((1 + 2 * 1.25 -
     # 3.75) + (3 - (1.25 + 2))) / 2 = -0.25, phi_v = -0.5 (they add up to 3 - 3.75)
     hand = {"x": [3.75, -0.25, -0.5], "y": [3.75, 1.75, 1.5], "z": [3.75, -3.25, -1.5]}

@@ -197,10 +197,16 @@ def _output(spec: Any, data: DataFrame, fits: DataFrame) -> DataFrame:
     return data.join(per_row, on=ID, how="left").drop(ID, CLASSES)
 
 
+def complete(indexed: DataFrame, inputs: Sequence[str]) -> DataFrame:
+    """The rows explained: those whose `inputs` are all present (the others get null outputs)."""
+    return indexed.filter(functools.reduce(Column.__and__, [col(c).isNotNull() for c in inputs]))
+
+
 def shap(
     spec: Any,
     data: DataFrame,
     features: int,
+    inputs: Sequence[str],
     background: DataFrame,
     mix: Callable[[Column], list[tuple[str, Column]]],
 ) -> DataFrame:
@@ -219,7 +225,9 @@ def shap(
         ),
     )
     indexed = _indexed(spec, data)
-    mixed = indexed.crossJoin(F.broadcast(masks)).crossJoin(F.broadcast(background))
+    mixed = (
+        complete(indexed, inputs).crossJoin(F.broadcast(masks)).crossJoin(F.broadcast(background))
+    )
     for name, column in mix(col(MASK)):
         mixed = mixed.withColumn(name, column)
     inputs = mixed.drop(MASK, *background.columns)
@@ -239,6 +247,7 @@ def lime(
     spec: Any,
     data: DataFrame,
     features: int,
+    inputs: Sequence[str],
     sampled: list[tuple[str, Column]],
     categorical: Sequence[bool],
 ) -> DataFrame:
@@ -246,7 +255,7 @@ def lime(
     scored at once, and each (row, class)'s weighted ridge fit solved."""
     width = spec.kernelWidth if spec.kernelWidth is not None else 0.75 * math.sqrt(features)
     indexed = _indexed(spec, data)
-    samples = indexed.withColumn(
+    samples = complete(indexed, inputs).withColumn(
         SAMPLE, F.explode(F.sequence(F.lit(0), F.lit(spec.numSamples - 1)))
     )
     for name, column in sampled:

@@ -71,7 +71,7 @@ class TabularLIME(Explainer, _TabularLIME):
             ]
         )
         sampled = [*originals, *draws, *values, (B.REP, rep)]
-        return B.lime(spec, dataset, len(cols), sampled, categorical)
+        return B.lime(spec, dataset, len(cols), cols, sampled, categorical)
 
 
 def _sampled(rows: list[Any], j: int, kind: T.DataType, categorical: bool) -> Column:

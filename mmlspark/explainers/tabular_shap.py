@@ -46,4 +46,4 @@ class TabularSHAP(Explainer, _TabularSHAP):
                 for j, c in enumerate(cols)
             ]
 
-        return B.shap(spec, dataset, len(cols), aliased, mix)
+        return B.shap(spec, dataset, len(cols), cols, aliased, mix)

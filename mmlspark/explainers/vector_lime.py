@@ -57,4 +57,4 @@ class VectorLIME(Explainer, _VectorLIME):
                 ),
             )
         )
-        return B.lime(spec, dataset, size, [(B.REP, rep), (name, moved)], [False] * size)
+        return B.lime(spec, dataset, size, [name], [(B.REP, rep), (name, moved)], [False] * size)

@@ -50,4 +50,4 @@ class VectorSHAP(Explainer, _VectorSHAP):
                 (name, array_to_vector(F.transform(F.sequence(F.lit(1), F.lit(size)), element)))
             ]
 
-        return B.shap(spec, dataset, size, aliased, mix)
+        return B.shap(spec, dataset, size, [name], aliased, mix)

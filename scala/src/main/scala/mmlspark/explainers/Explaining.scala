@@ -92,6 +92,10 @@ private[explainers] object Explaining {
   def table(input: DataFrame, rows: Seq[Row], schema: StructType): DataFrame =
     input.sparkSession.createDataFrame(rows.asJava, schema)
 
+  /** The rows explained: those whose `inputs` are all present (the others get null outputs). */
+  def complete(input: DataFrame, inputs: Seq[String]): DataFrame =
+    input.filter(inputs.map(col(_).isNotNull).foldLeft(lit(true))(_ && _))
+
   def requireBatch(stage: ExplainerParams, data: DataFrame): Unit =
     SchemaUtils.require(
       stage,
@@ -100,14 +104,15 @@ private[explainers] object Explaining {
         "micro-batches with foreachBatch)"
     )
 
-  /** Kernel SHAP for every row. `mix(mask)` gives the model's input columns of a sample: each
-    * feature from the row where `mask` is 1, else from the background row's columns that
-    * `background` holds.
+  /** Kernel SHAP for every row whose `required` columns are present (the others get null outputs).
+    * `mix(mask)` gives the model's input columns of a sample: each feature from the row where
+    * `mask` is 1, else from the background row's columns that `background` holds.
     */
   def shap(
       stage: ExplainerParams,
       data: DataFrame,
       features: Int,
+      required: Seq[String],
       background: DataFrame,
       mix: Column => Seq[(String, Column)]
   ): DataFrame = {
@@ -122,7 +127,8 @@ private[explainers] object Explaining {
       StructType(Seq(StructField(Sample, IntegerType), StructField(Mask, ArrayType(DoubleType))))
     )
     val input = indexed(stage, data)
-    val expanded = input.crossJoin(broadcast(masks)).crossJoin(broadcast(background))
+    val expanded =
+      complete(input, required).crossJoin(broadcast(masks)).crossJoin(broadcast(background))
     val mixed = mix(col(Mask)).foldLeft(expanded) { case (df, (name, c)) => df.withColumn(name, c) }
     val inputs = mixed.drop((Mask +: background.columns.toSeq): _*)
     val scored = score(stage, model, inputs, Nil)
@@ -155,6 +161,7 @@ private[explainers] object Explaining {
       stage: ExplainerParams with LIMEParams,
       data: DataFrame,
       features: Int,
+      required: Seq[String],
       sampled: Seq[(String, Column)],
       categorical: Array[Boolean]
   ): DataFrame = {
@@ -163,7 +170,10 @@ private[explainers] object Explaining {
       if (stage.isDefined(stage.kernelWidth)) stage.getKernelWidth else 0.75 * math.sqrt(features)
     val lambda = stage.getRegularization
     val input = indexed(stage, data)
-    val samples = input.withColumn(Sample, explode(sequence(lit(0), lit(stage.getNumSamples - 1))))
+    val samples = complete(input, required).withColumn(
+      Sample,
+      explode(sequence(lit(0), lit(stage.getNumSamples - 1)))
+    )
     val inputs = sampled.foldLeft(samples) { case (df, (name, c)) => df.withColumn(name, c) }
     val scored = score(stage, model, inputs, Seq(Rep))
     val solve = udf { (rows: Seq[Row]) =>

@@ -100,7 +100,14 @@ final class TabularLIME(override val uid: String)
         when(Explaining.col(cols(j)) === Explaining.col(p + "x_" + j), 1.0).otherwise(0.0)
       else Explaining.col(p + "draw_" + j)
     }: _*)
-    Explaining.lime(this, data, cols.length, originals ++ draws ++ values :+ rep, categorical)
+    Explaining.lime(
+      this,
+      data,
+      cols.length,
+      cols.toSeq,
+      originals ++ draws ++ values :+ rep,
+      categorical
+    )
   }
 
   override def copy(extra: ParamMap): TabularLIME = {

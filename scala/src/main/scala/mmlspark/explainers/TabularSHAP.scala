@@ -45,6 +45,7 @@ final class TabularSHAP(override val uid: String)
       this,
       data,
       cols.length,
+      cols.toSeq,
       aliased,
       mask =>
         cols.indices.map { j =>

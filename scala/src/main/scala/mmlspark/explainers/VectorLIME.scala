@@ -62,7 +62,7 @@ final class VectorLIME(override val uid: String)
         i => element_at(x, i) + element_at(scale, i) * element_at(Explaining.col(Explaining.Rep), i)
       )
     )
-    Explaining.lime(this, data, size, Seq(rep, moved), Array.fill(size)(false))
+    Explaining.lime(this, data, size, Seq($(inputCol)), Seq(rep, moved), Array.fill(size)(false))
   }
 
   override def copy(extra: ParamMap): VectorLIME = {

@@ -47,6 +47,7 @@ final class VectorSHAP(override val uid: String)
       this,
       data,
       size,
+      Seq($(inputCol)),
       aliased,
       mask =>
         Seq(
