@@ -206,7 +206,7 @@ def shap(
     spec: Any,
     data: DataFrame,
     features: int,
-    inputs: Sequence[str],
+    required: Sequence[str],
     background: DataFrame,
     mix: Callable[[Column], list[tuple[str, Column]]],
 ) -> DataFrame:
@@ -226,7 +226,7 @@ def shap(
     )
     indexed = _indexed(spec, data)
     mixed = (
-        complete(indexed, inputs).crossJoin(F.broadcast(masks)).crossJoin(F.broadcast(background))
+        complete(indexed, required).crossJoin(F.broadcast(masks)).crossJoin(F.broadcast(background))
     )
     for name, column in mix(col(MASK)):
         mixed = mixed.withColumn(name, column)
@@ -247,7 +247,7 @@ def lime(
     spec: Any,
     data: DataFrame,
     features: int,
-    inputs: Sequence[str],
+    required: Sequence[str],
     sampled: list[tuple[str, Column]],
     categorical: Sequence[bool],
 ) -> DataFrame:
@@ -255,7 +255,7 @@ def lime(
     scored at once, and each (row, class)'s weighted ridge fit solved."""
     width = spec.kernelWidth if spec.kernelWidth is not None else 0.75 * math.sqrt(features)
     indexed = _indexed(spec, data)
-    samples = complete(indexed, inputs).withColumn(
+    samples = complete(indexed, required).withColumn(
         SAMPLE, F.explode(F.sequence(F.lit(0), F.lit(spec.numSamples - 1)))
     )
     for name, column in sampled:
