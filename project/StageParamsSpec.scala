@@ -179,6 +179,73 @@ object StageParams {
         someNonEmptyNames
       )
     ),
+    ParamGroup("mmlspark.explainers", "ExplainerParams", parents = Seq("HasOutputCol"))(
+      SharedParam(
+        "model",
+        ParamType.stage,
+        "the fitted model to explain (any Transformer or PipelineModel), run on batches of " +
+          "perturbed rows through its own transform. Holds a stage: not settable over Spark Connect"
+      ),
+      SharedParam(
+        "targetCol",
+        ParamType.string,
+        "name of the model's output column holding the score explained: a vector (e.g. " +
+          "'probability'), an array of numbers, or a number",
+        nonEmptyName
+      ),
+      SharedParam(
+        "targetClasses",
+        ParamType.intArray,
+        "the indices into a vector or array targetCol that are explained, one explanation each " +
+          "(each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol " +
+          "takes precedence"
+      ),
+      SharedParam(
+        "targetClassesCol",
+        ParamType.string,
+        "name of an input column of integer arrays giving each row its own target classes, in " +
+          "place of targetClasses",
+        nonEmptyName
+      ),
+      SharedParam(
+        "numSamples",
+        ParamType.int,
+        "number of perturbed samples scored per explained row (at least 1)",
+        gtEq(1)
+      ),
+      SharedParam(
+        "metricsCol",
+        ParamType.string,
+        "name of the new vector column receiving, per target class, the weighted r2 of the " +
+          "local linear fit the explanation comes from",
+        nonEmptyName
+      )
+    ),
+    ParamGroup("mmlspark.explainers", "LIMEParams")(
+      SharedParam(
+        "kernelWidth",
+        ParamType.double,
+        "width of the exponential kernel that weighs each sample by its distance to the " +
+          "explained row in standardized units (above 0; unset: 0.75 * sqrt(number of features))",
+        gt(0)
+      ),
+      SharedParam(
+        "regularization",
+        ParamType.double,
+        "strength of the ridge (L2) penalty on the coefficients of the local linear fit (at " +
+          "least 0; 0: weighted least squares)",
+        gtEq(0)
+      )
+    ),
+    ParamGroup("mmlspark.explainers", "TabularLIME", parents = Seq("HasInputCols"))(
+      SharedParam(
+        "categoricalFeatures",
+        ParamType.stringArray,
+        "the input columns treated as categories: sampled from the background's frequencies, " +
+          "and explained by whether a sample's value equals the row's",
+        distinctNames
+      )
+    ),
     ParamGroup("mmlspark.image", "HasDecodeParams", imports = Seq("mmlspark.pixels.ImageCodec"))(
       SharedParam(
         "colorMode",

@@ -26,4 +26,5 @@ The modules, by role:
 - ``yolo``: ObjectDetector's letterbox, model and YOLO decoding;
 - ``crops``: CropDetections;
 - ``batching``: the mini-batchers (fixed, buffered by time, dynamic with a read-ahead thread).
+- ``explain``: the explainers' local fits (Kernel SHAP, LIME's weighted ridge regression).
 """

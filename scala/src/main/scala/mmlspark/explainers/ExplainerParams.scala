@@ -1,0 +1,106 @@
+package mmlspark.explainers
+
+import mmlspark.contracts.{SchemaUtils, StageWritable}
+import org.apache.hadoop.fs.Path
+import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
+import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.types._
+
+/** What every explainer has: the model, the target it explains, the samples per row, the output and
+  * metrics columns, and the background rows (data of the stage, not a param: saved as Parquet under
+  * `backgroundData` next to the metadata).
+  */
+private[explainers] trait ExplainerParams extends ExplainerParamsDecls with StageWritable {
+
+  setDefault(
+    targetCol -> "probability",
+    targetClasses -> Array.empty[Int],
+    metricsCol -> "r2",
+    outputCol -> "explanation"
+  )
+
+  private var background: Option[DataFrame] = None
+
+  /** The background rows: what "absent" means for a feature (SHAP), or the statistics samples are
+    * drawn from (LIME). Keep it small: every explained row is scored against each of them.
+    */
+  def setBackgroundData(value: DataFrame): this.type = {
+    background = Option(value)
+    this
+  }
+
+  /** The background rows, or null when none was set. */
+  def getBackgroundData: DataFrame = background.orNull
+
+  protected def copyBackground(to: ExplainerParams): Unit = to.background = background
+
+  protected def requireBackground(): DataFrame = {
+    SchemaUtils.require(
+      this,
+      background.isDefined,
+      "no backgroundData: set it with setBackgroundData to a small DataFrame of typical rows"
+    )
+    background.get
+  }
+
+  override def saveData(path: String, spark: SparkSession): Unit =
+    background.foreach(_.write.parquet(new Path(path, ExplainerParams.BackgroundDir).toString))
+
+  private[explainers] def explainedModel: Transformer = {
+    SchemaUtils.require(this, isDefined(model), "param 'model' must be set to the fitted model")
+    SchemaUtils.requireTransformer(this, "model", $(model))
+  }
+
+  /** The checks every explainer makes before any job: the output columns are new, the target
+    * classes column holds integer arrays, and the model gives a numeric targetCol. Gives the output
+    * schema.
+    */
+  protected def checkCommon(schema: StructType): StructType = {
+    SchemaUtils.requireAbsent(this, schema, $(outputCol))
+    SchemaUtils.requireAbsent(this, schema, $(metricsCol))
+    SchemaUtils.require(
+      this,
+      $(outputCol) != $(metricsCol),
+      s"outputCol and metricsCol are both '${$(outputCol)}'"
+    )
+    SchemaUtils.require(
+      this,
+      $(targetClasses).forall(_ >= 0),
+      s"targetClasses must be 0 or more but were ${$(targetClasses).mkString(", ")}"
+    )
+    if (isSet(targetClassesCol))
+      SchemaUtils.requireColumnType(this, schema, $(targetClassesCol), "array<int>") {
+        case ArrayType(IntegerType, _) => true
+        case _ => false
+      }
+    val scored = explainedModel.transformSchema(schema)
+    SchemaUtils.requireColumnType(
+      this,
+      scored,
+      $(targetCol),
+      "a vector, an array of numbers or a number (the model's output explained)"
+    )(ExplainerParams.isTarget)
+    schema
+      .add(StructField($(outputCol), ArrayType(VectorType, containsNull = false)))
+      .add(StructField($(metricsCol), VectorType))
+  }
+}
+
+private[explainers] object ExplainerParams {
+  val BackgroundDir = "backgroundData"
+
+  def isTarget(t: DataType): Boolean = t match {
+    case VectorType => true
+    case ArrayType(_: NumericType, _) => true
+    case _: NumericType => true
+    case _ => false
+  }
+
+  /** The background saved with a stage at `path`, if one was. */
+  def loadBackground(path: String, spark: SparkSession): Option[DataFrame] = {
+    val dir = new Path(path, BackgroundDir)
+    val fs = dir.getFileSystem(spark.sparkContext.hadoopConfiguration)
+    if (fs.exists(dir)) Some(spark.read.parquet(dir.toString)) else None
+  }
+}
