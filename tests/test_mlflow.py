@@ -1,0 +1,255 @@
+"""mmlspark.mlflow and the camera-trap CLI's tracking, against a real MLflow tracking server
+(sqlite store, proxied artifacts) started on loopback for the module."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import mlflow  # noqa: E402 - requirements-dev.txt (and mmlspark[mlflow])
+import numpy as np
+import onnx_models  # noqa: E402
+import pytest
+from image_fixtures import encode, pattern  # noqa: E402
+from spark_services import free_port  # noqa: E402
+
+import mmlspark  # noqa: E402
+
+pytestmark = pytest.mark.system  # starts the tracking server (and MLflow its own processes)
+
+DEMO = Path(mmlspark.__file__).parent / "apps" / "camera_trap" / "demo_data"
+FEATURIZER = str(DEMO / "featurizer.onnx")
+SPECIES = ["deer", "empty", "fox"]
+
+
+@pytest.fixture(scope="module")
+def tracking_uri(tmp_path_factory):
+    """An MLflow tracking server on a free loopback port, the process's tracking URI meanwhile."""
+    folder = tmp_path_factory.mktemp("mlflow")
+    port = free_port()
+    log = (folder / "server.log").open("w")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+         "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                pass
+            assert server.poll() is None, (folder / "server.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
+            time.sleep(0.2)
+        previous = mlflow.get_tracking_uri()
+        mlflow.set_tracking_uri(uri)
+        yield uri
+        mlflow.set_tracking_uri(previous)
+    finally:
+        # Killed, not stopped: its graceful stop waits seconds for the clients' idle
+        # connections, and its store is this module's temporary folder.
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait()
+        log.close()
+
+
+def _photos() -> list[bytes]:
+    """Four small PNGs of one colour each (black, green, blue, white), which the CNN below
+    (seed 3) tells apart; the last has a pattern."""
+    colours = [(0, 0, 0), (0, 255, 0), (255, 0, 0), (255, 255, 255)]
+    photos = [np.full((12, 16, 3), c, dtype=np.uint8) for c in colours]
+    photos[-1][::2] = pattern(6, 16, seed=1)
+    return [encode(p, ".png") for p in photos]
+
+
+def _pipeline():
+    """Photos' bytes -> decoded -> 8x8 tensors -> a small CNN (ONNX Runtime) -> species
+    (pyspark's IndexToString of the arg max)."""
+    from pyspark.ml import PipelineModel
+    from pyspark.ml.feature import IndexToString
+
+    from mmlspark.image import ImageDecoder
+    from mmlspark.onnx import ONNXModel
+    from mmlspark.opencv import ImageTransformer
+
+    tensors = ImageTransformer(inputCol="image", outputCol="tensor", toTensor=True).resize(
+        height=8, width=8
+    )
+    scores = ONNXModel(
+        feedDict={"image": "tensor"},
+        fetchDict={"logits": "logits"},
+        softMaxDict={"logits": "probability"},
+        argMaxDict={"logits": "index"},
+    ).setModelPayload(onnx_models.small_cnn(classes=3, size=8, seed=3))
+    names = IndexToString(inputCol="index", outputCol="species", labels=SPECIES)
+    return PipelineModel([ImageDecoder(inputCol="content"), tensors, scores, names])
+
+
+def _as_lists(values) -> list[list[float]]:
+    return [list(np.asarray(v, dtype=np.float64)) for v in values]
+
+
+def test_logged_pipeline_predicts_through_pyfunc_and_spark_udf_on_both_backends(
+    spark, tracking_uri, tmp_path
+):
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    import mmlspark.mlflow
+
+    frame = pd.DataFrame({"content": _photos()})
+    rows = spark.createDataFrame(frame)
+    model = _pipeline()
+    direct = model.transform(rows).select("species", "probability").collect()
+    expected_species = [r.species for r in direct]
+    expected_probability = _as_lists(r.probability for r in direct)
+    # the reference itself: softmax rows, species the arg max of each
+    assert np.allclose([sum(p) for p in expected_probability], 1.0, atol=1e-5)
+    assert expected_species == [SPECIES[int(np.argmax(p))] for p in expected_probability]
+    assert len(set(expected_species)) > 1  # the photos are told apart
+
+    with mlflow.start_run() as run:
+        info = mmlspark.mlflow.log_model(
+            model,
+            "model",
+            input_example=frame.iloc[:2],
+            prediction_cols=["species", "probability"],
+        )
+    # signature and input example, read back from the server
+    logged = mlflow.models.get_model_info(info.model_uri)
+    inputs = logged.signature.inputs.to_dict()
+    outputs = logged.signature.outputs.to_dict()
+    assert [(c["name"], c["type"]) for c in inputs] == [("content", "binary")]
+    assert [c["name"] for c in outputs] == ["species", "probability"]
+    assert outputs[0]["type"] == "string" and outputs[1]["type"] == "array"
+    example = mlflow.models.Model.load(info.model_uri).load_input_example(
+        mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "m"))
+    )
+    assert list(example["content"]) == list(frame["content"][:2])
+    assert MlflowClient().get_run(run.info.run_id).info.status == "FINISHED"
+
+    # pandas in, predictions out: the same as the pipeline's own transform
+    predicted = mlflow.pyfunc.load_model(info.model_uri).predict(frame)
+    assert list(predicted.columns) == ["species", "probability"]
+    assert list(predicted["species"]) == expected_species
+    assert np.allclose(_as_lists(predicted["probability"]), expected_probability, rtol=1e-6)
+
+    # the Python backend (the stages loaded without the jar's classes): the same, to rtol 1e-5
+    mmlspark.set_backend("python")
+    try:
+        loaded = mlflow.pyfunc.load_model(info.model_uri)
+        on_python = loaded.predict(frame)
+        pipeline = mmlspark.mlflow.load_model(info.model_uri)
+    finally:
+        mmlspark.set_backend(None)
+    assert [type(s).__name__ for s in pipeline.stages] == [
+        "ImageDecoder", "ImageTransformer", "ONNXModel", "IndexToString",
+    ]  # fmt: skip
+    assert all(s.getBackend() == "python" for s in pipeline.stages[:3])
+    assert list(on_python["species"]) == expected_species
+    assert np.allclose(_as_lists(on_python["probability"]), expected_probability, rtol=1e-5)
+
+    # in Spark tasks: spark_udf, its columns from the signature
+    udf = mlflow.pyfunc.spark_udf(spark, info.model_uri)
+    scored = rows.coalesce(1).withColumn("out", udf("content")).select("out.*").collect()
+    assert [r.species for r in scored] == expected_species
+    assert np.allclose(_as_lists(r.probability for r in scored), expected_probability, rtol=1e-6)
+
+
+def test_import_without_mlflow_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # `import mlflow` raises ImportError
+    monkeypatch.delitem(sys.modules, "mmlspark.mlflow", raising=False)
+    monkeypatch.delattr(mmlspark, "mlflow", raising=False)
+    with pytest.raises(ImportError, match=r"pip install 'mmlspark\[mlflow\]'"):
+        importlib.import_module("mmlspark.mlflow")
+
+
+def _copy(target: Path, every: int) -> None:
+    for label in ("deer", "empty", "fox"):
+        for photo in sorted((DEMO / "images" / label).glob("*.jpg"))[::every]:
+            (target / label).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(photo, target / label / photo.name)
+
+
+def test_cli_train_and_evaluate_log_runs(spark, tracking_uri, tmp_path, capsys):
+    from mlflow.tracking import MlflowClient
+
+    from mmlspark.apps.camera_trap import __main__ as cli
+
+    # An unreachable server fails before any work, with exit code 2.
+    dead = f"http://127.0.0.1:{free_port()}"
+    args = ["train", "--images", str(tmp_path / "none"), "--featurizer", FEATURIZER,
+            "--model-out", str(tmp_path / "never")]  # fmt: skip
+    assert cli.main([*args, "--mlflow-uri", dead]) == 2
+    assert f"cannot reach the MLflow tracking server at {dead}" in capsys.readouterr().err
+    assert not (tmp_path / "never").exists()
+
+    images = tmp_path / "survey"
+    _copy(images, every=10)
+    model = tmp_path / "model"
+    experiment = "camera-trap-test"
+    tracked = ["--mlflow-uri", tracking_uri, "--mlflow-experiment", experiment]
+    assert cli.main(["train", "--images", str(images), "--featurizer", FEATURIZER,
+                     "--model-out", str(model), *tracked]) == 0  # fmt: skip
+    out = tmp_path / "run"
+    assert cli.main(["classify", "--images", str(images), "--model", str(model),
+                     "--out", str(out)]) == 0  # fmt: skip
+    evaluation = tmp_path / "evaluation"
+    assert cli.main(["evaluate", "--predictions", str(out), "--out", str(evaluation),
+                     *tracked]) == 0  # fmt: skip
+
+    client = MlflowClient(tracking_uri)
+    found = client.get_experiment_by_name(experiment)
+    runs = {r.info.run_name: r for r in client.search_runs([found.experiment_id])}
+    assert set(runs) == {"train", "evaluate"}
+    train, evaluate = runs["train"], runs["evaluate"]
+    assert train.info.status == evaluate.info.status == "FINISHED"
+    assert train.data.params["images"] == str(images)
+    assert train.data.params["image_size"] == "96" and train.data.params["feature_node"] == "pool"
+    photos = sum(1 for _ in images.rglob("*.jpg"))
+    assert train.data.metrics["photos"] == photos and train.data.metrics["failures"] == 0
+
+    # train's model: a pyfunc model of photos' bytes, predicting as classify did
+    import pandas as pd
+
+    logged = mlflow.models.get_model_info(f"runs:/{train.info.run_id}/model")
+    assert [c["name"] for c in logged.signature.inputs.to_dict()] == ["content"]
+    paths = sorted(images.rglob("*.jpg"))[:3]
+    frame = pd.DataFrame({"content": [p.read_bytes() for p in paths]})
+    predicted = mlflow.pyfunc.load_model(logged.model_uri).predict(frame)
+    classified = {
+        r["path"]: r["predicted_label"]
+        for r in pd.read_csv(out / "predictions.csv").to_dict("records")
+    }
+    assert list(predicted["prediction"]) == [classified[str(p.relative_to(images))] for p in paths]
+
+    # evaluate's metrics: those of its metrics.json, and its files as artifacts
+    written = json.loads((evaluation / "metrics.json").read_text())
+    assert evaluate.data.params["predictions"] == str(out)
+    assert evaluate.data.metrics["accuracy"] == pytest.approx(written["accuracy"])
+    assert evaluate.data.metrics["photos"] == written["photos"] == photos
+    for name in written["labels"]:
+        assert evaluate.data.metrics[f"precision_per_class.{name}"] == pytest.approx(
+            written["precision_per_class"][name]
+        )
+        assert evaluate.data.metrics[f"recall_per_class.{name}"] == pytest.approx(
+            written["recall_per_class"][name]
+        )
+    artifacts = {a.path for a in client.list_artifacts(evaluate.info.run_id)}
+    assert {"metrics.json", "confusion_matrix.png", "samples.png"} <= artifacts
+    chart = client.download_artifacts(evaluate.info.run_id, "confusion_matrix.png", str(tmp_path))
+    assert Path(chart).read_bytes() == (evaluation / "confusion_matrix.png").read_bytes()
