@@ -62,6 +62,7 @@ def _spark_session() -> Any:
     if TaskContext.get() is not None:
         master = "local[1]"
         conf["spark.executor.allowSparkContext"] = "true"
+        conf["spark.driver.memory"] = "2g"  # not a quarter of the machine per Python worker
         # A Spark worker's environment may name its own JVM's gateway: start a new one.
         os.environ.pop("PYSPARK_GATEWAY_PORT", None)
         os.environ.pop("PYSPARK_GATEWAY_SECRET", None)

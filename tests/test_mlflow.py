@@ -12,16 +12,18 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow  # noqa: E402 - requirements-dev.txt (and mmlspark[mlflow])
+import mlflow  # requirements-dev.txt (and mmlspark[mlflow])
 import numpy as np
-import onnx_models  # noqa: E402
+import onnx_models
+import pandas as pd
 import pytest
-from image_fixtures import encode, pattern  # noqa: E402
-from spark_services import free_port  # noqa: E402
+from image_fixtures import encode, pattern
+from spark_services import free_port
 
-import mmlspark  # noqa: E402
+import mmlspark
 
 pytestmark = pytest.mark.system  # starts the tracking server (and MLflow its own processes)
 
@@ -103,71 +105,89 @@ def _as_lists(values) -> list[list[float]]:
     return [list(np.asarray(v, dtype=np.float64)) for v in values]
 
 
-def test_logged_pipeline_predicts_through_pyfunc_and_spark_udf_on_both_backends(
-    spark, tracking_uri, tmp_path
-):
-    import pandas as pd
-    from mlflow.tracking import MlflowClient
+@dataclass
+class Logged:
+    uri: str  # the model's
+    run_id: str
+    frame: pd.DataFrame  # the photos, as the model takes them
+    species: list[str]  # what the pipeline's own transform gave
+    probability: list[list[float]]
 
+
+@pytest.fixture(scope="module")
+def logged(spark, tracking_uri) -> Logged:
+    """The pipeline logged to the server, and its predictions computed directly."""
     import mmlspark.mlflow
 
     frame = pd.DataFrame({"content": _photos()})
-    rows = spark.createDataFrame(frame)
     model = _pipeline()
-    direct = model.transform(rows).select("species", "probability").collect()
-    expected_species = [r.species for r in direct]
-    expected_probability = _as_lists(r.probability for r in direct)
+    direct = model.transform(spark.createDataFrame(frame)).select("species", "probability")
+    rows = direct.collect()
+    species, probability = [r.species for r in rows], _as_lists(r.probability for r in rows)
     # the reference itself: softmax rows, species the arg max of each
-    assert np.allclose([sum(p) for p in expected_probability], 1.0, atol=1e-5)
-    assert expected_species == [SPECIES[int(np.argmax(p))] for p in expected_probability]
-    assert len(set(expected_species)) > 1  # the photos are told apart
-
+    assert np.allclose([sum(p) for p in probability], 1.0, atol=1e-5)
+    assert species == [SPECIES[int(np.argmax(p))] for p in probability]
+    assert len(set(species)) > 1  # the photos are told apart
     with mlflow.start_run() as run:
         info = mmlspark.mlflow.log_model(
-            model,
-            "model",
-            input_example=frame.iloc[:2],
-            prediction_cols=["species", "probability"],
+            model, "model", input_example=frame.iloc[:2], prediction_cols=["species", "probability"]
         )
-    # signature and input example, read back from the server
-    logged = mlflow.models.get_model_info(info.model_uri)
-    inputs = logged.signature.inputs.to_dict()
-    outputs = logged.signature.outputs.to_dict()
+    return Logged(info.model_uri, run.info.run_id, frame, species, probability)
+
+
+def _check(predicted: pd.DataFrame, logged: Logged, rtol: float) -> None:
+    assert list(predicted.columns) == ["species", "probability"]
+    assert list(predicted["species"]) == logged.species
+    assert np.allclose(_as_lists(predicted["probability"]), logged.probability, rtol=rtol)
+
+
+def test_logged_model_has_a_signature_and_an_input_example(logged, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    info = mlflow.models.get_model_info(logged.uri)
+    inputs = info.signature.inputs.to_dict()
+    outputs = info.signature.outputs.to_dict()
     assert [(c["name"], c["type"]) for c in inputs] == [("content", "binary")]
     assert [c["name"] for c in outputs] == ["species", "probability"]
     assert outputs[0]["type"] == "string" and outputs[1]["type"] == "array"
-    example = mlflow.models.Model.load(info.model_uri).load_input_example(
-        mlflow.artifacts.download_artifacts(info.model_uri, dst_path=str(tmp_path / "m"))
-    )
-    assert list(example["content"]) == list(frame["content"][:2])
-    assert MlflowClient().get_run(run.info.run_id).info.status == "FINISHED"
+    folder = mlflow.artifacts.download_artifacts(logged.uri, dst_path=str(tmp_path))
+    example = mlflow.models.Model.load(folder).load_input_example(folder)
+    assert list(example["content"]) == list(logged.frame["content"][:2])
+    run = MlflowClient().get_run(logged.run_id)
+    assert run.info.status == "FINISHED"
+    assert info.model_uuid in {m.model_id for m in run.outputs.model_outputs}
 
-    # pandas in, predictions out: the same as the pipeline's own transform
-    predicted = mlflow.pyfunc.load_model(info.model_uri).predict(frame)
-    assert list(predicted.columns) == ["species", "probability"]
-    assert list(predicted["species"]) == expected_species
-    assert np.allclose(_as_lists(predicted["probability"]), expected_probability, rtol=1e-6)
 
-    # the Python backend (the stages loaded without the jar's classes): the same, to rtol 1e-5
-    mmlspark.set_backend("python")
-    try:
-        loaded = mlflow.pyfunc.load_model(info.model_uri)
-        on_python = loaded.predict(frame)
-        pipeline = mmlspark.mlflow.load_model(info.model_uri)
-    finally:
-        mmlspark.set_backend(None)
+def test_pyfunc_predicts_as_the_pipeline(logged):
+    _check(mlflow.pyfunc.load_model(logged.uri).predict(logged.frame), logged, rtol=1e-6)
+
+
+def test_spark_udf_predicts_as_the_pipeline(spark, logged):
+    """In Spark tasks (whose Python worker starts a local session of its own), the columns
+    from the signature."""
+    udf = mlflow.pyfunc.spark_udf(spark, logged.uri)
+    rows = spark.createDataFrame(logged.frame).coalesce(1)  # one task: one worker's session
+    scored = rows.withColumn("out", udf("content")).select("out.*").toPandas()
+    _check(scored, logged, rtol=1e-6)
+
+
+def test_pyfunc_on_a_connect_server_without_the_jar(logged, jarless_connect):
+    """The model loaded where the active session is a Spark Connect one without the jar: the
+    stages run on the Python backend (of the server's Python workers), with the JVM's results to
+    rtol 1e-5; load_model gives the pipeline on that backend."""
+    from conftest import connect_mode
+
+    import mmlspark.mlflow
+
+    with connect_mode():
+        loaded = mlflow.pyfunc.load_model(logged.uri)
+        assert loaded.unwrap_python_model()._spark is jarless_connect
+        _check(loaded.predict(logged.frame), logged, rtol=1e-5)
+        pipeline = mmlspark.mlflow.load_model(logged.uri)
+        assert mmlspark.backend_decision(jarless_connect).backend == "python"
     assert [type(s).__name__ for s in pipeline.stages] == [
         "ImageDecoder", "ImageTransformer", "ONNXModel", "IndexToString",
     ]  # fmt: skip
-    assert all(s.getBackend() == "python" for s in pipeline.stages[:3])
-    assert list(on_python["species"]) == expected_species
-    assert np.allclose(_as_lists(on_python["probability"]), expected_probability, rtol=1e-5)
-
-    # in Spark tasks: spark_udf, its columns from the signature
-    udf = mlflow.pyfunc.spark_udf(spark, info.model_uri)
-    scored = rows.coalesce(1).withColumn("out", udf("content")).select("out.*").collect()
-    assert [r.species for r in scored] == expected_species
-    assert np.allclose(_as_lists(r.probability for r in scored), expected_probability, rtol=1e-6)
 
 
 def test_import_without_mlflow_says_what_to_install(monkeypatch):
@@ -224,8 +244,6 @@ def test_cli_train_and_evaluate_log_runs(spark, tracking_uri, tmp_path, capsys):
     assert train.data.metrics["photos"] == photos and train.data.metrics["failures"] == 0
 
     # train's model: a pyfunc model of photos' bytes, predicting as classify did
-    import pandas as pd
-
     logged = mlflow.models.get_model_info(f"runs:/{train.info.run_id}/model")
     assert [c["name"] for c in logged.signature.inputs.to_dict()] == ["content"]
     paths = sorted(images.rglob("*.jpg"))[:3]
