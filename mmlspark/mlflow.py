@@ -160,12 +160,22 @@ class PipelinePredictor(PythonModel):  # type: ignore[misc]
 
 
 def _requirements() -> list[str]:
-    """What the model needs where it is loaded (given, so that MLflow does not load the model in
-    a process of its own to find out)."""
-    from importlib.metadata import version
+    """What the model needs where it is loaded, at the versions installed here (given, so that
+    MLflow does not load the model in a process of its own to find out): MLflow's client is the
+    full package or mlflow-skinny, whichever is installed."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    names = ("pyspark", "mlflow", "pandas", "pyarrow")
-    return [f"mmlspark=={mmlspark.__version__}", *(f"{n}=={version(n)}" for n in names)]
+    import pyspark
+
+    found = [f"mmlspark=={mmlspark.__version__}", f"pyspark=={pyspark.__version__}"]
+    for names in (("mlflow", "mlflow-skinny"), ("pandas",), ("pyarrow",)):
+        for name in names:
+            try:
+                found.append(f"{name}=={version(name)}")
+                break
+            except PackageNotFoundError:
+                continue
+    return found
 
 
 def log_model(

@@ -153,6 +153,8 @@ def test_logged_model_has_a_signature_and_an_input_example(logged, tmp_path):
     folder = mlflow.artifacts.download_artifacts(logged.uri, dst_path=str(tmp_path))
     example = mlflow.models.Model.load(folder).load_input_example(folder)
     assert list(example["content"]) == list(logged.frame["content"][:2])
+    requirements = (Path(folder) / "requirements.txt").read_text().split()
+    assert f"mmlspark=={mmlspark.__version__}" in requirements
     run = MlflowClient().get_run(logged.run_id)
     assert run.info.status == "FINISHED"
     assert info.model_uuid in {m.model_id for m in run.outputs.model_outputs}
@@ -190,12 +192,21 @@ def test_pyfunc_on_a_connect_server_without_the_jar(logged, jarless_connect):
     ]  # fmt: skip
 
 
-def test_import_without_mlflow_says_what_to_install(monkeypatch):
+def test_without_mlflow_the_import_and_the_cli_say_what_to_install(monkeypatch, tmp_path, capsys):
+    from mmlspark.apps.camera_trap import __main__ as cli
+
     monkeypatch.setitem(sys.modules, "mlflow", None)  # `import mlflow` raises ImportError
     monkeypatch.delitem(sys.modules, "mmlspark.mlflow", raising=False)
     monkeypatch.delattr(mmlspark, "mlflow", raising=False)
     with pytest.raises(ImportError, match=r"pip install 'mmlspark\[mlflow\]'"):
         importlib.import_module("mmlspark.mlflow")
+    # The CLI asked to track: exit code 2 before any work (no Spark session), saying so.
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://127.0.0.1:1")
+    out = tmp_path / "evaluation"
+    assert cli.main(["evaluate", "--predictions", str(tmp_path), "--out", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "MLflow cannot be imported" in error and "pip install 'mmlspark[mlflow]'" in error
+    assert not out.exists()
 
 
 def _copy(target: Path, every: int) -> None:
