@@ -33,8 +33,9 @@ SPECIES = ["deer", "empty", "fox"]
 
 
 @pytest.fixture(scope="module")
-def tracking_uri(tmp_path_factory):
-    """An MLflow tracking server on a free loopback port, the process's tracking URI meanwhile."""
+def tracking_server(tmp_path_factory):
+    """An MLflow tracking server starting on a free loopback port (its URL; it is ready once
+    `tracking_uri` is)."""
     folder = tmp_path_factory.mktemp("mlflow")
     port = free_port()
     log = (folder / "server.log").open("w")
@@ -44,29 +45,37 @@ def tracking_uri(tmp_path_factory):
          "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )  # fmt: skip
-    uri = f"http://127.0.0.1:{port}"
+    server.log = folder / "server.log"  # type: ignore[attr-defined]
+    server.uri = f"http://127.0.0.1:{port}"  # type: ignore[attr-defined]
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
-                    if answer.status == 200:
-                        break
-            except OSError:
-                pass
-            assert server.poll() is None, (folder / "server.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, (folder / "server.log").read_text()[-3000:]
-            time.sleep(0.2)
-        previous = mlflow.get_tracking_uri()
-        mlflow.set_tracking_uri(uri)
-        yield uri
-        mlflow.set_tracking_uri(previous)
+        yield server
     finally:
         # Killed, not stopped: its graceful stop waits seconds for the clients' idle
         # connections, and its store is this module's temporary folder.
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def tracking_uri(tracking_server):
+    """The server's URL once it answers, and the process's tracking URI meanwhile."""
+    uri = tracking_server.uri
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as answer:
+                if answer.status == 200:
+                    break
+        except OSError:
+            pass
+        assert tracking_server.poll() is None, tracking_server.log.read_text()[-3000:]
+        assert time.monotonic() < deadline, tracking_server.log.read_text()[-3000:]
+        time.sleep(0.2)
+    previous = mlflow.get_tracking_uri()
+    mlflow.set_tracking_uri(uri)
+    yield uri
+    mlflow.set_tracking_uri(previous)
 
 
 def _photos() -> list[bytes]:
@@ -115,8 +124,9 @@ class Logged:
 
 
 @pytest.fixture(scope="module")
-def logged(spark, tracking_uri) -> Logged:
-    """The pipeline logged to the server, and its predictions computed directly."""
+def logged(spark, tracking_server, request) -> Logged:
+    """The pipeline logged to the server, and its predictions computed directly (while the
+    server starts)."""
     import mmlspark.mlflow
 
     frame = pd.DataFrame({"content": _photos()})
@@ -128,6 +138,7 @@ def logged(spark, tracking_uri) -> Logged:
     assert np.allclose([sum(p) for p in probability], 1.0, atol=1e-5)
     assert species == [SPECIES[int(np.argmax(p))] for p in probability]
     assert len(set(species)) > 1  # the photos are told apart
+    request.getfixturevalue("tracking_uri")
     with mlflow.start_run() as run:
         info = mmlspark.mlflow.log_model(
             model, "model", input_example=frame.iloc[:2], prediction_cols=["species", "probability"]
