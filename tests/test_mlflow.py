@@ -15,15 +15,18 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-import mlflow  # requirements-dev.txt (and mmlspark[mlflow])
-import numpy as np
-import onnx_models
-import pandas as pd
-import pytest
-from image_fixtures import encode, pattern
-from spark_services import free_port
+# MLflow's usage telemetry off (for the server and the CLI too), before mlflow is imported.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 
-import mmlspark
+import mlflow  # noqa: E402 - requirements-dev.txt (and mmlspark[mlflow])
+import numpy as np  # noqa: E402
+import onnx_models  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+from image_fixtures import encode, pattern  # noqa: E402
+from spark_services import free_port  # noqa: E402
+
+import mmlspark  # noqa: E402
 
 pytestmark = pytest.mark.system  # starts the tracking server (and MLflow its own processes)
 
