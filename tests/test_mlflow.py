@@ -296,3 +296,42 @@ def test_cli_train_and_evaluate_log_runs(spark, tracking_uri, tmp_path, capsys):
     assert {"metrics.json", "confusion_matrix.png", "samples.png"} <= artifacts
     chart = client.download_artifacts(evaluate.info.run_id, "confusion_matrix.png", str(tmp_path))
     assert Path(chart).read_bytes() == (evaluation / "confusion_matrix.png").read_bytes()
+
+
+def test_metrics_are_the_numbers_of_evaluates_output_flattened():
+    from mmlspark.apps.camera_trap.tracking import numbers
+
+    written = {
+        "photos": 12,
+        "bursts": "off",
+        "accuracy": 0.75,
+        "labels": ["deer", "red fox"],
+        "precision_per_class": {"deer": 1.0, "red fox": 0.5},
+        "empty_filter": {"nonempty_precision": None, "tp": 3, "flag": True},
+        "confusion_matrix": [[1, 0], [1, 1]],
+    }
+    assert numbers(written) == {
+        "photos": 12.0,
+        "accuracy": 0.75,
+        "precision_per_class.deer": 1.0,
+        "precision_per_class.red fox": 0.5,
+        "empty_filter.tp": 3.0,
+    }
+
+
+def test_a_failure_to_log_after_the_work_says_the_outputs_are_written(tmp_path):
+    import argparse
+
+    from mmlspark.apps.camera_trap import tracking
+    from mmlspark.apps.camera_trap.settings import JobError
+
+    class Unreachable:
+        def log_metrics(self, metrics):
+            raise ConnectionError("the server went away")
+
+        def get_tracking_uri(self):
+            return "http://127.0.0.1:1"
+
+    args = argparse.Namespace(command="evaluate", out=str(tmp_path))
+    with pytest.raises(JobError, match="outputs are written.*the server went away"):
+        tracking.Tracker(Unreachable(), "", args).log(None, {"accuracy": 1.0})

@@ -83,11 +83,18 @@ class Tracker:
         self.mlflow.log_params(values)
 
     def log(self, spark: Any, result: Any) -> None:
-        """What the command returned: train's (model, counts), evaluate's metrics."""
-        if self.args.command == "train":
-            self.log_train(spark, result)
-        else:
-            self.log_evaluate(result)
+        """What the command returned: train's (model, counts), evaluate's metrics. A failure
+        here is a JobError that says the command's own outputs are written."""
+        try:
+            if self.args.command == "train":
+                self.log_train(spark, result)
+            else:
+                self.log_evaluate(result)
+        except Exception as e:
+            raise JobError(
+                f"its outputs are written, but logging them to MLflow at "
+                f"{self.mlflow.get_tracking_uri()} failed: {_first_line(e)}"
+            ) from e
 
     def log_train(self, spark: Any, result: tuple[Any, dict[str, Any]]) -> None:
         """train's counts, and its model: a pyfunc model taking photos' bytes (``content``) for
