@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
+import platform
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -17,6 +18,10 @@ import pytest
 import mmlspark
 from mmlspark.core.compat import connect_ml_supported
 from mmlspark.core.wrapper import MMLParams
+
+# `uname -p`, which Python runs once per process and caches: here, not inside a test (importing
+# mlflow asks for it).
+platform.processor()
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_NOTEBOOK = ROOT / "notebooks" / "02_camera_trap_transfer_learning.ipynb"

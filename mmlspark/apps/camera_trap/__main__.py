@@ -21,7 +21,7 @@ import inspect
 import sys
 from typing import Any
 
-from mmlspark.apps.camera_trap import job
+from mmlspark.apps.camera_trap import job, tracking
 
 
 def run_options(p: argparse.ArgumentParser) -> None:
@@ -130,6 +130,7 @@ def parser() -> argparse.ArgumentParser:
     t.add_argument("--image-size", type=int, default=96, help="side photos are resized to")
     t.add_argument("--model-out", required=True, help="directory to save the trained pipeline in")
     detector_options(t, "train on")
+    tracking.tracking_options(t)
 
     c = sub.add_parser("classify", help="score photos with a trained model")
     c.add_argument("--images", required=True)
@@ -187,6 +188,7 @@ def parser() -> argparse.ArgumentParser:
         help="for results with detections: the confidence a detection needs to count (default "
         "0.2 for detect, the run's --threshold for classify --detector)",
     )
+    tracking.tracking_options(e)
 
     x = sub.add_parser(
         "export", help="write the results of classify or detect as a Camtrap DP data package"
@@ -280,14 +282,24 @@ def run(spark: Any, args: argparse.Namespace) -> Any:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    tracker = None
+    status = "FAILED"
     try:
+        tracker = tracking.start(args)  # None unless asked; the server is checked here, first
         spark = job.spark_session(args.master, args.remote, args.backend, args.verbose)
-        run(spark, args)
+        result = run(spark, args)
+        if tracker is not None:
+            tracker.log(spark, result)
+        status = "FINISHED"
     except job.JobError as e:
         print(f"mmlspark-camera-trap {args.command}: {e}", file=sys.stderr)
         return 2
     except job.Interrupted as e:
+        status = "KILLED"
         return 128 + e.signum
+    finally:
+        if tracker is not None:
+            tracker.end(status)
     return 0
 
 
