@@ -18,6 +18,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mmlspark._engine import explain
+from mmlspark._engine.messages import row_message
 from mmlspark.core.arrow_map import map_in_arrow
 from mmlspark.core.checks import (
     fail,
@@ -63,10 +64,8 @@ def model_of(stage: Any, spec: Any) -> Any:
     """The model the stage explains: a Transformer, named in the JVM's words otherwise."""
     from pyspark.ml.base import Transformer
 
-    require(stage, spec.model is not None, "param 'model' must be set to the fitted model")
+    require(stage, spec.model is not None, row_message("explainerNoModel"))
     if not isinstance(spec.model, Transformer):
-        from mmlspark._engine.messages import row_message
-
         held = getattr(spec.model, "_java_class_name", None) or type(spec.model).__name__
         fail(stage, row_message("notTransformer", param="model", held=held))
     return spec.model
@@ -80,20 +79,20 @@ def check_common(stage: Any, spec: Any, data: DataFrame) -> T.StructType:
     require(
         stage,
         spec.outputCol != spec.metricsCol,
-        f"outputCol and metricsCol are both '{spec.outputCol}'",
+        row_message("sameOutputs", column=spec.outputCol),
     )
     classes = spec.targetClasses or ()
     require(
         stage,
         all(c >= 0 for c in classes),
-        f"targetClasses must be 0 or more but were {', '.join(map(str, classes))}",
+        row_message("negativeClasses", classes=", ".join(map(str, classes))),
     )
     if spec.targetClassesCol is not None:
         require_column_type(
             stage,
             schema,
             spec.targetClassesCol,
-            "array<int>",
+            row_message("classesType"),
             lambda t: isinstance(t, T.ArrayType) and isinstance(t.elementType, T.IntegerType),
         )
     scored = model_of(stage, spec).transform(data.limit(0)).schema  # analysed, not run
@@ -101,7 +100,7 @@ def check_common(stage: Any, spec: Any, data: DataFrame) -> T.StructType:
         stage,
         scored,
         spec.targetCol,
-        "a vector, an array of numbers or a number (the model's output explained)",
+        row_message("targetType"),
         _is_target,
     )
     return T.StructType(
@@ -115,7 +114,7 @@ def check_common(stage: Any, spec: Any, data: DataFrame) -> T.StructType:
 
 def require_input_cols(stage: Any, spec: Any, schema: T.StructType) -> list[str]:
     cols = list(spec.inputCols or ())
-    require(stage, bool(cols), "param 'inputCols' must name the columns to explain")
+    require(stage, bool(cols), row_message("explainNoInputCols"))
     require_distinct(stage, "inputCols", cols)
     for c in cols:
         require_column(stage, schema, c)
@@ -123,10 +122,8 @@ def require_input_cols(stage: Any, spec: Any, schema: T.StructType) -> list[str]
 
 
 def require_vector_col(stage: Any, spec: Any, schema: T.StructType) -> str:
-    require(
-        stage, spec.inputCol is not None, "param 'inputCol' must name the vector column to explain"
-    )
-    require_column_type(stage, schema, spec.inputCol, "vector", is_vector)
+    require(stage, spec.inputCol is not None, row_message("explainNoInputCol"))
+    require_column_type(stage, schema, spec.inputCol, row_message("explainedVector"), is_vector)
     return str(spec.inputCol)
 
 
@@ -134,8 +131,7 @@ def require_batch(stage: Any, data: DataFrame) -> None:
     require(
         stage,
         not data.isStreaming,
-        "streaming input is not supported (each row's samples are grouped back by row; explain "
-        "micro-batches with foreachBatch)",
+        row_message("explainStreaming"),
     )
 
 
@@ -143,7 +139,7 @@ def require_background(stage: Any, background: DataFrame | None) -> DataFrame:
     require(
         stage,
         background is not None,
-        "no backgroundData: set it with setBackgroundData to a small DataFrame of typical rows",
+        row_message("noBackground"),
     )
     assert background is not None
     return background

@@ -10,6 +10,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine.messages import row_message
 from mmlspark.explainers import _backend as B
 from mmlspark.explainers._TabularLIME import _TabularLIME
 from mmlspark.explainers.explainer import Explainer
@@ -39,7 +40,7 @@ class TabularLIME(Explainer, _TabularLIME):
         cols = B.require_input_cols(self, spec, schema)
         categorical = [c in (spec.categoricalFeatures or ()) for c in cols]
         for c in spec.categoricalFeatures or ():
-            B.require(self, c in cols, f"categorical feature '{c}' is not in inputCols")
+            B.require(self, c in cols, row_message("notAnInput", column=c))
         for c, is_cat in zip(cols, categorical, strict=True):
             if not is_cat:
                 B.require_column_type(
@@ -51,7 +52,7 @@ class TabularLIME(Explainer, _TabularLIME):
         for c in cols:
             B.require_column(self, background.schema, c)
         rows = background.select(*[B.col(c).cast(schema[c].dataType) for c in cols]).collect()
-        B.require(self, bool(rows), "backgroundData has no rows")
+        B.require(self, bool(rows), row_message("emptyBackground"))
         p = B.PREFIX
         originals = [(f"{p}x_{j}", B.col(c)) for j, c in enumerate(cols)]
         draws = [

@@ -8,6 +8,7 @@ from pyspark.ml.functions import array_to_vector, vector_to_array
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from mmlspark._engine.messages import row_message
 from mmlspark.explainers import _backend as B
 from mmlspark.explainers._VectorLIME import _VectorLIME
 from mmlspark.explainers.explainer import Explainer
@@ -36,9 +37,11 @@ class VectorLIME(Explainer, _VectorLIME):
         B.check_common(self, spec, dataset)
         B.require_batch(self, dataset)
         background = B.require_background(self, self.getBackgroundData())
-        B.require_column_type(self, background.schema, name, "vector", B.is_vector)
+        B.require_column_type(
+            self, background.schema, name, row_message("explainedVector"), B.is_vector
+        )
         vectors = [r[0].toArray() for r in background.select(B.col(name)).collect() if r[0]]
-        B.require(self, bool(vectors), "backgroundData has no rows")
+        B.require(self, bool(vectors), row_message("emptyBackground"))
         size = len(vectors[0])
         stds = []
         for j in range(size):

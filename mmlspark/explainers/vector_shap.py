@@ -6,6 +6,7 @@ from pyspark.ml.functions import array_to_vector, vector_to_array
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from mmlspark._engine.messages import row_message
 from mmlspark.explainers import _backend as B
 from mmlspark.explainers._VectorSHAP import _VectorSHAP
 from mmlspark.explainers.explainer import Explainer
@@ -32,11 +33,13 @@ class VectorSHAP(Explainer, _VectorSHAP):
         B.check_common(self, spec, dataset)
         B.require_batch(self, dataset)
         background = B.require_background(self, self.getBackgroundData())
-        B.require_column_type(self, background.schema, name, "vector", B.is_vector)
+        B.require_column_type(
+            self, background.schema, name, row_message("explainedVector"), B.is_vector
+        )
         bg = B.PREFIX + "bg"
         aliased = background.select(vector_to_array(B.col(name)).alias(bg))
         first = aliased.head(1)
-        B.require(self, bool(first) and first[0][0] is not None, "backgroundData has no rows")
+        B.require(self, bool(first) and first[0][0] is not None, row_message("emptyBackground"))
         size = len(first[0][0])
         x = vector_to_array(B.col(name))
 

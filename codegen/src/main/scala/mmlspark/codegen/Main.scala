@@ -93,7 +93,8 @@ object Main {
     val all = mmlspark.contracts.SchemaMessages.all ++ mmlspark.pixels.RowMessages.all ++
       mmlspark.opencv.OpMessages.all ++ mmlspark.onnx.TensorMessages.all ++
       mmlspark.detection.DetectionMessages.all ++ mmlspark.onnx.PlanMessages.all ++
-      mmlspark.detection.DetectorPlanMessages.all ++ mmlspark.train.TrainMessages.all
+      mmlspark.detection.DetectorPlanMessages.all ++ mmlspark.train.TrainMessages.all ++
+      mmlspark.explainers.ExplainerMessages.all
     require(all.map(_.key).distinct.size == all.size, "codegen: two messages with one key")
     val rows = all.map { m =>
       s"    ${PyCodeGen.stringLiteral(m.key)}: ${PyCodeGen.stringLiteral(m.template)},\n"

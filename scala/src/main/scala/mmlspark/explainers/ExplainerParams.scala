@@ -39,7 +39,7 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
     SchemaUtils.require(
       this,
       background.isDefined,
-      "no backgroundData: set it with setBackgroundData to a small DataFrame of typical rows"
+      ExplainerMessages.NoBackground()
     )
     background.get
   }
@@ -48,7 +48,7 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
     background.foreach(_.write.parquet(new Path(path, ExplainerParams.BackgroundDir).toString))
 
   private[explainers] def explainedModel: Transformer = {
-    SchemaUtils.require(this, isDefined(model), "param 'model' must be set to the fitted model")
+    SchemaUtils.require(this, isDefined(model), ExplainerMessages.NoModel())
     SchemaUtils.requireTransformer(this, "model", $(model))
   }
 
@@ -62,15 +62,20 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
     SchemaUtils.require(
       this,
       $(outputCol) != $(metricsCol),
-      s"outputCol and metricsCol are both '${$(outputCol)}'"
+      ExplainerMessages.SameOutputs("column" -> $(outputCol))
     )
     SchemaUtils.require(
       this,
       $(targetClasses).forall(_ >= 0),
-      s"targetClasses must be 0 or more but were ${$(targetClasses).mkString(", ")}"
+      ExplainerMessages.NegativeClasses("classes" -> $(targetClasses).mkString(", "))
     )
     if (isSet(targetClassesCol))
-      SchemaUtils.requireColumnType(this, schema, $(targetClassesCol), "array<int>") {
+      SchemaUtils.requireColumnType(
+        this,
+        schema,
+        $(targetClassesCol),
+        ExplainerMessages.ClassesType()
+      ) {
         case ArrayType(IntegerType, _) => true
         case _ => false
       }
@@ -79,7 +84,7 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
       this,
       scored,
       $(targetCol),
-      "a vector, an array of numbers or a number (the model's output explained)"
+      ExplainerMessages.TargetType()
     )(ExplainerParams.isTarget)
     schema
       .add(StructField($(outputCol), ArrayType(VectorType, containsNull = false)))

@@ -100,8 +100,7 @@ private[explainers] object Explaining {
     SchemaUtils.require(
       stage,
       !data.isStreaming,
-      "streaming input is not supported (each row's samples are grouped back by row; explain " +
-        "micro-batches with foreachBatch)"
+      ExplainerMessages.Streaming()
     )
 
   /** Kernel SHAP for every row whose `required` columns are present (the others get null outputs).

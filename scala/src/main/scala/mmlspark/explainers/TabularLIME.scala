@@ -28,14 +28,14 @@ final class TabularLIME(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(inputCols) && $(inputCols).nonEmpty,
-      "param 'inputCols' must name the columns to explain"
+      ExplainerMessages.NoInputCols()
     )
     SchemaUtils.requireDistinct(this, "inputCols", $(inputCols).toSeq)
     $(categoricalFeatures).foreach { c =>
       SchemaUtils.require(
         this,
         $(inputCols).contains(c),
-        s"categorical feature '$c' is not in inputCols"
+        ExplainerMessages.NotAnInput("column" -> c)
       )
     }
     $(inputCols).filterNot($(categoricalFeatures).contains).foreach { c =>
@@ -57,7 +57,7 @@ final class TabularLIME(override val uid: String)
     val rows = background
       .select(cols.toSeq.map(c => Explaining.col(c).cast(data.schema(c).dataType)): _*)
       .collect()
-    SchemaUtils.require(this, rows.nonEmpty, "backgroundData has no rows")
+    SchemaUtils.require(this, rows.nonEmpty, ExplainerMessages.EmptyBackground())
     val categorical = cols.map($(categoricalFeatures).contains)
     val p = Explaining.Prefix
     val draws = cols.indices.map { j =>

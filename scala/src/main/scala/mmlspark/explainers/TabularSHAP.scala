@@ -23,7 +23,7 @@ final class TabularSHAP(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(inputCols) && $(inputCols).nonEmpty,
-      "param 'inputCols' must name the columns to explain"
+      ExplainerMessages.NoInputCols()
     )
     SchemaUtils.requireDistinct(this, "inputCols", $(inputCols).toSeq)
     $(inputCols).foreach(SchemaUtils.requireColumn(this, schema, _))

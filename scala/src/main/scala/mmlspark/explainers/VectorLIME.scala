@@ -27,9 +27,11 @@ final class VectorLIME(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(inputCol),
-      "param 'inputCol' must name the vector column to explain"
+      ExplainerMessages.NoInputCol()
     )
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "vector")(SchemaUtils.isVector)
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ExplainerMessages.VectorType())(
+      SchemaUtils.isVector
+    )
     checkCommon(schema)
   }
 
@@ -38,7 +40,12 @@ final class VectorLIME(override val uid: String)
     val data = dataset.toDF()
     Explaining.requireBatch(this, data)
     val background = requireBackground()
-    SchemaUtils.requireColumnType(this, background.schema, $(inputCol), "vector")(
+    SchemaUtils.requireColumnType(
+      this,
+      background.schema,
+      $(inputCol),
+      ExplainerMessages.VectorType()
+    )(
       SchemaUtils.isVector
     )
     val vectors = background
@@ -46,7 +53,7 @@ final class VectorLIME(override val uid: String)
       .collect()
       .filterNot(_.isNullAt(0))
       .map(_.getAs[Vector](0).toArray)
-    SchemaUtils.require(this, vectors.nonEmpty, "backgroundData has no rows")
+    SchemaUtils.require(this, vectors.nonEmpty, ExplainerMessages.EmptyBackground())
     val size = vectors.head.length
     val stds = Array.tabulate(size) { j =>
       val mean = vectors.map(_(j)).sum / vectors.length

@@ -25,9 +25,11 @@ final class VectorSHAP(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(inputCol),
-      "param 'inputCol' must name the vector column to explain"
+      ExplainerMessages.NoInputCol()
     )
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), "vector")(SchemaUtils.isVector)
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ExplainerMessages.VectorType())(
+      SchemaUtils.isVector
+    )
     checkCommon(schema)
   }
 
@@ -36,7 +38,12 @@ final class VectorSHAP(override val uid: String)
     val data = dataset.toDF()
     Explaining.requireBatch(this, data)
     val background = requireBackground()
-    SchemaUtils.requireColumnType(this, background.schema, $(inputCol), "vector")(
+    SchemaUtils.requireColumnType(
+      this,
+      background.schema,
+      $(inputCol),
+      ExplainerMessages.VectorType()
+    )(
       SchemaUtils.isVector
     )
     val bg = Explaining.Prefix + "bg"
@@ -78,7 +85,7 @@ object VectorSHAP extends StageReadable[VectorSHAP] {
     SchemaUtils.require(
       stage,
       first.nonEmpty && !first(0).isNullAt(0),
-      "backgroundData has no rows"
+      ExplainerMessages.EmptyBackground()
     )
     first(0).getSeq[Double](0).length
   }

@@ -1,0 +1,53 @@
+package mmlspark.explainers
+
+import mmlspark.contracts.RowMessage
+
+/** The messages of an explainer that cannot run on its params or data (checked before any job),
+  * written once: codegen writes them for the Python backend too (see
+  * [[mmlspark.contracts.RowMessage]]).
+  */
+object ExplainerMessages {
+  val NoModel: RowMessage =
+    RowMessage("explainerNoModel", "param 'model' must be set to the fitted model")
+  val NoBackground: RowMessage = RowMessage(
+    "noBackground",
+    "no backgroundData: set it with setBackgroundData to a small DataFrame of typical rows"
+  )
+  val EmptyBackground: RowMessage = RowMessage("emptyBackground", "backgroundData has no rows")
+  val SameOutputs: RowMessage =
+    RowMessage("sameOutputs", "outputCol and metricsCol are both '{column}'")
+  val NegativeClasses: RowMessage =
+    RowMessage("negativeClasses", "targetClasses must be 0 or more but were {classes}")
+  val ClassesType: RowMessage = RowMessage("classesType", "array<int>")
+  val TargetType: RowMessage = RowMessage(
+    "targetType",
+    "a vector, an array of numbers or a number (the model's output explained)"
+  )
+  val VectorType: RowMessage = RowMessage("explainedVector", "vector")
+  val NoInputCols: RowMessage =
+    RowMessage("explainNoInputCols", "param 'inputCols' must name the columns to explain")
+  val NoInputCol: RowMessage =
+    RowMessage("explainNoInputCol", "param 'inputCol' must name the vector column to explain")
+  val NotAnInput: RowMessage =
+    RowMessage("notAnInput", "categorical feature '{column}' is not in inputCols")
+  val Streaming: RowMessage = RowMessage(
+    "explainStreaming",
+    "streaming input is not supported (each row's samples are grouped back by row; explain " +
+      "micro-batches with foreachBatch)"
+  )
+
+  val all: Seq[RowMessage] = Seq(
+    NoModel,
+    NoBackground,
+    EmptyBackground,
+    SameOutputs,
+    NegativeClasses,
+    ClassesType,
+    TargetType,
+    VectorType,
+    NoInputCols,
+    NoInputCol,
+    NotAnInput,
+    Streaming
+  )
+}
