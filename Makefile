@@ -71,14 +71,23 @@ test: venv
 	$(PHASE) wheel $(MAKE) package-wheel
 	rm -rf .lines/exchange
 	$(PHASE) "primary pytest and Spark lines, side by side" $(PY) scripts/side_by_side.py \
-	  "primary pytest=$(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange" \
-	  "Spark lines=$(PY) scripts/spark_lines.py test --wait-for-primary 1800"
+	  "primary pytest=$(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange SECOND_CHAIN='$(SECOND_CHAIN)'" \
+	  "Spark lines, then the second chain's tests=$(PY) scripts/spark_lines.py test --wait-for-primary 1800 && $(PY) -m pytest $(SECOND_CHAIN) --durations=15"
+
+# The test files that make test runs after the Spark lines, in their chain, instead of in the
+# primary suite: the line matrix ends well before the primary suite, and these keep both chains
+# busy to the end. They share no costly fixture with the rest (a notebook starts its own kernel,
+# the GPU kit its own Spark, the MLflow tests their tracking server). make test-python alone runs
+# every file.
+SECOND_CHAIN ?=
+SECOND_CHAIN_FILES := tests/test_notebooks.py tests/test_gpu_proof.py tests/test_mlflow.py tests/test_docs.py
+test: SECOND_CHAIN = $(SECOND_CHAIN_FILES)
 
 # With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves
 # their results there for the other lines (make test); without, in a temporary folder.
 LINES_EXCHANGE ?=
 test-python: venv browser
-	MMLSPARK_LINES_EXCHANGE=$(LINES_EXCHANGE) $(PY) -m pytest tests --durations=30
+	MMLSPARK_LINES_EXCHANGE=$(LINES_EXCHANGE) $(PY) -m pytest tests $(SECOND_CHAIN:%=--ignore=%) --durations=30
 
 # The inner loop: the unit and integration tiers (no test that starts processes of its own or
 # runs the whole demo, and the line tests only in their run on every line), against the jar
