@@ -12,8 +12,8 @@
   - whole-image classification, mmlspark: binaryFile -> ImageTransformer (1/8 decode, 224x224,
     normalized) -> ONNXModel with the ResNet-50 architecture -> top class (bench/camera_trap.py's
     contender).
-The raw Python and Python backend detector runs are checked to find the same number of boxes
-as the JVM detector on (nearly) every photo.
+The JVM and Python backend detectors are checked against raw Python's numpy decoding and NMS (the
+reference): the same detections (class, confidence, box) on (nearly) every photo.
 One protocol for all (bench/protocol.py): --warmups untimed and --repeats timed rounds, the order
 reversed every round, medians with their range. Writes bench/results/detection.md and .json. Not a
 test. The quick (smoke) run classifies with a tiny CNN in place of ResNet-50 (bench/models.py's
@@ -49,8 +49,9 @@ BATCH = 8
 THRESHOLD = 0.005
 
 
-def letterboxed(encoded: np.ndarray) -> np.ndarray:
-    """Decode at 1/4, YOLOv5's letterbox to SIZE (padding 114), RGB / 255, CHW float32."""
+def letterboxed(encoded: np.ndarray) -> tuple[np.ndarray, tuple[int, int]]:
+    """Decode at 1/4, YOLOv5's letterbox to SIZE (padding 114), RGB / 255, CHW float32; and the
+    decoded photo's height and width."""
     img = cv2.imdecode(encoded, cv2.IMREAD_REDUCED_COLOR_4)
     h, w = img.shape[:2]
     r = min(SIZE / h, SIZE / w)
@@ -61,12 +62,20 @@ def letterboxed(encoded: np.ndarray) -> np.ndarray:
         img, top, SIZE - new_h - top, left, SIZE - new_w - left, cv2.BORDER_CONSTANT,
         value=(114, 114, 114),
     )  # fmt: skip
-    return (img[:, :, ::-1].astype(np.float32) / np.float32(255)).transpose(2, 0, 1)
+    return (img[:, :, ::-1].astype(np.float32) / np.float32(255)).transpose(2, 0, 1), (h, w)
 
 
-def boxes(raw: np.ndarray, iou_threshold: float = 0.45, max_det: int = 300) -> int:
-    """How many boxes YOLOv5-layout output `raw` [K, 5 + C] keeps: best class, confidence
-    objectness x class score over THRESHOLD, greedy per-class NMS."""
+#: A detection: class index, confidence, [x, y, width, height] as fractions of the photo.
+Detection = tuple[int, float, tuple[float, float, float, float]]
+
+
+def boxes(
+    raw: np.ndarray, height: int, width: int, iou_threshold: float = 0.45, max_det: int = 300
+) -> list[Detection]:
+    """The detections YOLOv5-layout output `raw` [K, 5 + C] of a `height` x `width` photo keeps:
+    best class, confidence objectness x class score over THRESHOLD, greedy per-class NMS, the
+    boxes mapped back as YOLOv5 does (less the letterbox's padding, over its gain, clipped to the
+    photo)."""
     objectness = raw[:, 4]
     raw = raw[objectness > THRESHOLD]
     scores = raw[:, 5:] * raw[:, 4:5]
@@ -93,33 +102,45 @@ def boxes(raw: np.ndarray, iou_threshold: float = 0.45, max_det: int = 300) -> i
             if (inter / (areas + area - inter) > iou_threshold).any():
                 continue
         kept.append(i)
-    return len(kept)
+    gain = min(SIZE / height, SIZE / width)
+    pad_x, pad_y = (SIZE - width * gain) / 2, (SIZE - height * gain) / 2
+    found = []
+    for i in kept:
+        x1, y1, x2, y2 = corners[i]
+        x1, x2 = (np.clip((v - pad_x) / gain, 0, width) for v in (x1, x2))
+        y1, y2 = (np.clip((v - pad_y) / gain, 0, height) for v in (y1, y2))
+        box = (x1 / width, y1 / height, (x2 - x1) / width, (y2 - y1) / height)
+        found.append((int(cls[i]), float(conf[i]), tuple(float(v) for v in box)))
+    return found
 
 
 def raw_python(paths: list[Path], model: bytes):
-    """The function of one raw Python run, and the dict (file name -> boxes) each run fills."""
+    """The function of one raw Python run, and the dict (file name -> detections) each run
+    fills."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = 2
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    counts: dict[str, int] = {}
+    found: dict[str, list[Detection]] = {}
 
     def run() -> None:
         with ThreadPoolExecutor(2) as pool:
-            tensors = list(pool.map(lambda p: letterboxed(np.fromfile(p, np.uint8)), paths))
+            decoded = list(pool.map(lambda p: letterboxed(np.fromfile(p, np.uint8)), paths))
         for start in range(0, len(paths), BATCH):
-            outputs = session.run(None, {"images": np.stack(tensors[start : start + BATCH])})[0]
-            for p, raw in zip(paths[start : start + BATCH], outputs, strict=True):
-                counts[p.name] = boxes(raw)
+            batch = decoded[start : start + BATCH]
+            outputs = session.run(None, {"images": np.stack([t for t, _ in batch])})[0]
+            for p, raw, (_, shape) in zip(
+                paths[start : start + BATCH], outputs, batch, strict=True
+            ):
+                found[p.name] = boxes(raw, *shape)
 
-    return run, counts
+    return run, found
 
 
 def detector_pipeline(spark, folder: Path, model: bytes, backend: str = "jvm"):
-    """The function of the rows (path, boxes, detectionError) of ObjectDetector on the photos."""
-    from pyspark.sql import functions as F
-
+    """The function of the rows (path, detections, detectionError) of ObjectDetector on the
+    photos."""
     from mmlspark.detection import ObjectDetector
 
     stage = ObjectDetector(inputCol="content", confidenceThreshold=THRESHOLD, miniBatchSize=BATCH)
@@ -128,21 +149,39 @@ def detector_pipeline(spark, folder: Path, model: bytes, backend: str = "jvm"):
     def found():
         files = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
         out = stage.transform(files.load(str(folder)))
-        return out.select("path", F.size("detections").alias("boxes"), "detectionError")
+        return out.select("path", "detections", "detectionError")
 
     return found
 
 
-def box_counts(found) -> dict[str, int]:
+def detections_of(found) -> dict[str, list[Detection]]:
     rows = found().collect()
     assert all(r.detectionError is None for r in rows), [r.detectionError for r in rows][:3]
-    return {Path(r.path).name: r.boxes for r in rows}
+    return {
+        Path(r.path).name: [(int(d.category) - 1, d.conf, tuple(d.bbox)) for d in r.detections]
+        for r in rows
+    }
 
 
-def same_boxes(counts: dict, expected: dict) -> float:
-    """The share of photos given as many boxes as in `expected` (the JVM detector's)."""
-    share = sum(counts[k] == expected[k] for k in expected) / len(expected)
-    assert set(counts) == set(expected) and share >= 0.9, (counts, expected)
+def matches(a: list[Detection], b: list[Detection]) -> bool:
+    """Whether two photos' detections are the same one to one: class, confidence within 1e-4,
+    box within 2e-3 of the photo's size (a pixel of the 1/4 decode is about 1e-3)."""
+
+    def key(d: Detection) -> tuple:
+        return (d[0], -round(d[1], 4), d[2])
+
+    return len(a) == len(b) and all(
+        x[0] == y[0]
+        and abs(x[1] - y[1]) <= 1e-4
+        and max(abs(u - v) for u, v in zip(x[2], y[2], strict=True)) <= 2e-3
+        for x, y in zip(sorted(a, key=key), sorted(b, key=key), strict=True)
+    )
+
+
+def same_detections(found: dict, reference: dict) -> float:
+    """The share of photos whose detections match the numpy reference's (raw Python's)."""
+    share = sum(matches(found[k], reference[k]) for k in reference) / len(reference)
+    assert set(found) == set(reference) and share >= 0.9, (found, reference)
     return share
 
 
@@ -170,7 +209,7 @@ def run(argv: list[str] | None = None) -> dict:
         paths = make_photos(folder, args.images)
         jvm = detector_pipeline(spark, folder, detector)
         python = detector_pipeline(spark, folder, detector, backend="python")
-        raw_run, raw_counts = raw_python(paths, detector)
+        raw_run, raw_found = raw_python(paths, detector)
         classify = mmlspark_pipeline(spark, folder, classifier, binary=True)
         rounds = protocol.measure(
             {
@@ -182,14 +221,14 @@ def run(argv: list[str] | None = None) -> dict:
             warmups=args.warmups,
             rounds=args.repeats,
         )
-        counts, python_counts = box_counts(jvm), box_counts(python)
+        found, python_found = detections_of(jvm), detections_of(python)
         spark.stop()
     figures = {
         "images": args.images,
         **rates_of(rounds, args.images),
-        "boxes_per_photo": sum(counts.values()) / len(counts),
-        "same_box_count_share": same_boxes(raw_counts, counts),
-        "python_backend_same_box_count_share": same_boxes(python_counts, counts),
+        "boxes_per_photo": sum(map(len, found.values())) / len(found),
+        "same_detections_share": same_detections(found, raw_found),
+        "python_backend_same_detections_share": same_detections(python_found, raw_found),
         **ratios_of(rounds, RATIOS),
     }
     report_rounds(

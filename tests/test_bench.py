@@ -414,8 +414,8 @@ def test_detection_benchmark_quick_run_finds_the_same_boxes(quick_runs):
     assert all(rate > 0 for rate in figures["images_per_s"].values())
     # Boxes are found at all, so that the contenders' agreeing on their count says something.
     assert figures["boxes_per_photo"] >= 1
-    assert figures["same_box_count_share"] >= 0.9
-    assert figures["python_backend_same_box_count_share"] >= 0.9
+    assert figures["same_detections_share"] >= 0.9
+    assert figures["python_backend_same_detections_share"] >= 0.9
     assert figures["detector_python_backend_vs_jvm"] > 0
     assert figures["detector_python_backend_vs_raw_python"] > 0
     assert (quick_runs["out"] / "detection.json").is_file() and out.is_file()

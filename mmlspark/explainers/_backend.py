@@ -127,6 +127,17 @@ def require_vector_col(stage: Any, spec: Any, schema: T.StructType) -> str:
     return str(spec.inputCol)
 
 
+def vector_input(stage: Any, spec: Any, dataset: DataFrame) -> tuple[str, DataFrame]:
+    """A vector explainer's checks before any job (``VectorInput.checkedInput``): the vector
+    column's name and the background, whose column is a vector too."""
+    name = require_vector_col(stage, spec, dataset.schema)
+    check_common(stage, spec, dataset)
+    require_batch(stage, dataset)
+    background = require_background(stage, stage.getBackgroundData())
+    require_column_type(stage, background.schema, name, row_message("explainedVector"), is_vector)
+    return name, background
+
+
 def require_batch(stage: Any, data: DataFrame) -> None:
     require(
         stage,

@@ -33,13 +33,7 @@ class VectorLIME(Explainer, _VectorLIME):
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
         spec = self._spec()
-        name = B.require_vector_col(self, spec, dataset.schema)
-        B.check_common(self, spec, dataset)
-        B.require_batch(self, dataset)
-        background = B.require_background(self, self.getBackgroundData())
-        B.require_column_type(
-            self, background.schema, name, row_message("explainedVector"), B.is_vector
-        )
+        name, background = B.vector_input(self, spec, dataset)
         vectors = [r[0].toArray() for r in background.select(B.col(name)).collect() if r[0]]
         B.require(self, bool(vectors), row_message("emptyBackground"))
         size = len(vectors[0])

@@ -29,13 +29,7 @@ class VectorSHAP(Explainer, _VectorSHAP):
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
         spec = self._spec()
-        name = B.require_vector_col(self, spec, dataset.schema)
-        B.check_common(self, spec, dataset)
-        B.require_batch(self, dataset)
-        background = B.require_background(self, self.getBackgroundData())
-        B.require_column_type(
-            self, background.schema, name, row_message("explainedVector"), B.is_vector
-        )
+        name, background = B.vector_input(self, spec, dataset)
         bg = B.PREFIX + "bg"
         aliased = background.select(vector_to_array(B.col(name)).alias(bg))
         first = aliased.head(1)

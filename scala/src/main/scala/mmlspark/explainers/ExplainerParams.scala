@@ -1,10 +1,10 @@
 package mmlspark.explainers
 
-import mmlspark.contracts.{SchemaUtils, StageWritable}
+import mmlspark.contracts.{HasInputCol, SchemaUtils, StageWritable}
 import org.apache.hadoop.fs.Path
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
-import org.apache.spark.sql.{DataFrame, SparkSession}
+import org.apache.spark.sql.{DataFrame, Dataset, SparkSession}
 import org.apache.spark.sql.types._
 
 /** What every explainer has: the model, the target it explains, the samples per row, the output and
@@ -89,6 +89,33 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
     schema
       .add(StructField($(outputCol), ArrayType(VectorType, containsNull = false)))
       .add(StructField($(metricsCol), VectorType))
+  }
+}
+
+/** An explainer of the elements of the vector column `inputCol`: its checks, and the rows and the
+  * background it explains.
+  */
+private[explainers] trait VectorInput extends ExplainerParams with HasInputCol {
+
+  protected def checkVectorSchema(schema: StructType): StructType = {
+    SchemaUtils.require(this, isDefined(inputCol), ExplainerMessages.NoInputCol())
+    requireVector(schema)
+    checkCommon(schema)
+  }
+
+  private def requireVector(schema: StructType): Unit =
+    SchemaUtils.requireColumnType(this, schema, $(inputCol), ExplainerMessages.VectorType())(
+      SchemaUtils.isVector
+    )
+
+  /** The rows to explain and the background, checked before any job. */
+  protected def checkedInput(dataset: Dataset[_]): (DataFrame, DataFrame) = {
+    checkVectorSchema(dataset.schema)
+    val data = dataset.toDF()
+    Explaining.requireBatch(this, data)
+    val background = requireBackground()
+    requireVector(background.schema)
+    (data, background)
   }
 }
 

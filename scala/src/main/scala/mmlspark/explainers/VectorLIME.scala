@@ -1,6 +1,6 @@
 package mmlspark.explainers
 
-import mmlspark.contracts.{HasInputCol, SchemaUtils, StageParams, StageReadable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.functions.{array_to_vector, vector_to_array}
 import org.apache.spark.ml.linalg.Vector
@@ -19,35 +19,14 @@ import org.apache.spark.sql.types.StructType
 final class VectorLIME(override val uid: String)
     extends Transformer
     with LIMEParams
-    with HasInputCol {
+    with VectorInput {
 
   def this() = this(Identifiable.randomUID("VectorLIME"))
 
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.require(
-      this,
-      isDefined(inputCol),
-      ExplainerMessages.NoInputCol()
-    )
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), ExplainerMessages.VectorType())(
-      SchemaUtils.isVector
-    )
-    checkCommon(schema)
-  }
+  override def transformSchema(schema: StructType): StructType = checkVectorSchema(schema)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
-    val data = dataset.toDF()
-    Explaining.requireBatch(this, data)
-    val background = requireBackground()
-    SchemaUtils.requireColumnType(
-      this,
-      background.schema,
-      $(inputCol),
-      ExplainerMessages.VectorType()
-    )(
-      SchemaUtils.isVector
-    )
+    val (data, background) = checkedInput(dataset)
     val vectors = background
       .select(Explaining.col($(inputCol)))
       .collect()

@@ -1,6 +1,6 @@
 package mmlspark.explainers
 
-import mmlspark.contracts.{HasInputCol, SchemaUtils, StageParams, StageReadable}
+import mmlspark.contracts.{SchemaUtils, StageParams, StageReadable}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.functions.{array_to_vector, vector_to_array}
 import org.apache.spark.ml.param.ParamMap
@@ -14,38 +14,14 @@ import org.apache.spark.sql.types.StructType
   * background rows, and the phis sum to the row's value less it), and in metricsCol the r2 of the
   * weighted fit.
   */
-final class VectorSHAP(override val uid: String)
-    extends Transformer
-    with ExplainerParams
-    with HasInputCol {
+final class VectorSHAP(override val uid: String) extends Transformer with VectorInput {
 
   def this() = this(Identifiable.randomUID("VectorSHAP"))
 
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.require(
-      this,
-      isDefined(inputCol),
-      ExplainerMessages.NoInputCol()
-    )
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), ExplainerMessages.VectorType())(
-      SchemaUtils.isVector
-    )
-    checkCommon(schema)
-  }
+  override def transformSchema(schema: StructType): StructType = checkVectorSchema(schema)
 
   override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
-    val data = dataset.toDF()
-    Explaining.requireBatch(this, data)
-    val background = requireBackground()
-    SchemaUtils.requireColumnType(
-      this,
-      background.schema,
-      $(inputCol),
-      ExplainerMessages.VectorType()
-    )(
-      SchemaUtils.isVector
-    )
+    val (data, background) = checkedInput(dataset)
     val bg = Explaining.Prefix + "bg"
     val aliased = background.select(vector_to_array(Explaining.col($(inputCol))).as(bg))
     val size = VectorSHAP.size(this, aliased)
