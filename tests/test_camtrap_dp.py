@@ -10,6 +10,7 @@ import datetime
 import io
 import json
 import os
+import shutil
 from pathlib import Path
 
 import frictionless
@@ -68,13 +69,17 @@ def survey(tmp_path_factory) -> Path:
     return root
 
 
-def _results(spark, folder_path: Path, root: str, run: dict, schema: str, rows: list) -> Path:
+def _results(
+    spark, folder_path: Path, root: str, run: dict, schema: str, rows: list, frames: bool = False
+) -> Path:
     """A finished results folder: one commit through the store, then results.json by the job's
-    writer (as a run ends)."""
+    writer (as a run ends). Unless `frames`, the rows are photos' and get no video frame columns
+    (frame_number, frame_time, frame_rate, before the commit)."""
     folder = store.RunFolder(folder_path)
     folder.start({"images": root, "bursts": "off", **run})
-    # Photo rows: no video frame (frame_number, frame_time, frame_rate) before the commit.
-    table = spark.createDataFrame([(*r[:-1], None, None, None, r[-1]) for r in rows], schema)
+    if not frames:
+        rows = [(*r[:-1], None, None, None, r[-1]) for r in rows]
+    table = spark.createDataFrame(rows, schema)
     staged = folder.staged("commit-00000001")
     table.write.parquet(str(staged))
     folder.commit(staged, 1)
@@ -238,6 +243,59 @@ def test_detect_results_export_as_a_valid_camtrap_dp_package(spark, survey, tmp_
     assert descriptor["spatial"]["bbox"] == [4.0, 52.0, 4.4, 52.2]
     assert descriptor["project"]["samplingDesign"] == "opportunistic"
     assert [r["name"] for r in descriptor["resources"]] == ["deployments", "media", "observations"]
+
+
+def test_a_video_is_one_medium_with_the_best_detection_of_each_category(spark, survey, tmp_path):
+    # A photo and a video's three sampled frames (0, 10 and 20 at 10 frames/s) in a detect run.
+    images = tmp_path / "survey"
+    (images / "camA").mkdir(parents=True)
+    shutil.copy(survey / "camA" / "a.jpg", images / "camA" / "a.jpg")
+    (images / "camA" / "clip.mp4").write_bytes(b"\x00\x00\x00\x18ftypmp42")  # not read
+    root = job._qualified(spark, str(images))
+
+    def found(*detections):
+        return [{"category": c, "label": n, "conf": p, "bbox": b} for c, n, p, b in detections]
+
+    animal_at = [0.3, 0.1, 0.2, 0.2]
+    frames = {
+        0: found(("1", "animal", 0.6, [0.1, 0.1, 0.2, 0.2])),
+        10: found(("1", "animal", 0.8, animal_at), ("2", "person", 0.4, [0.5, 0.5, 0.1, 0.1])),
+        20: [],
+    }
+    when = _file_time("camA/clip.mp4")
+    rows = [(f"{root}/camA/a.jpg", 1, when, found(("1", "animal", 0.9, [0.1, 0.2, 0.3, 0.4])),
+             0.9, None, None, None, None, None, 1)] + [
+        (f"{root}/camA/clip.mp4", 9, when, d, max((x["conf"] for x in d), default=0.0), None,
+         None, n, n / 10.0, 10.0, 1)
+        for n, d in frames.items()
+    ]  # fmt: skip
+    run = {"detector": "/models/md_v5a.onnx", "detector_sha256": "ab" * 32, "threshold": 0.005}
+    results = _results(spark, tmp_path / "det", root, run, job.DETECT_SCHEMA, rows, frames=True)
+    places = tmp_path / "deployments.csv"
+    places.write_text("deploymentID,latitude,longitude\ncamA,52.1,4.3\n")
+    out = tmp_path / "package"
+    summary = job.export(
+        spark, str(results), str(out), deployments=str(places),
+        metadata=str(_metadata(tmp_path / "metadata.json")), log=print,
+    )  # fmt: skip
+    assert summary["missing"] == []
+    report = _validate(out)
+    assert report.valid, report.flatten(["type", "note"])
+
+    media = {m["filePath"]: m for m in _read(out, "media")}
+    assert sorted(media) == ["camA/a.jpg", "camA/clip.mp4"]
+    video = media["camA/clip.mp4"]
+    assert video["fileMediatype"] == "video/mp4"
+    assert video["timestamp"] == "2023-11-14T22:13:20Z"  # no EXIF: the committed file time
+    assert video["mediaComments"] != ""
+    seen = [o for o in _read(out, "observations") if o["mediaID"] == video["mediaID"]]
+    media_level = sorted(
+        (o["observationType"], float(o["classificationProbability"]),
+         [float(o[k]) for k in ("bboxX", "bboxY", "bboxWidth", "bboxHeight")])
+        for o in seen if o["observationLevel"] == "media"
+    )  # fmt: skip
+    # Per category the most confident detection of any frame: frame 10's animal and person.
+    assert media_level == [("animal", 0.8, animal_at), ("human", 0.4, [0.5, 0.5, 0.1, 0.1])]
 
 
 def test_two_stage_and_classify_results_export_species_bursts_and_one_row_per_photo(

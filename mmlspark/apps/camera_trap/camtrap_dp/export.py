@@ -214,10 +214,13 @@ def _photos(
     them. Only committed rows are read, through the results folder's table."""
     table = committed(spark, folder)
     assert table is not None  # _check_finished saw commits
-    rows = current(table).filter("frame_number IS NULL")  # videos' frames: not exported (yet)
+    rows = current(table)
     failures = rows.filter("failure IS NOT NULL").count()
-    photos = rows.filter("failure IS NULL").select(
-        "path", "modificationTime", "burst", *_COLUMNS[kind]
+    read = rows.filter("failure IS NULL")
+    photos = (
+        read.filter("frame_number IS NULL")
+        .select("path", "modificationTime", "burst", *_COLUMNS[kind])
+        .unionByName(_videos(read.filter("frame_number IS NOT NULL"), kind))
     )
     timed = (
         taken_seconds(photos, "exif")
@@ -233,6 +236,47 @@ def _photos(
         "event_first", F.min("taken").over(Window.partitionBy("burst"))
     )
     return timed.orderBy("event_first", "burst", "folder", "taken", "path"), failures
+
+
+def _videos(frames: DataFrame, kind: str) -> DataFrame:
+    """One row per video, as one medium, from its sampled frames' rows: classify, the label of
+    its most confident frame; detect and both stages, per category the most confident detection
+    of any frame (the run's video_results.json), and both stages' label that of the frame with
+    the most confident detection. A video is not in a burst of the run's."""
+    mtime = F.first("modificationTime").alias("modificationTime")
+    burst = F.lit(None).cast("string").alias("burst")
+    if kind == "classify":
+        best = F.max_by(F.struct("predicted_label", "confidence"), "confidence").alias("best")
+        return (
+            frames.groupBy("path")
+            .agg(mtime, best)
+            .select("path", "modificationTime", burst, "best.predicted_label", "best.confidence")
+        )
+    found = frames.select("path", F.explode("detections").alias("d"))
+    ranked = F.struct((-F.col("d.conf")).alias("rank"), F.col("d").alias("d"))
+    per_category = (
+        found.groupBy("path", "d.category")
+        .agg(F.max_by(ranked, "d.conf").alias("best"))
+        .groupBy("path")
+        .agg(F.sort_array(F.collect_list("best")).alias("ranked"))
+        .select("path", F.transform("ranked", lambda r: r["d"]).alias("detections"))
+    )
+    labels = (
+        [F.max_by("predicted_label", F.coalesce("max_detection_conf", F.lit(0.0)))]
+        if "predicted_label" in _COLUMNS[kind]
+        else []
+    )
+    per_video = frames.groupBy("path").agg(
+        mtime,
+        *[c.alias("predicted_label") for c in labels],
+        F.max("max_detection_conf").alias("max_detection_conf"),
+    )
+    empty = F.array().cast(frames.schema["detections"].dataType)
+    return (
+        per_video.join(per_category, "path", "left")
+        .withColumn("detections", F.coalesce("detections", empty))
+        .select("path", "modificationTime", burst, *_COLUMNS[kind])
+    )
 
 
 def _deployment_rows(
