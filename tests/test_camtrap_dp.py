@@ -297,6 +297,27 @@ def test_a_video_is_one_medium_with_the_best_detection_of_each_category(spark, s
     # Per category the most confident detection of any frame: frame 10's animal and person.
     assert media_level == [("animal", 0.8, animal_at), ("human", 0.4, [0.5, 0.5, 0.1, 0.1])]
 
+    # Classify results: the video's observation is its most confident frame's label.
+    labels = {0: ("deer", 0.6), 10: ("fox", 0.9), 20: ("empty", 0.5)}
+    top = [{"label": "fox", "probability": 0.7}]
+    rows = [(f"{root}/camA/a.jpg", 1, when, "fox", 0.7, top, "fox", None, None, None, None,
+             None, 1)] + [
+        (f"{root}/camA/clip.mp4", 9, when, label, p, [{"label": label, "probability": p}], None,
+         None, None, n, n / 10.0, 10.0, 1)
+        for n, (label, p) in labels.items()
+    ]  # fmt: skip
+    run = {"model": "/models/model", "model_sha256": "12" * 32}
+    results = _results(spark, tmp_path / "cls", root, run, job.SCHEMA, rows, frames=True)
+    out = tmp_path / "cls-package"
+    job.export(spark, str(results), str(out), deployments=str(places), log=print)
+    media = {m["mediaID"]: m["filePath"] for m in _read(out, "media")}
+    seen = [
+        (o["observationType"], float(o["classificationProbability"]), o["observationTags"])
+        for o in _read(out, "observations")
+        if media.get(o["mediaID"]) == "camA/clip.mp4" and o["observationLevel"] == "media"
+    ]
+    assert seen == [("animal", 0.9, "label:fox")]
+
 
 def test_two_stage_and_classify_results_export_species_bursts_and_one_row_per_photo(
     spark, survey, tmp_path
