@@ -31,7 +31,7 @@ class CleanMissingData(_CleanMissingData):
             return super()._fit(dataset)  # type: ignore[no-any-return]
         spec = self._spec()
         cleaned_schema(self, spec, dataset.schema)
-        names = list(spec.inputCols)
+        names = list(spec.inputCols or ())
         if spec.cleaningMode == "Custom":
             fills = [spec.customValue] * len(names)
         else:

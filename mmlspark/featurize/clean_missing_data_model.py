@@ -67,7 +67,7 @@ class CleanMissingDataModel(_CleanMissingDataModel):
         the column's type (a mean through a double), into its output column."""
         spec = self._spec()
         cleaned_schema(self, spec, dataset.schema)
-        fills, ins = list(spec.fillValues), list(spec.inputCols)
+        fills, ins = list(spec.fillValues), list(spec.inputCols or ())
         require(
             self,
             len(fills) == len(ins),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -20,7 +20,7 @@ def levels(stage: Any, spec: Any, schema: T.StructType) -> tuple[list[str], str]
     attribute = (field.metadata or {}).get("ml_attr") or {}
     values = attribute.get("vals") if attribute.get("type") == "nominal" else None
     require(stage, values is not None, row_message("noLevels", column=spec.inputCol))
-    return list(values), str(field.metadata.get(VALUE_TYPE_KEY, "string"))
+    return list(values or ()), str(field.metadata.get(VALUE_TYPE_KEY, "string"))
 
 
 class IndexToValue(_IndexToValue):
@@ -31,8 +31,10 @@ class IndexToValue(_IndexToValue):
         """The input with ``outputCol``, the level each index names (null where none)."""
         spec = self._spec()
         values, value_type = levels(self, spec, dataset.schema)
-        require_absent(self, dataset.schema, spec.outputCol)
-        index = F.col(quoted(spec.inputCol))
+        # both set: levels found the one, require_absent checks the other
+        name, output = cast(str, spec.inputCol), cast(str, spec.outputCol)
+        require_absent(self, dataset.schema, output)
+        index = F.col(quoted(name))
         if not values:
             value = F.lit(None).cast(value_type)
         else:
@@ -40,4 +42,4 @@ class IndexToValue(_IndexToValue):
             # element_at is 1-based; an index outside the levels gives null.
             inside = (index >= 0) & (index < len(values))
             value = F.when(inside, F.element_at(typed, index.cast("int") + 1))
-        return dataset.withColumn(spec.outputCol, value)
+        return dataset.withColumn(output, value)

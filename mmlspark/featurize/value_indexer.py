@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -24,8 +26,9 @@ class ValueIndexer(_ValueIndexer):
             return super()._fit(dataset)  # type: ignore[no-any-return]
         spec = self._spec()
         indexed_schema(self, spec, dataset.schema)
-        data_type = dataset.schema[spec.inputCol].dataType
-        column = dataset[quoted(spec.inputCol)]
+        name = cast(str, spec.inputCol)  # set: indexed_schema found it
+        data_type = dataset.schema[name].dataType
+        column = dataset[quoted(name)]
         present = F.when(~missing(column, data_type), column)
         rows = (
             dataset.select(present.alias("level"))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -45,8 +45,10 @@ class ValueIndexerModel(_ValueIndexerModel):
         the levels, unseen ones after those)."""
         spec = self._spec()
         indexed_schema(self, spec, dataset.schema)
-        data_type = dataset.schema[spec.inputCol].dataType
-        column = F.col(quoted(spec.inputCol))
+        # both set: indexed_schema found the one and not the other
+        name, output = cast(str, spec.inputCol), cast(str, spec.outputCol)
+        data_type = dataset.schema[name].dataType
+        column = F.col(quoted(name))
         n = len(spec.levels)
         unseen = n + 1 if spec.hasNullLevel else n
         # array_position is 1-based, 0 where the value is no level.
@@ -62,6 +64,4 @@ class ValueIndexerModel(_ValueIndexerModel):
             .cast(T.IntegerType())
         )
         # withMetadata: Spark Connect's withColumn drops an alias's metadata
-        return dataset.withColumn(spec.outputCol, index).withMetadata(
-            spec.outputCol, index_metadata(spec)
-        )
+        return dataset.withColumn(output, index).withMetadata(output, index_metadata(spec))

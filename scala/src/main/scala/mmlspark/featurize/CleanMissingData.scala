@@ -19,7 +19,8 @@ private[featurize] trait CleanMissingDataParams
   /** The output columns: `outputCols`, or the input columns themselves (cleaned in place). */
   def outputNames: Seq[String] = if (isDefined(outputCols)) $(outputCols).toSeq else $(inputCols)
 
-  /** Checks the columns and params; the schema with each output column added (or kept, in place). */
+  /** Checks the columns and params; the schema with each output column added (or kept, in place).
+    */
   protected def cleanedSchema(schema: StructType): StructType = {
     SchemaUtils.require(this, isDefined(inputCols), FeaturizeMessages.NoInputCols())
     val (ins, outs) = ($(inputCols).toSeq, outputNames)

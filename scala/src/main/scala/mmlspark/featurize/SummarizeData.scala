@@ -71,7 +71,7 @@ final class SummarizeData(override val uid: String)
       if (countAggs.isEmpty && momentAggs.isEmpty) Row.empty
       else df.agg((countAggs ++ momentAggs).head, (countAggs ++ momentAggs).tail: _*).head()
     def quantiles(probabilities: Seq[Double]): Map[String, Seq[Double]] =
-      if (numeric.isEmpty) Map.empty
+      if (numeric.isEmpty) Map.empty[String, Seq[Double]]
       else
         numeric
           .zip(df.stat.approxQuantile(numeric.toArray, probabilities.toArray, $(errorThreshold)))
@@ -79,20 +79,26 @@ final class SummarizeData(override val uid: String)
             n -> (if (qs.isEmpty) probabilities.map(_ => Double.NaN) else qs.toSeq)
           }
           .toMap
-    val basicValues = if ($(basic)) quantiles(SummarizeData.BasicQuantiles) else Map.empty
+    val basicValues =
+      if ($(basic)) quantiles(SummarizeData.BasicQuantiles) else Map.empty[String, Seq[Double]]
     val percentileValues =
-      if ($(percentiles)) quantiles(SummarizeData.PercentileQuantiles) else Map.empty
+      if ($(percentiles)) quantiles(SummarizeData.PercentileQuantiles)
+      else Map.empty[String, Seq[Double]]
     val rows = fields.zipWithIndex.map { case (f, i) =>
       val counted =
-        if (!$(counts)) Nil
+        if (! $(counts)) Nil
         else {
           val (rowCount, missingCount, distinct) =
-            (aggregated.getDouble(3 * i), aggregated.getDouble(3 * i + 1), aggregated.getDouble(3 * i + 2))
+            (
+              aggregated.getDouble(3 * i),
+              aggregated.getDouble(3 * i + 1),
+              aggregated.getDouble(3 * i + 2)
+            )
           Seq(rowCount - missingCount, distinct, missingCount)
         }
       val k = numeric.indexOf(f.name)
       val moments =
-        if (!$(sample)) Nil
+        if (! $(sample)) Nil
         else if (k < 0) Seq.fill(4)(Double.NaN)
         else (0 until 4).map(j => aggregated.getDouble(countAggs.length + 4 * k + j))
       def quantileValues(values: Map[String, Seq[Double]], size: Int, on: Boolean): Seq[Double] =

@@ -1,6 +1,12 @@
 package mmlspark.featurize
 
-import mmlspark.contracts.{EstimatorSuite, SparkTestSession, Streaming, TestObject, TransformerSuite}
+import mmlspark.contracts.{
+  EstimatorSuite,
+  SparkTestSession,
+  Streaming,
+  TestObject,
+  TransformerSuite
+}
 import org.apache.spark.ml.attribute.{Attribute, NominalAttribute}
 import org.apache.spark.ml.feature.IndexToString
 import org.apache.spark.sql.DataFrame
@@ -85,7 +91,10 @@ class CleanMissingDataSuite extends EstimatorSuite[CleanMissingData, CleanMissin
     )
     refused(new CleanMissingData().setInputCols(Array("s")), "'s' must be a numeric type")
     refused(new CleanMissingData().setInputCols(Array("nope")), "'nope' does not exist")
-    refused(new CleanMissingData().setInputCols(Array("s")).setCleaningMode("Custom"), "customValue")
+    refused(
+      new CleanMissingData().setInputCols(Array("s")).setCleaningMode("Custom"),
+      "customValue"
+    )
     refused(new CleanMissingData(), "param 'inputCols' must be set")
     intercept[IllegalArgumentException](new CleanMissingData().setCleaningMode("mean"))
   }
@@ -130,10 +139,14 @@ class ValueIndexerSuite extends EstimatorSuite[ValueIndexer, ValueIndexerModel] 
   }
 
   test("Spark's IndexToString reads the levels") {
-    val indexed = new ValueIndexer().setInputCol("s").setOutputCol("i").fit(values).transform(values)
-    val back = new IndexToString().setInputCol("i").setOutputCol("back").transform(
-      indexed.where("s is not null")
-    )
+    val indexed =
+      new ValueIndexer().setInputCol("s").setOutputCol("i").fit(values).transform(values)
+    val back = new IndexToString()
+      .setInputCol("i")
+      .setOutputCol("back")
+      .transform(
+        indexed.where("s is not null")
+      )
     assert(back.collect().forall(r => r.getAs[String]("s") == r.getAs[String]("back")))
   }
 
@@ -175,10 +188,13 @@ class IndexToValueSuite extends TransformerSuite[IndexToValue] {
 class SummarizeDataSuite extends TransformerSuite[SummarizeData] {
   import SparkTestSession.spark.implicits._
 
-  private def frame: DataFrame =
-    Seq((Some(1.0), Some("a")), (Some(2.0), Some("b")), (Some(3.0), Some("a")), (Some(4.0), None))
-      .union(Seq((None, Some("c"))))
-      .toDF("x", "s")
+  private def frame: DataFrame = Seq[(Option[Double], Option[String])](
+    (Some(1.0), Some("a")),
+    (Some(2.0), Some("b")),
+    (Some(3.0), Some("a")),
+    (Some(4.0), None),
+    (None, Some("c"))
+  ).toDF("x", "s")
 
   // Hand-worked for x = 1, 2, 3, 4 (one null): sample variance 5/3, skewness 0, excess kurtosis
   // 2.5625 / 1.25^2 - 3 = -1.36; exact quantiles are values of x (the smallest with at least that
@@ -188,14 +204,27 @@ class SummarizeDataSuite extends TransformerSuite[SummarizeData] {
       new SummarizeData(),
       frame,
       out => {
-        assert(out.columns.toSeq.take(4) == Seq("Feature", "Count", "Unique_Value_Count", "Missing_Value_Count"))
+        assert(
+          out.columns.toSeq
+            .take(4) == Seq("Feature", "Count", "Unique_Value_Count", "Missing_Value_Count")
+        )
         val rows = out.collect().map(r => r.getString(0) -> r).toMap
         val x = rows("x")
         Seq(
-          "Count" -> 4.0, "Unique_Value_Count" -> 4.0, "Missing_Value_Count" -> 1.0, "Min" -> 1.0,
-          "1st_Quartile" -> 1.0, "Median" -> 2.0, "3rd_Quartile" -> 3.0, "Max" -> 4.0,
-          "Sample_Variance" -> 5.0 / 3, "Sample_Skewness" -> 0.0, "Sample_Kurtosis" -> -1.36,
-          "P0_5" -> 1.0, "P95" -> 4.0, "P99_5" -> 4.0
+          "Count" -> 4.0,
+          "Unique_Value_Count" -> 4.0,
+          "Missing_Value_Count" -> 1.0,
+          "Min" -> 1.0,
+          "1st_Quartile" -> 1.0,
+          "Median" -> 2.0,
+          "3rd_Quartile" -> 3.0,
+          "Max" -> 4.0,
+          "Sample_Variance" -> 5.0 / 3,
+          "Sample_Skewness" -> 0.0,
+          "Sample_Kurtosis" -> -1.36,
+          "P0_5" -> 1.0,
+          "P95" -> 4.0,
+          "P99_5" -> 4.0
         ).foreach { case (name, expected) =>
           assert(math.abs(x.getAs[Double](name) - expected) < 1e-9, name)
         }
@@ -208,7 +237,10 @@ class SummarizeDataSuite extends TransformerSuite[SummarizeData] {
     TestObject(
       new SummarizeData().setBasic(false).setSample(false).setPercentiles(false),
       frame,
-      out => assert(out.columns.toSeq == Seq("Feature", "Count", "Unique_Value_Count", "Missing_Value_Count")),
+      out =>
+        assert(
+          out.columns.toSeq == Seq("Feature", "Count", "Unique_Value_Count", "Missing_Value_Count")
+        ),
       Streaming.Refused("streaming input is not supported")
     )
   )
