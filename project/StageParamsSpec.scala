@@ -246,6 +246,84 @@ object StageParams {
         distinctNames
       )
     ),
+    ParamGroup(
+      "mmlspark.featurize",
+      "CleanMissingDataModel",
+      parents = Seq("CleanMissingDataParams")
+    )(
+      SharedParam(
+        "fillValues",
+        ParamType.stringArray,
+        "the value each input column's missing values are filled with, in the order of inputCols, " +
+          "as text cast to the column's type (learned by CleanMissingData)"
+      )
+    ),
+    ParamGroup("mmlspark.featurize", "CleanMissingDataParams")(
+      SharedParam(
+        "cleaningMode",
+        ParamType.string,
+        "what fills a missing value (null, or NaN in a floating-point column): 'Mean' or 'Median' " +
+          "(approximate, as percentile_approx) of the column's other values, for numeric columns, " +
+          "or 'Custom': customValue, for any column type it casts to",
+        oneOf("""Seq("Mean", "Median", "Custom")""")
+      ),
+      SharedParam(
+        "customValue",
+        ParamType.string,
+        "the value that fills missing values when cleaningMode is 'Custom', as text cast to each " +
+          "column's type (e.g. '0', 'unknown', 'true')"
+      )
+    ),
+    ParamGroup("mmlspark.featurize", "SummarizeData")(
+      SharedParam("counts", ParamType.boolean, "compute Count, Unique_Value_Count and Missing_Value_Count"),
+      SharedParam(
+        "basic",
+        ParamType.boolean,
+        "compute Min, 1st_Quartile, Median, 3rd_Quartile and Max (numeric columns)"
+      ),
+      SharedParam(
+        "sample",
+        ParamType.boolean,
+        "compute Sample_Variance, Sample_Standard_Deviation, Sample_Skewness and Sample_Kurtosis " +
+          "(numeric columns)"
+      ),
+      SharedParam(
+        "percentiles",
+        ParamType.boolean,
+        "compute the percentiles P0_5, P1, P5, P95, P99 and P99_5 (numeric columns)"
+      ),
+      SharedParam(
+        "errorThreshold",
+        ParamType.double,
+        "the relative error of the quantiles, from 0 (exact) to 1",
+        unitInterval
+      )
+    ),
+    ParamGroup(
+      "mmlspark.featurize",
+      "ValueIndexerModel",
+      parents = Seq("ValueIndexerParams"),
+      imports = Seq("org.apache.spark.sql.types.DataType")
+    )(
+      SharedParam(
+        "levels",
+        ParamType.stringArray,
+        "the distinct non-missing values seen when fitting, in ascending order, as text cast to " +
+          "dataType; a value's index is its place in this list"
+      ),
+      SharedParam(
+        "dataType",
+        ParamType.string,
+        "the Spark SQL type of the levels, as in a DDL string (e.g. 'int', 'string')",
+        Some("""(t: String) => scala.util.Try(DataType.fromDDL(t)).isSuccess""")
+      ),
+      SharedParam(
+        "hasNullLevel",
+        ParamType.boolean,
+        "whether fitting saw missing values (null, or NaN): they index as len(levels), and values " +
+          "not among the levels as len(levels) + 1 (else both as len(levels))"
+      )
+    ),
     ParamGroup("mmlspark.image", "HasDecodeParams", imports = Seq("mmlspark.pixels.ImageCodec"))(
       SharedParam(
         "colorMode",

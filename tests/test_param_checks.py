@@ -40,6 +40,7 @@ JVM_ONLY = {
     ("ONNXModel", "argMaxDict"),
     ("TrainedClassifierModel", "labelType"),
     ("TrainedRegressorModel", "labelType"),
+    ("ValueIndexerModel", "dataType"),
 }
 
 

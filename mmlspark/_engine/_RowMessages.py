@@ -104,4 +104,11 @@ TEMPLATES: dict[str, str] = {
     "explainNoInputCol": "param 'inputCol' must name the vector column to explain",
     "notAnInput": "categorical feature '{column}' is not in inputCols",
     "explainStreaming": "streaming input is not supported (each row's samples are grouped back by row; explain micro-batches with foreachBatch)",
+    "noInputCols": "param 'inputCols' must be set",
+    "columnCount": "outputCols must name one column per input column: {inputs} inputCols but {outputs} outputCols",
+    "noCustomValue": "cleaningMode is Custom but customValue is not set",
+    "noStatistic": "column '{column}' has no non-missing value to take the {mode} of",
+    "fillCount": "fillValues holds {fills} values for {inputs} inputCols",
+    "noLevels": "column '{column}' carries no levels in its metadata (a nominal attribute with values, as ValueIndexer and StringIndexer write)",
+    "summaryStreaming": "the statistics need every row: streaming input is not supported",
 }
