@@ -275,7 +275,11 @@ object StageParams {
       )
     ),
     ParamGroup("mmlspark.featurize", "SummarizeData")(
-      SharedParam("counts", ParamType.boolean, "compute Count, Unique_Value_Count and Missing_Value_Count"),
+      SharedParam(
+        "counts",
+        ParamType.boolean,
+        "compute Count, Unique_Value_Count and Missing_Value_Count"
+      ),
       SharedParam(
         "basic",
         ParamType.boolean,

@@ -7,6 +7,7 @@ import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.functions.{array_to_vector, vector_to_array}
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.sql.{functions, Column, DataFrame, Row}
+import org.apache.spark.sql.expressions.UserDefinedFunction
 import org.apache.spark.sql.functions._
 import org.apache.spark.sql.types._
 
@@ -140,16 +141,7 @@ private[explainers] object Explaining {
       val fit = KernelShap.explain(coalitions, ys)
       (fit.coefficients.toSeq, fit.r2)
     }
-    val fits = scored
-      .groupBy(col(Id), col("k"))
-      .agg(solve(collect_list(struct(col(Sample), col("y")))).as("fit"))
-      .select(
-        col(Id),
-        col("k"),
-        col("fit").getField("_1").as("coefficients"),
-        col("fit").getField("_2").as("r2")
-      )
-    output(stage, input, fits)
+    output(stage, input, fitted(scored, solve, col(Sample)))
   }
 
   /** LIME for every row: `numSamples` samples per row (the first is the row itself), `sampled`
@@ -188,17 +180,22 @@ private[explainers] object Explaining {
       val fit = LocalFits.ridge(x, y, w, lambda)
       (fit.coefficients.toSeq, fit.r2)
     }
-    val fits = scored
+    output(stage, input, fitted(scored, solve, col(Rep)))
+  }
+
+  /** Each row's local fit per target class: `solve` (giving the coefficients and r2) over the
+    * class's scored samples, each as (`sample`, its score y).
+    */
+  private def fitted(scored: DataFrame, solve: UserDefinedFunction, sample: Column): DataFrame =
+    scored
       .groupBy(col(Id), col("k"))
-      .agg(solve(collect_list(struct(col(Rep), col("y")))).as("fit"))
+      .agg(solve(collect_list(struct(sample, col("y")))).as("fit"))
       .select(
         col(Id),
         col("k"),
         col("fit").getField("_1").as("coefficients"),
         col("fit").getField("_2").as("r2")
       )
-    output(stage, input, fits)
-  }
 
   /** A standard normal draw per sample for feature `j`, 0 for the row itself (sample 0). */
   def normal(j: Int): Column = when(col(Sample) === 0, lit(0.0)).otherwise(randn(Seed + j))
