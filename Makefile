@@ -50,10 +50,12 @@ format: venv
 	$(PY) -m ruff format mmlspark tests bench scripts
 	SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtAll scalafmtSbt
 
-# Everything CI runs: formatting, Scala suites (the codegen check among them), the jar and
-# the wheel, then the primary Python suite and the Spark-line matrix side by side (each is a
-# chain of short processes that leaves a core idle much of the time); each phase prints its wall
-# time.
+# Everything CI runs: formatting, the jars (and the Scala suites' classes) and the wheel, then two
+# chains side by side (each is a chain of short processes that leaves a core idle much of the
+# time): the primary Python suite, and the Scala suites (the codegen check among them), the
+# Spark-line matrix and the second chain's test files. The Scala suites take the time the line
+# matrix would otherwise wait for the primary suite's cross-line results. Each phase prints its
+# wall time.
 PHASE := scripts/phase
 # The test JVMs (every Spark driver the Python tests start: sessions, CLIs, servers; not sbt's,
 # and never `make demo`'s or `make bench`'s) compile with the client compiler only: they are
@@ -67,20 +69,20 @@ test: venv
 	$(PHASE) lint $(MAKE) lint
 	$(PHASE) browser $(MAKE) browser
 	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
-	$(PHASE) "Scala suites and jars" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck test "+core/exportPackagedJar"
+	$(PHASE) "jars and the Scala suites' classes" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck Test/compile "+core/exportPackagedJar"
 	$(PHASE) wheel $(MAKE) package-wheel
 	rm -rf .lines/exchange
-	$(PHASE) "primary pytest and Spark lines, side by side" $(PY) scripts/side_by_side.py \
+	$(PHASE) "the two chains, side by side" $(PY) scripts/side_by_side.py \
 	  "primary pytest=$(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange SECOND_CHAIN='$(SECOND_CHAIN)'" \
-	  "Spark lines, then the second chain's tests=$(PY) scripts/spark_lines.py test --wait-for-primary 1800 && $(PY) -m pytest $(SECOND_CHAIN) --durations=15"
+	  "Scala suites, Spark lines, then the second chain's tests=$(PHASE) 'Scala suites' env SPARK_JARS_DIR=$(spark_jars) $(SBT) test && $(PHASE) 'Spark lines' $(PY) scripts/spark_lines.py test --wait-for-primary 1800 && $(PY) -m pytest $(SECOND_CHAIN) --durations=15"
 
 # The test files that make test runs after the Spark lines, in their chain, instead of in the
-# primary suite: the line matrix ends well before the primary suite, and these keep both chains
-# busy to the end. They share no costly fixture with the rest (a notebook starts its own kernel,
-# the GPU kit its own Spark, the MLflow tests their tracking server). make test-python alone runs
-# every file.
+# primary suite, so that both chains end near the same time. They share no costly fixture with
+# the rest, but for the standalone cluster, which the scaling benchmark's quick run
+# (tests/test_bench.py) starts in its own chain too: a notebook starts its own kernel, the GPU kit
+# its own Spark. make test-python alone runs every file.
 SECOND_CHAIN ?=
-SECOND_CHAIN_FILES := tests/test_notebooks.py tests/test_gpu_proof.py tests/test_mlflow.py tests/test_docs.py
+SECOND_CHAIN_FILES := tests/test_notebooks.py tests/test_gpu_proof.py tests/test_docs.py tests/test_standalone_cluster.py
 test: SECOND_CHAIN = $(SECOND_CHAIN_FILES)
 
 # With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves
