@@ -234,6 +234,15 @@ def test_time_interval_batching_names_the_stage_to_use():
         TimeIntervalMiniBatchTransformer(millisToWait=1000, maxBatchSize=10)
 
 
+def test_stages_synapseml_keeps_in_another_package_import_from_its_package_too():
+    # SynapseML's SummarizeData is in synapse.ml.stages; here it is a featurization stage.
+    import mmlspark.featurize
+    import mmlspark.stages
+
+    assert mmlspark.stages.SummarizeData is mmlspark.featurize.SummarizeData
+    assert "SummarizeData" in mmlspark.stages.__all__
+
+
 # --- ImageFeaturizer: SynapseML's param names and its handling of bad images --------------------
 
 

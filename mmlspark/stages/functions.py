@@ -1,11 +1,14 @@
-"""Names SynapseML users import from this area that have no stage of the same behaviour here:
-importing them works, and using them says what to use instead."""
+"""Names SynapseML users import from this area: stages that live in another area here
+(SummarizeData, in mmlspark.featurize), and names with no stage of the same behaviour here, which
+import and, used, say what to use instead."""
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["TimeIntervalMiniBatchTransformer"]
+from mmlspark.featurize.summarize_data import SummarizeData
+
+__all__ = ["SummarizeData", "TimeIntervalMiniBatchTransformer"]
 
 
 class TimeIntervalMiniBatchTransformer:
