@@ -52,8 +52,8 @@ final class IndexToValue(override val uid: String)
 
 object IndexToValue extends StageReadable[IndexToValue] {
 
-  /** The levels the nominal attribute of the index column `column` names, and their type; a
-    * failure naming `stage` where the column is no number or carries no levels.
+  /** The levels the nominal attribute of the index column `column` names, and their type; a failure
+    * naming `stage` where the column is no number or carries no levels.
     */
   private[featurize] def levels(
       stage: Params,

@@ -36,7 +36,9 @@ class DataConversionSuite extends TransformerSuite[DataConversion] {
     )
   )
 
-  test("toCategorical indexes in place with the levels in the metadata; clearCategorical undoes it") {
+  test(
+    "toCategorical indexes in place with the levels in the metadata; clearCategorical undoes it"
+  ) {
     val indexed = new DataConversion().setCols(Array("sp")).setConvertTo("toCategorical")
     val out = indexed.transform(table)
     assert(out.columns.toSeq == table.columns.toSeq)
