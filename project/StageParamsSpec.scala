@@ -274,6 +274,31 @@ object StageParams {
           "column's type (e.g. '0', 'unknown', 'true')"
       )
     ),
+    ParamGroup("mmlspark.featurize", "DataConversion")(
+      SharedParam(
+        "cols",
+        ParamType.stringArray,
+        "names of the columns to convert, each in place (at least one, no repeats)",
+        someDistinctNames
+      ),
+      SharedParam(
+        "convertTo",
+        ParamType.string,
+        "what the columns become: 'boolean', 'byte', 'short', 'integer', 'long', 'float', " +
+          "'double' or 'string' (a value the type cannot hold becomes null), 'toCategorical' " +
+          "(ValueIndexer's indices with its levels in the metadata), 'clearCategorical' (back " +
+          "to the values the metadata names) or 'date' (a timestamp, from text in " +
+          "dateTimeFormat or from epoch milliseconds)",
+        oneOf("DataConversion.targets")
+      ),
+      SharedParam(
+        "dateTimeFormat",
+        ParamType.string,
+        "the pattern of timestamps as text (Spark's datetime pattern), read by 'date' and " +
+          "written by 'string' from a timestamp column",
+        nonEmptyName
+      )
+    ),
     ParamGroup("mmlspark.featurize", "SummarizeData")(
       SharedParam(
         "counts",
@@ -677,6 +702,30 @@ object StageParams {
         "disable",
         ParamType.boolean,
         "pass the data through unchanged instead of repartitioning"
+      )
+    ),
+    ParamGroup("mmlspark.stages", "PartitionConsolidator")(
+      SharedParam(
+        "gracePeriodMillis",
+        ParamType.long,
+        "how long the task that emits an executor's rows waits, once out of rows, for another " +
+          "task of the same stage to start there and hand it its rows (at least 0)",
+        gtEq(0)
+      )
+    ),
+    ParamGroup("mmlspark.stages", "StratifiedRepartition", parents = Seq("HasLabelCol"))(
+      SharedParam(
+        "mode",
+        ParamType.string,
+        "how many rows of each label are kept: 'original' (every row once), 'equal' (each " +
+          "label repeated up to the largest label's count, and at least one row per partition) " +
+          "or 'mixed' (each label halfway between the two, and at least one row per partition)",
+        oneOf("StratifiedRepartition.modes")
+      ),
+      SharedParam(
+        "seed",
+        ParamType.long,
+        "the seed of the random order in which each label's rows are dealt to the partitions"
       )
     ),
     ParamGroup("mmlspark.stages", "TimerModel", parents = Seq("TimerParams"))(

@@ -110,5 +110,8 @@ TEMPLATES: dict[str, str] = {
     "noStatistic": "column '{column}' has no non-missing value to take the {mode} of",
     "fillCount": "fillValues holds {fills} values for {inputs} inputCols",
     "noLevels": "column '{column}' carries no levels in its metadata (a nominal attribute with values, as ValueIndexer and StringIndexer write)",
+    "paramNotSet": "param '{param}' must be set",
+    "noConversion": "convertTo '{target}' takes {expected}, but column '{column}' is {actual}",
+    "labelsStreaming": "dealing each label to every partition needs every row: streaming input is not supported",
     "summaryStreaming": "the statistics need every row: streaming input is not supported",
 }

@@ -7,7 +7,10 @@ Spark Connect sessions alike::
     from mmlspark.io import *
     images = spark.read.image().option("dropInvalid", True).load("/data/photos")
 
-The DataFrame has ``path``, ``image`` (Spark's image struct, as SynapseML's has) and ``error``.
+The DataFrame has the layout of Spark's image source (``spark.read.format("image")``) and of
+SynapseML's reader: ``image``, Spark's image struct, is its first column, so ``row[0]`` and
+``row.image`` are the image; ``path`` and ``error`` (why a file gave no image) follow it, as
+``read_images`` gives them.
 """
 
 from __future__ import annotations
@@ -81,8 +84,11 @@ class ImageReader:
         return self
 
     def load(self, path: str) -> DataFrame:
+        """The images under `path`: ``image`` first (Spark's image source layout), then
+        ``path`` and ``error``."""
         read = read_image_stream if self._streaming else read_images
-        return read(self._spark, path, **self._given)
+        images = read(self._spark, path, **self._given)
+        return images.select("image", *[c for c in images.columns if c != "image"])
 
 
 def _session(reader: Any) -> SparkSession:

@@ -24,6 +24,15 @@ object FeaturizeMessages {
     "column '{column}' carries no levels in its metadata (a nominal attribute with values, as " +
       "ValueIndexer and StringIndexer write)"
   )
+  val ParamNotSet: RowMessage = RowMessage("paramNotSet", "param '{param}' must be set")
+  val NoConversion: RowMessage = RowMessage(
+    "noConversion",
+    "convertTo '{target}' takes {expected}, but column '{column}' is {actual}"
+  )
+  val LabelsStreaming: RowMessage = RowMessage(
+    "labelsStreaming",
+    "dealing each label to every partition needs every row: streaming input is not supported"
+  )
   val StreamingInput: RowMessage = RowMessage(
     "summaryStreaming",
     "the statistics need every row: streaming input is not supported"
@@ -36,6 +45,9 @@ object FeaturizeMessages {
     NoStatistic,
     FillCount,
     NoLevels,
+    ParamNotSet,
+    NoConversion,
+    LabelsStreaming,
     StreamingInput
   )
 }

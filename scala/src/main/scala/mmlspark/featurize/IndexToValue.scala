@@ -3,7 +3,7 @@ package mmlspark.featurize
 import mmlspark.contracts.{HasInputCol, HasOutputCol, SchemaUtils, StageReadable, StageWritable}
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.attribute.{Attribute, NominalAttribute}
-import org.apache.spark.ml.param.ParamMap
+import org.apache.spark.ml.param.{ParamMap, Params}
 import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.functions.{array, element_at, lit, when}
@@ -24,26 +24,8 @@ final class IndexToValue(override val uid: String)
 
   def this() = this(Identifiable.randomUID("IndexToValue"))
 
-  /** The levels the index column's metadata names, and their type. */
-  private def levels(schema: StructType): (Array[String], DataType) = {
-    val field = SchemaUtils.requireColumnType(this, schema, $(inputCol), "a numeric type")(
-      SchemaUtils.isNumeric
-    )
-    val values = Try(Attribute.fromStructField(field)).toOption.collect {
-      case n: NominalAttribute if n.values.isDefined => n.values.get
-    }
-    SchemaUtils.require(
-      this,
-      values.isDefined,
-      FeaturizeMessages.NoLevels("column" -> $(inputCol))
-    )
-    val metadata = field.metadata
-    val valueType =
-      if (metadata.contains(ValueIndexer.ValueTypeKey))
-        DataType.fromDDL(metadata.getString(ValueIndexer.ValueTypeKey))
-      else StringType
-    (values.get, valueType)
-  }
+  private def levels(schema: StructType): (Array[String], DataType) =
+    IndexToValue.levels(this, schema, $(inputCol))
 
   override def transformSchema(schema: StructType): StructType = {
     val (_, valueType) = levels(schema)
@@ -68,4 +50,28 @@ final class IndexToValue(override val uid: String)
   override def copy(extra: ParamMap): IndexToValue = defaultCopy(extra)
 }
 
-object IndexToValue extends StageReadable[IndexToValue]
+object IndexToValue extends StageReadable[IndexToValue] {
+
+  /** The levels the nominal attribute of the index column `column` names, and their type; a failure
+    * naming `stage` where the column is no number or carries no levels.
+    */
+  private[featurize] def levels(
+      stage: Params,
+      schema: StructType,
+      column: String
+  ): (Array[String], DataType) = {
+    val field = SchemaUtils.requireColumnType(stage, schema, column, "a numeric type")(
+      SchemaUtils.isNumeric
+    )
+    val values = Try(Attribute.fromStructField(field)).toOption.collect {
+      case n: NominalAttribute if n.values.isDefined => n.values.get
+    }
+    SchemaUtils.require(stage, values.isDefined, FeaturizeMessages.NoLevels("column" -> column))
+    val metadata = field.metadata
+    val valueType =
+      if (metadata.contains(ValueIndexer.ValueTypeKey))
+        DataType.fromDDL(metadata.getString(ValueIndexer.ValueTypeKey))
+      else StringType
+    (values.get, valueType)
+  }
+}
