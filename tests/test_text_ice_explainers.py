@@ -245,24 +245,28 @@ def test_ice_feature_importance_and_both_backends_alike(spark, ice_data):
 
 
 def test_save_load_and_pipeline_round_trips(spark, sentiment, ice_data, tmp_path):
+    """Saved on the Python backend, loaded on the JVM inside a PipelineModel: the same params and
+    values (TextLIME's save and load: the Scala suite's)."""
     model, _ = sentiment
     rows = spark.createDataFrame([(ROW,)], "text string")
-    """Saved on the Python backend, loaded on the JVM, inside a PipelineModel too, run again on
-    Python: the same params and values (TextLIME's save and load: the Scala suite's)."""
-    shap_stage = TextSHAP(inputCol="text", model=model, targetClasses=[1], tokensCol="words2")
+    stage = TextSHAP(inputCol="text", model=model, targetClasses=[1], tokensCol="words2")
+    expected = stage.setBackend("python").transform(rows).collect()
+    stage.save(str(tmp_path / "shap"))
+    loaded = TextSHAP.load(str(tmp_path / "shap"))
+    assert loaded.getBackend() == "jvm" and loaded.getTokensCol() == "words2"
+    PipelineModel(stages=[loaded]).save(str(tmp_path / "pipeline"))
+    (again,) = PipelineModel.load(str(tmp_path / "pipeline")).stages
+    assert isinstance(again, TextSHAP) and again.uid == stage.uid
+    _same(again.transform(rows).collect(), expected)  # on the JVM
+    # SynapseML's per-feature dicts, held as JSON, through a pipeline saved on Python
     ice_rows, ice_model = ice_data
-    ice = _ice("python", ice_model, numericFeatures=[{"name": "x", "rangeMin": 0, "rangeMax": 2}])
-    for i, (stage, data) in enumerate([(shap_stage.setBackend("python"), rows), (ice, ice_rows)]):
-        expected = stage.transform(data).collect()
-        stage.save(str(tmp_path / f"stage{i}"))
-        loaded = type(stage).load(str(tmp_path / f"stage{i}"))
-        PipelineModel(stages=[loaded]).save(str(tmp_path / f"pipeline{i}"))
-        (again,) = PipelineModel.load(str(tmp_path / f"pipeline{i}")).stages
-        assert isinstance(again, type(stage)) and again.uid == stage.uid
-        for reloaded in (loaded, again.setBackend("python")):
-            got = reloaded.transform(data).collect()
-            _same(got, expected)
-    assert again.getNumericFeatures() == [json.dumps({"name": "x", "rangeMin": 0, "rangeMax": 2})]
+    setting = {"name": "x", "rangeMin": 0, "rangeMax": 2}
+    ice = _ice("python", ice_model, numericFeatures=[setting], kind="average")
+    PipelineModel(stages=[ice]).save(str(tmp_path / "ice"))
+    (ice_again,) = PipelineModel.load(str(tmp_path / "ice")).stages
+    assert ice_again.getNumericFeatures() == [json.dumps(setting)]
+    (row,) = ice_again.transform(ice_rows).collect()
+    assert sorted(row["x_dependence"]) == pytest.approx(np.linspace(0, 2, 11))
 
 
 def _same(got, expected) -> None:
