@@ -221,6 +221,95 @@ object StageParams {
         nonEmptyName
       )
     ),
+    ParamGroup("mmlspark.explainers", "ICETransformer")(
+      SharedParam(
+        "model",
+        ParamType.stage,
+        "the fitted model whose dependence on the features is computed (any Transformer or " +
+          "PipelineModel), run on the rows with each feature set to each of its values through " +
+          "its own transform. Holds a stage: not settable over Spark Connect"
+      ),
+      SharedParam(
+        "targetCol",
+        ParamType.string,
+        "name of the model's output column holding the score: a vector (e.g. 'probability'), an " +
+          "array of numbers, or a number",
+        nonEmptyName
+      ),
+      SharedParam(
+        "targetClasses",
+        ParamType.intArray,
+        "the indices into a vector or array targetCol whose values are given, in this order, as " +
+          "the dependence's vector (each 0 or more; empty: index 0; ignored for a numeric " +
+          "targetCol); targetClassesCol takes precedence"
+      ),
+      SharedParam(
+        "targetClassesCol",
+        ParamType.string,
+        "name of an input column of integer arrays giving each row its own target classes, in " +
+          "place of targetClasses",
+        nonEmptyName
+      ),
+      SharedParam(
+        "kind",
+        ParamType.string,
+        "'individual': per row, each feature's dependence (ICE curves, one map column per " +
+          "feature); 'average': one row of the mean dependence over the rows (partial " +
+          "dependence); 'feature': one row per feature, its partial-dependence-based importance",
+        oneOf("""Seq("individual", "average", "feature")""")
+      ),
+      SharedParam(
+        "categoricalFeatures",
+        ParamType.stringArray,
+        "the categorical features explained: each a column name, or a JSON object with " +
+          "\"name\" and optionally \"numTopValues\" (the most frequent values used) and " +
+          "\"outputColName\" (default '<name>_dependence')",
+        nonEmptyNames
+      ),
+      SharedParam(
+        "numericFeatures",
+        ParamType.stringArray,
+        "the numeric features explained: each a column name, or a JSON object with \"name\" " +
+          "and optionally \"numSplits\", \"rangeMin\", \"rangeMax\" (the grid; unset ends: " +
+          "the column's minimum and maximum) and \"outputColName\" (default '<name>_dependence')",
+        nonEmptyNames
+      ),
+      SharedParam(
+        "numSplits",
+        ParamType.int,
+        "number of intervals a numeric feature's range is split into (numSplits + 1 grid values; " +
+          "an integer column whose range is smaller gets each integer), unless its setting says " +
+          "(at least 1)",
+        gtEq(1)
+      ),
+      SharedParam(
+        "numTopValues",
+        ParamType.int,
+        "number of a categorical feature's most frequent values used, unless its setting says " +
+          "(at least 1)",
+        gtEq(1)
+      ),
+      SharedParam(
+        "numSamples",
+        ParamType.int,
+        "number of input rows drawn at random and explained (unset: every row; at least 1)",
+        gtEq(1)
+      ),
+      SharedParam(
+        "featureNameCol",
+        ParamType.string,
+        "name of the column of feature names (kind 'feature')",
+        nonEmptyName
+      ),
+      SharedParam(
+        "dependenceNameCol",
+        ParamType.string,
+        "name of the column of the features' importance (kind 'feature'): the standard " +
+          "deviation of a numeric feature's partial dependence over its grid, (maximum - " +
+          "minimum) / 4 of a categorical one's, per target class",
+        nonEmptyName
+      )
+    ),
     ParamGroup("mmlspark.explainers", "LIMEParams")(
       SharedParam(
         "kernelWidth",
@@ -244,6 +333,24 @@ object StageParams {
         "the input columns treated as categories: sampled from the background's frequencies, " +
           "and explained by whether a sample's value equals the row's",
         distinctNames
+      )
+    ),
+    ParamGroup("mmlspark.explainers", "TextInput", parents = Seq("HasInputCol"))(
+      SharedParam(
+        "tokensCol",
+        ParamType.string,
+        "name of the new column receiving the tokens of inputCol (lowercased, split at " +
+          "whitespace): the features explained, one weight each, in order; a sample keeps some " +
+          "and is scored as their text joined by single spaces",
+        nonEmptyName
+      )
+    ),
+    ParamGroup("mmlspark.explainers", "TextLIME")(
+      SharedParam(
+        "samplingFraction",
+        ParamType.double,
+        "the chance that a sample keeps each token of the row (between 0 and 1)",
+        unitInterval
       )
     ),
     ParamGroup(

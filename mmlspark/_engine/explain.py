@@ -26,6 +26,7 @@ __all__ = [
     "ridge",
     "shap_fit",
     "shap_partition",
+    "sized_shap_partition",
 ]
 
 
@@ -159,27 +160,48 @@ def shap_partition(c: Coalitions, batches: Iterator[Any]) -> Iterator[Any]:
         yield _fits(batch, out)
 
 
+def sized_shap_partition(by_size: dict[int, Coalitions], batches: Iterator[Any]) -> Iterator[Any]:
+    """Rows of (id, k, m, samples, ys): as :func:`shap_partition`, each row with the coalitions of
+    its own number of features m (a text's tokens)."""
+    for batch in batches:
+        out = []
+        for m, samples, ys in zip(
+            batch.column("m").to_pylist(),
+            batch.column("samples").to_pylist(),
+            batch.column("ys").to_pylist(),
+            strict=True,
+        ):
+            c = by_size[m]
+            values = np.zeros(len(c.masks))
+            values[np.array(samples, dtype=np.int64)] = ys
+            out.append(shap_fit(c, values))
+        yield _fits(batch, out)
+
+
 @dataclass(frozen=True)
 class LimePlan:
     """LIME's fit: which features are categorical (their representation is 1 where a sample
-    equals the row), the kernel's width and the ridge penalty."""
+    equals the row; None: every feature, as many as each row's representation has), the kernel's
+    width (None: 0.75 * sqrt(number of features)) and the ridge penalty."""
 
-    categorical: tuple[bool, ...]
-    width: float
+    categorical: tuple[bool, ...] | None
+    width: float | None
     penalty: float
 
 
 def lime_partition(plan: LimePlan, batches: Iterator[Any]) -> Iterator[Any]:
     """Rows of (id, k, reps, ys): each (row, class)'s samples, weighted by the kernel
     sqrt(exp(-d^2 / width^2)) of their distance to the row and solved."""
-    categorical = np.array(plan.categorical, dtype=bool)
     for batch in batches:
         out = []
         for reps, ys in zip(
             batch.column("reps").to_pylist(), batch.column("ys").to_pylist(), strict=True
         ):
-            x = np.array(reps, dtype=np.float64).reshape(len(ys), len(categorical))
+            x = np.array(reps, dtype=np.float64).reshape(len(ys), -1)
+            features = x.shape[1]
+            categorical = np.array(plan.categorical or [True] * features, dtype=bool)
             d = np.where(categorical, 1.0 - x, x)
-            w = np.sqrt(np.exp(-(d**2).sum(axis=1) / plan.width**2))
+            width = plan.width if plan.width is not None else 0.75 * math.sqrt(features)
+            w = np.sqrt(np.exp(-(d**2).sum(axis=1) / width**2))
             out.append(ridge(x, np.array(ys, dtype=np.float64), w, plan.penalty))
         yield _fits(batch, out)

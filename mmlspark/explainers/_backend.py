@@ -52,7 +52,7 @@ def col(name: str) -> Column:
     return F.col(quoted(name))
 
 
-def _is_target(data_type: T.DataType) -> bool:
+def is_target(data_type: T.DataType) -> bool:
     return (
         is_vector(data_type)
         or (isinstance(data_type, T.ArrayType) and is_numeric(data_type.elementType))
@@ -101,7 +101,7 @@ def check_common(stage: Any, spec: Any, data: DataFrame) -> T.StructType:
         scored,
         spec.targetCol,
         row_message("targetType"),
-        _is_target,
+        is_target,
     )
     return T.StructType(
         [
@@ -162,7 +162,7 @@ def _classes(spec: Any) -> Column:
     return F.array(*[F.lit(c) for c in (spec.targetClasses or (0,))])
 
 
-def _targets(spec: Any, scored: DataFrame) -> Column:
+def targets(spec: Any, scored: DataFrame) -> Column:
     target = col(spec.targetCol)
     kind = scored.schema[spec.targetCol].dataType
     if is_vector(kind):
@@ -173,19 +173,19 @@ def _targets(spec: Any, scored: DataFrame) -> Column:
     return F.array(target.cast("double"))
 
 
-def _indexed(spec: Any, data: DataFrame) -> DataFrame:
+def indexed(spec: Any, data: DataFrame) -> DataFrame:
     return data.withColumn(ID, F.monotonically_increasing_id()).withColumn(CLASSES, _classes(spec))
 
 
-def _score(spec: Any, samples: DataFrame, keep: Sequence[str]) -> DataFrame:
+def score(spec: Any, samples: DataFrame, keep: Sequence[str]) -> DataFrame:
     scored = spec.model.transform(samples)
     kept = [col(ID), col(SAMPLE), *[col(k) for k in keep]]
-    return scored.select(*kept, _targets(spec, scored).alias("t")).select(
+    return scored.select(*kept, targets(spec, scored).alias("t")).select(
         *kept, F.posexplode(col("t")).alias("k", "y")
     )
 
 
-def _output(spec: Any, data: DataFrame, fits: DataFrame) -> DataFrame:
+def output(spec: Any, data: DataFrame, fits: DataFrame) -> DataFrame:
     def by_class(left: Column, right: Column) -> Column:
         return F.when(left["k"] < right["k"], -1).when(left["k"] > right["k"], 1).otherwise(0)
 
@@ -231,23 +231,21 @@ def shap(
             ]
         ),
     )
-    indexed = _indexed(spec, data)
+    rows = indexed(spec, data)
     mixed = (
-        complete(indexed, required).crossJoin(F.broadcast(masks)).crossJoin(F.broadcast(background))
+        complete(rows, required).crossJoin(F.broadcast(masks)).crossJoin(F.broadcast(background))
     )
     for name, column in mix(col(MASK)):
         mixed = mixed.withColumn(name, column)
     inputs = mixed.drop(MASK, *background.columns)
     averaged = (
-        _score(spec, inputs, [])
-        .groupBy(col(ID), F.col("k"), col(SAMPLE))
-        .agg(F.avg("y").alias("y"))
+        score(spec, inputs, []).groupBy(col(ID), F.col("k"), col(SAMPLE)).agg(F.avg("y").alias("y"))
     )
     grouped = averaged.groupBy(F.col(ID).alias("id"), F.col("k")).agg(
         F.collect_list(col(SAMPLE)).alias("samples"), F.collect_list("y").alias("ys")
     )
     fits = map_in_arrow(grouped, functools.partial(explain.shap_partition, coalitions), FIT_SCHEMA)
-    return _output(spec, indexed, fits)
+    return output(spec, rows, fits)
 
 
 def lime(
@@ -261,20 +259,31 @@ def lime(
     """LIME for every row (Explaining.lime): numSamples samples per row (the first is the row),
     scored at once, and each (row, class)'s weighted ridge fit solved."""
     width = spec.kernelWidth if spec.kernelWidth is not None else 0.75 * math.sqrt(features)
-    indexed = _indexed(spec, data)
-    samples = complete(indexed, required).withColumn(
+    plan = explain.LimePlan(tuple(categorical), float(width), float(spec.regularization))
+    return lime_of(spec, data, required, sampled, plan)
+
+
+def lime_of(
+    spec: Any,
+    data: DataFrame,
+    required: Sequence[str],
+    sampled: list[tuple[str, Column]],
+    plan: explain.LimePlan,
+) -> DataFrame:
+    """LIME as :func:`lime` does it, with the engine's `plan` (Explaining.limeOf)."""
+    rows = indexed(spec, data)
+    samples = complete(rows, required).withColumn(
         SAMPLE, F.explode(F.sequence(F.lit(0), F.lit(spec.numSamples - 1)))
     )
     for name, column in sampled:
         samples = samples.withColumn(name, column)
     grouped = (
-        _score(spec, samples, [REP])
+        score(spec, samples, [REP])
         .groupBy(F.col(ID).alias("id"), F.col("k"))
         .agg(F.flatten(F.collect_list(col(REP))).alias("reps"), F.collect_list("y").alias("ys"))
     )
-    plan = explain.LimePlan(tuple(categorical), float(width), float(spec.regularization))
     fits = map_in_arrow(grouped, functools.partial(explain.lime_partition, plan), FIT_SCHEMA)
-    return _output(spec, indexed, fits)
+    return output(spec, rows, fits)
 
 
 def normal(j: int) -> Column:

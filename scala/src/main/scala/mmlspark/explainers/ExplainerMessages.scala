@@ -35,6 +35,25 @@ object ExplainerMessages {
     "streaming input is not supported (each row's samples are grouped back by row; explain " +
       "micro-batches with foreachBatch)"
   )
+  val NoTextCol: RowMessage =
+    RowMessage("explainNoTextCol", "param 'inputCol' must name the text column to explain")
+  val TextType: RowMessage = RowMessage("explainedText", "string")
+  val NoFeatures: RowMessage = RowMessage(
+    "iceNoFeatures",
+    "no features: set categoricalFeatures or numericFeatures to the features to explain"
+  )
+  val BadFeature: RowMessage = RowMessage(
+    "iceBadFeature",
+    "feature setting '{setting}' is neither a column name nor a JSON object whose \"name\" " +
+      "is one, with only {keys}: {reason}"
+  )
+  val CategoricalType: RowMessage =
+    RowMessage("iceCategoricalType", "a string, boolean or integer (a categorical feature)")
+  val NumericType: RowMessage = RowMessage("iceNumericType", "numeric (a numeric feature)")
+  val EmptyRange: RowMessage = RowMessage(
+    "iceRange",
+    "numeric feature '{column}' has rangeMin {min} above rangeMax {max}"
+  )
 
   val all: Seq[RowMessage] = Seq(
     NoModel,
@@ -48,6 +67,13 @@ object ExplainerMessages {
     NoInputCols,
     NoInputCol,
     NotAnInput,
-    Streaming
+    Streaming,
+    NoTextCol,
+    TextType,
+    NoFeatures,
+    BadFeature,
+    CategoricalType,
+    NumericType,
+    EmptyRange
   )
 }

@@ -32,16 +32,24 @@ private[explainers] object Explaining {
 
   /** The target classes of each row: the targetClassesCol, or targetClasses ([0] when empty). */
   def classes(stage: ExplainerParams): Column =
-    if (stage.isSet(stage.targetClassesCol)) col(stage.getTargetClassesCol)
-    else {
-      val fixed = if (stage.getTargetClasses.isEmpty) Array(0) else stage.getTargetClasses
-      array(fixed.toSeq.map(lit(_)): _*)
+    classesOf(
+      if (stage.isSet(stage.targetClassesCol)) Some(stage.getTargetClassesCol) else None,
+      stage.getTargetClasses
+    )
+
+  /** The target classes of each row: the column `classesCol`, or `fixed` ([0] when empty). */
+  def classesOf(classesCol: Option[String], fixed: Array[Int]): Column =
+    classesCol.map(col).getOrElse {
+      array((if (fixed.isEmpty) Array(0) else fixed).toSeq.map(lit(_)): _*)
     }
 
-  /** The values of the explained target classes, as array<double>, from the scored rows. */
-  private def targets(stage: ExplainerParams, scored: DataFrame): Column = {
-    val target = col(stage.getTargetCol)
-    scored.schema(stage.getTargetCol).dataType match {
+  private def targets(stage: ExplainerParams, scored: DataFrame): Column =
+    targets(stage.getTargetCol, scored)
+
+  /** The values of the target classes (in `Classes`), as array<double>, from the scored rows. */
+  def targets(targetCol: String, scored: DataFrame): Column = {
+    val target = col(targetCol)
+    scored.schema(targetCol).dataType match {
       case VectorType =>
         transform(col(Classes), c => element_at(vector_to_array(target), c + 1))
       case ArrayType(_, _) =>
@@ -155,10 +163,22 @@ private[explainers] object Explaining {
       required: Seq[String],
       sampled: Seq[(String, Column)],
       categorical: Array[Boolean]
+  ): DataFrame = limeOf(stage, data, required, sampled, j => categorical(j), _ => features)
+
+  /** LIME as [[lime]] does it, for representations whose length may differ between rows (the tokens
+    * of a text): `categorical(j)` tells whether feature j is a presence indicator (distance 1
+    *   - rep), and the kernel's default width is 0.75 * sqrt(`features(length of the rep)`).
+    */
+  def limeOf(
+      stage: ExplainerParams with LIMEParams,
+      data: DataFrame,
+      required: Seq[String],
+      sampled: Seq[(String, Column)],
+      categorical: Int => Boolean,
+      features: Int => Int
   ): DataFrame = {
     val model = stage.explainedModel
-    val width =
-      if (stage.isDefined(stage.kernelWidth)) stage.getKernelWidth else 0.75 * math.sqrt(features)
+    val fixedWidth = if (stage.isDefined(stage.kernelWidth)) Some(stage.getKernelWidth) else None
     val lambda = stage.getRegularization
     val input = indexed(stage, data)
     val samples = complete(input, required).withColumn(
@@ -170,6 +190,7 @@ private[explainers] object Explaining {
     val solve = udf { (rows: Seq[Row]) =>
       val x = rows.map(_.getSeq[Double](0).toArray).toArray
       val y = rows.map(_.getDouble(1)).toArray
+      val width = fixedWidth.getOrElse(0.75 * math.sqrt(features(x.headOption.fold(0)(_.length))))
       val w = x.map { rep =>
         val d2 = rep.indices.map { j =>
           val d = if (categorical(j)) 1.0 - rep(j) else rep(j)
@@ -186,7 +207,7 @@ private[explainers] object Explaining {
   /** Each row's local fit per target class: `solve` (giving the coefficients and r2) over the
     * class's scored samples, each as (`sample`, its score y).
     */
-  private def fitted(scored: DataFrame, solve: UserDefinedFunction, sample: Column): DataFrame =
+  def fitted(scored: DataFrame, solve: UserDefinedFunction, sample: Column): DataFrame =
     scored
       .groupBy(col(Id), col("k"))
       .agg(solve(collect_list(struct(sample, col("y")))).as("fit"))
