@@ -173,6 +173,21 @@ def test_through_onnx_the_full_image_is_decoded_only_where_it_is_read(spark, pho
     assert got["small.png"][0]["height"] == 150 and got["camera.jpg"][0]["width"] == 4000
 
 
+def test_spark_read_image_puts_image_first_and_still_decodes_each_photo_once(spark, photos):
+    """SynapseML's reader layout (`image` first) is read_images' own output reordered: an
+    ImageTransformer on it still reads the files itself, at the resize's scale."""
+    import mmlspark.io  # noqa: F401 - adds spark.read.image()
+
+    read = spark.read.image().load(str(photos))
+    assert read.columns == ["image", "path", "error"]
+    tensors = _transformer(inputCol="image").transform(read)
+    assert tensors.columns[:3] == ["image", "path", "error"]
+    assert _udfs(tensors.select("path", "tensor")) == 1  # one decode, the image left unread
+    camera = _by_name(tensors, "tensor")["camera.jpg"][0]
+    expected = _reduced_by_opencv(str(photos / "camera.jpg"))
+    assert np.abs(_pixels_of(camera) - expected).max() <= 1
+
+
 def test_a_broken_link_keeps_the_listing_s_error(spark, photos, tmp_path):
     """The listing's own errors (a broken link) reach `error` when the transformer reads the
     files itself."""

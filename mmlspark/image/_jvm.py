@@ -11,6 +11,7 @@ from mmlspark.core.jvm import classic_jvm, jvm_class
 
 _FILE_LISTING = "mmlspark.image.FileListing"
 _IMAGE_READER = "mmlspark.image.ImageReader"
+_DEFERRED = "mmlspark.contracts.DeferredColumns"
 
 
 def list_files(
@@ -76,3 +77,13 @@ def read_images(
         ),
         spark,
     )
+
+
+def column_first(spark: SparkSession, df: DataFrame, first: str) -> DataFrame:
+    """`df` with the column `first` moved first, still the reader's (or a stage's) own output to
+    the stages that read its files themselves (``DeferredColumns.reordered``): an
+    ``ImageTransformer`` on ``read_images``' output reordered this way still decodes each file
+    once, at the scale it needs."""
+    jvm = classic_jvm(spark, feature="column_first", instead="select the columns")
+    order = [first, *[c for c in df.columns if c != first]]
+    return DataFrame(jvm_class(jvm, _DEFERRED).reordered(df._jdf, order), spark)

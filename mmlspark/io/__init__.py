@@ -19,6 +19,8 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from mmlspark.core.backend import files_in_python
+from mmlspark.image import _jvm
 from mmlspark.image.functions import read_image_stream, read_images
 
 __all__ = ["ImageReader"]
@@ -88,6 +90,10 @@ class ImageReader:
         ``path`` and ``error``."""
         read = read_image_stream if self._streaming else read_images
         images = read(self._spark, path, **self._given)
+        if not files_in_python(self._spark, self._given.get("backend")):
+            # Reordered as the JVM reader's own output, so that an ImageTransformer on it still
+            # reads each file once, at its scale.
+            return _jvm.column_first(self._spark, images, "image")
         return images.select("image", *[c for c in images.columns if c != "image"])
 
 

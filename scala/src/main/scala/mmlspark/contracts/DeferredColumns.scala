@@ -2,6 +2,8 @@ package mmlspark.contracts
 
 import java.util.{Collections, WeakHashMap}
 
+import scala.jdk.CollectionConverters._
+
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.functions.col
 import org.apache.spark.storage.StorageLevel
@@ -61,6 +63,19 @@ object DeferredColumns {
     */
   def of(df: Dataset[_]): Option[Deferred] =
     Option(made.get(df)).filter(_ => df.storageLevel == StorageLevel.NONE)
+
+  /** `df` with its columns in `order` (the same names, reordered), recorded as built as `df` was:
+    * a stage that works on `df`'s base (an `ImageTransformer` reading `read_images`' files itself)
+    * does so on it too. `spark.read.image()` puts `image` first this way.
+    */
+  def reordered(df: Dataset[_], order: java.util.List[String]): DataFrame = {
+    val names = order.asScala.toSeq
+    val out = df.toDF().select(names.map(c => col(SchemaUtils.quoted(c))): _*)
+    of(df) match {
+      case Some(d) if names.sorted == d.order.sorted => register(out, d.copy(order = names))
+      case _ => out
+    }
+  }
 
   /** Builds the DataFrame of `deferred` from `base`: base's new columns after the recorded ones. */
   def assemble(deferred: Deferred, base: DataFrame): DataFrame = {
