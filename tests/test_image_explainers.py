@@ -154,6 +154,29 @@ def test_the_weights_are_the_red_each_superpixel_brings_to_the_quadrant(setup, b
             np.testing.assert_allclose(a, b, atol=1e-6)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_model_that_is_not_an_image_transformer_first_gets_full_size_png_samples(setup, backend):
+    """Behind a SQLTransformer, the model's first stage is no ImageTransformer: the superpixels
+    are the 64 x 64 photo's (blocks of 16 pixels) and each sample goes back to the binary column
+    as PNG, decoded and resized by the model (a 2 x 2 mean of flat blocks: exact)."""
+    from pyspark.ml.feature import SQLTransformer
+
+    model = PipelineModel(
+        stages=[SQLTransformer(statement="SELECT * FROM __THIS__"), *setup["model"].stages]
+    )
+    rows = setup["rows"].filter("name = 'blocks'")
+    stage = ImageLIME(inputCol="image", model=model, targetCol="score", numSamples=40)
+    (row,) = stage.setBackend(backend).transform(rows).collect()
+    labels = _labels(row)
+    np.testing.assert_array_equal(
+        labels, np.kron(np.arange(16).reshape(4, 4), np.ones((16, 16), dtype=int))
+    )
+    red = setup["photos"]["blocks"][:SIZE, :SIZE, 2] / 255.0
+    exact = np.zeros(16)
+    np.add.at(exact, labels[:SIZE, :SIZE].reshape(-1), red.reshape(-1) / red.size)
+    np.testing.assert_allclose(row["explanation"][0].toArray(), exact, atol=2e-5)
+
+
 def test_lime_agrees_with_the_lime_package_given_the_same_superpixels(setup):
     photo = setup["photos"]["smooth"]
     row = setup["runs"][("jvm", "ImageLIME")]["smooth"]
