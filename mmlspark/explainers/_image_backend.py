@@ -108,9 +108,11 @@ def explain(stage: Any, spec: Any, dataset: DataFrame, plan_fields: dict[str, An
         lambda out: out.filter(B.col(SP).isNotNull()),
         ends_chain=True,
     )
+    # each sample holds its model-size image only: not the photo (in inputCol, read once)
+    dropped = [SAMPLES, IMG_ERROR] + ([spec.inputCol] if target == IMG else [])
     samples = segmented.withColumn(
         B.SAMPLE, F.explode(F.sequence(F.lit(0), B.col(SAMPLES) - 1))
-    ).drop(SAMPLES, IMG_ERROR)
+    ).drop(*dropped)
     kind = T.BinaryType() if encode else image_type()
     inputs = run_step(
         samples,

@@ -207,7 +207,8 @@ private[explainers] object ImageExplaining {
     }
     val inputs = samples
       .withColumn(target, perturb(col(Img), col(Sp)("labels"), col(Count), col(Sample)))
-      .drop((if (target == Img) Seq(ImgError) else Seq(Img, ImgError)): _*)
+      // each sample holds its model-size image only: not the photo (in inputCol, read once)
+      .drop((if (target == Img) Seq(ImgError, stage.getInputCol) else Seq(Img, ImgError)): _*)
     val scored = scoring.foldLeft(inputs)((df, t) => t.transform(df))
     val keep = Seq(col(Id), col(Sample), col(Sp), col(Count))
     val values = scored
