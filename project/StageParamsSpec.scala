@@ -353,6 +353,38 @@ object StageParams {
         unitInterval
       )
     ),
+    ParamGroup("mmlspark.explainers", "ImageExplainerParams", parents = Seq("HasInputCol"))(
+      SharedParam(
+        "cellSize",
+        ParamType.double,
+        "the side, in pixels of the image the model sees, of the grid the superpixels start " +
+          "from (above 0)",
+        gt(0)
+      ),
+      SharedParam(
+        "modifier",
+        ParamType.double,
+        "the superpixels' compactness: the weight of a pixel's distance to a superpixel's " +
+          "centre, per cellSize, against its colour distance (0 to 255 per channel); larger " +
+          "gives rounder superpixels (above 0)",
+        gt(0)
+      ),
+      SharedParam(
+        "superpixelCol",
+        ParamType.string,
+        "name of the new column receiving each image's superpixels: a struct of the height and " +
+          "width of the image they were computed on and each pixel's superpixel index, row by row",
+        nonEmptyName
+      )
+    ),
+    ParamGroup("mmlspark.explainers", "ImageLIME")(
+      SharedParam(
+        "samplingFraction",
+        ParamType.double,
+        "the probability that a sample keeps a superpixel (above 0, at most 1)",
+        Some("Check.All(Check.Above(0), Check.Between(0, 1))")
+      )
+    ),
     ParamGroup(
       "mmlspark.featurize",
       "CleanMissingDataModel",

@@ -102,6 +102,8 @@ TEMPLATES: dict[str, str] = {
     "explainedVector": "vector",
     "explainNoInputCols": "param 'inputCols' must name the columns to explain",
     "explainNoInputCol": "param 'inputCol' must name the vector column to explain",
+    "explainNoImageCol": "param 'inputCol' must name the image column to explain",
+    "explainedImage": "an image struct or encoded image bytes (binary)",
     "notAnInput": "categorical feature '{column}' is not in inputCols",
     "explainStreaming": "streaming input is not supported (each row's samples are grouped back by row; explain micro-batches with foreachBatch)",
     "explainNoTextCol": "param 'inputCol' must name the text column to explain",

@@ -185,20 +185,31 @@ def score(spec: Any, samples: DataFrame, keep: Sequence[str]) -> DataFrame:
     )
 
 
-def output(spec: Any, data: DataFrame, fits: DataFrame) -> DataFrame:
+def output(spec: Any, data: DataFrame, fits: DataFrame, extra: Sequence[str] = ()) -> DataFrame:
+    """The rows of `data` joined with their fits (the JVM's Explaining.output), and the columns
+    `extra` of the fits (the same for every class of a row)."""
+
     def by_class(left: Column, right: Column) -> Column:
         return F.when(left["k"] < right["k"], -1).when(left["k"] > right["k"], 1).otherwise(0)
 
     per_row = (
         fits.select(
-            F.col("id").alias(ID), "k", array_to_vector(F.col("coefficients")).alias("v"), "r2"
+            F.col("id").alias(ID),
+            "k",
+            array_to_vector(F.col("coefficients")).alias("v"),
+            "r2",
+            *[col(e) for e in extra],
         )
         .groupBy(col(ID))
-        .agg(F.array_sort(F.collect_list(F.struct("k", "v", "r2")), by_class).alias("fits"))
+        .agg(
+            F.array_sort(F.collect_list(F.struct("k", "v", "r2")), by_class).alias("fits"),
+            *[F.first(col(e)).alias(e) for e in extra],
+        )
         .select(
             col(ID),
             F.transform(F.col("fits"), lambda f: f["v"]).alias(spec.outputCol),
             array_to_vector(F.transform(F.col("fits"), lambda f: f["r2"])).alias(spec.metricsCol),
+            *[col(e) for e in extra],
         )
     )
     return data.join(per_row, on=ID, how="left").drop(ID, CLASSES)

@@ -64,8 +64,8 @@ object DeferredColumns {
   def of(df: Dataset[_]): Option[Deferred] =
     Option(made.get(df)).filter(_ => df.storageLevel == StorageLevel.NONE)
 
-  /** `df` with its columns in `order` (the same names, reordered), recorded as built as `df` was:
-    * a stage that works on `df`'s base (an `ImageTransformer` reading `read_images`' files itself)
+  /** `df` with its columns in `order` (the same names, reordered), recorded as built as `df` was: a
+    * stage that works on `df`'s base (an `ImageTransformer` reading `read_images`' files itself)
     * does so on it too. `spark.read.image()` puts `image` first this way.
     */
   def reordered(df: Dataset[_], order: java.util.List[String]): DataFrame = {

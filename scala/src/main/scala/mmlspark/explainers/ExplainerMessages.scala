@@ -28,6 +28,10 @@ object ExplainerMessages {
     RowMessage("explainNoInputCols", "param 'inputCols' must name the columns to explain")
   val NoInputCol: RowMessage =
     RowMessage("explainNoInputCol", "param 'inputCol' must name the vector column to explain")
+  val NoImageCol: RowMessage =
+    RowMessage("explainNoImageCol", "param 'inputCol' must name the image column to explain")
+  val ImageInput: RowMessage =
+    RowMessage("explainedImage", "an image struct or encoded image bytes (binary)")
   val NotAnInput: RowMessage =
     RowMessage("notAnInput", "categorical feature '{column}' is not in inputCols")
   val Streaming: RowMessage = RowMessage(
@@ -66,6 +70,8 @@ object ExplainerMessages {
     VectorType,
     NoInputCols,
     NoInputCol,
+    NoImageCol,
+    ImageInput,
     NotAnInput,
     Streaming,
     NoTextCol,

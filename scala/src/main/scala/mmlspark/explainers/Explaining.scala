@@ -43,7 +43,7 @@ private[explainers] object Explaining {
       array((if (fixed.isEmpty) Array(0) else fixed).toSeq.map(lit(_)): _*)
     }
 
-  private def targets(stage: ExplainerParams, scored: DataFrame): Column =
+  def targets(stage: ExplainerParams, scored: DataFrame): Column =
     targets(stage.getTargetCol, scored)
 
   /** The values of the target classes (in `Classes`), as array<double>, from the scored rows. */
@@ -80,19 +80,33 @@ private[explainers] object Explaining {
   }
 
   /** The input rows joined with their fits (`fits`: rows of `Id`, `k`, `coefficients`
-    * array<double>, `r2`), as outputCol (a vector per target class, in class order) and metricsCol.
+    * array<double>, `r2`), as outputCol (a vector per target class, in class order) and metricsCol,
+    * and the columns `extra` of the fits (the same for every class of a row).
     */
-  def output(stage: ExplainerParams, input: DataFrame, fits: DataFrame): DataFrame = {
+  def output(
+      stage: ExplainerParams,
+      input: DataFrame,
+      fits: DataFrame,
+      extra: Seq[String] = Nil
+  ): DataFrame = {
     val byClass = (l: Column, r: Column) =>
       when(l("k") < r("k"), -1).when(l("k") > r("k"), 1).otherwise(0)
     val perRow = fits
-      .select(col(Id), col("k"), array_to_vector(col("coefficients")).as("v"), col("r2"))
-      .groupBy(col(Id))
-      .agg(array_sort(collect_list(struct(col("k"), col("v"), col("r2"))), byClass).as("fits"))
       .select(
-        col(Id),
-        transform(col("fits"), f => f("v")).as(stage.getOutputCol),
-        array_to_vector(transform(col("fits"), f => f("r2"))).as(stage.getMetricsCol)
+        (Seq(col(Id), col("k"), array_to_vector(col("coefficients")).as("v"), col("r2")) ++
+          extra.map(col)): _*
+      )
+      .groupBy(col(Id))
+      .agg(
+        array_sort(collect_list(struct(col("k"), col("v"), col("r2"))), byClass).as("fits"),
+        extra.map(e => first(col(e)).as(e)): _*
+      )
+      .select(
+        (Seq(
+          col(Id),
+          transform(col("fits"), f => f("v")).as(stage.getOutputCol),
+          array_to_vector(transform(col("fits"), f => f("r2"))).as(stage.getMetricsCol)
+        ) ++ extra.map(col)): _*
       )
     input.join(perRow, Seq(Id), "left").drop(Id, Classes)
   }
