@@ -666,6 +666,15 @@ object StageParams {
         gtEq(1)
       )
     ),
+    ParamGroup("mmlspark.stages", "MultiColumnAdapter")(
+      SharedParam(
+        "baseStage",
+        ParamType.stage,
+        "the single-column stage (a Transformer or an Estimator with the params inputCol and " +
+          "outputCol) applied to each pair of inputCols and outputCols; holds a stage: not " +
+          "settable over Spark Connect"
+      )
+    ),
     ParamGroup("mmlspark.stages", "Repartition")(
       SharedParam(
         "n",

@@ -111,4 +111,10 @@ TEMPLATES: dict[str, str] = {
     "fillCount": "fillValues holds {fills} values for {inputs} inputCols",
     "noLevels": "column '{column}' carries no levels in its metadata (a nominal attribute with values, as ValueIndexer and StringIndexer write)",
     "summaryStreaming": "the statistics need every row: streaming input is not supported",
+    "renameParams": "params 'inputCol' and 'outputCol' must be set",
+    "noBaseStage": "param 'baseStage' must be set",
+    "adapterCols": "params 'inputCols' and 'outputCols' must be set",
+    "adapterCount": "outputCols must name one column per input column: {inputs} inputCols but {outputs} outputCols",
+    "notSingleColumn": "baseStage {stage} must have the params inputCol and outputCol (or inputCols and outputCols, given one column each)",
+    "notAStage": "param 'baseStage' must be a Transformer or an Estimator but was {stage}",
 }
