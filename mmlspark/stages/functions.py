@@ -1,11 +1,16 @@
-"""Names SynapseML users import from this area that have no stage of the same behaviour here:
-importing them works, and using them says what to use instead."""
+"""Names SynapseML users import from this area beyond the JVM stages' generated wrappers: the
+stages that hold Python functions (UDFTransformer, Lambda; Python only), and the names that have
+no stage of the same behaviour here (importing them works, and using them says what to use
+instead)."""
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
-__all__ = ["TimeIntervalMiniBatchTransformer"]
+from mmlspark.stages.lambda_stage import Lambda
+from mmlspark.stages.udf_transformer import UDFTransformer
+
+__all__ = ["Lambda", "TimeIntervalMiniBatchTransformer", "UDFTransformer"]
 
 
 class TimeIntervalMiniBatchTransformer:
