@@ -5,7 +5,9 @@ save/load, Pipeline round trips, Spark Connect without the jar, and misuse."""
 from __future__ import annotations
 
 import pickle
+import shutil
 import threading
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -87,6 +89,24 @@ def test_save_load_and_pipeline_round_trip(spark, frame, tmp_path):
     assert sorted(tuple(r) for r in again.transform(frame).collect()) == expected
     pipeline.save(str(tmp_path / "pipeline"))
     assert len(Pipeline.load(str(tmp_path / "pipeline")).getStages()) == 3
+
+
+def test_a_relative_path_is_the_jvm_s_as_for_spark_s_writers(spark, frame, tmp_path, monkeypatch):
+    """pyspark's Pipeline writer puts a pipeline's metadata under the JVM's working folder; the
+    stage's own files go there too, though Python's working folder has moved."""
+    jvm_dir = spark.sparkContext._jvm.java.lang.System.getProperty("user.dir")
+    relative = f"udf-stages-{tmp_path.name}"
+    monkeypatch.chdir(tmp_path)
+    stage = UDFTransformer(inputCol="x", outputCol="n", udf=F.udf(lambda v: -v, "long"))
+    try:
+        PipelineModel(stages=[stage, SelectColumns(cols=["n"])]).save(relative)
+        loaded = PipelineModel.load(relative)
+        assert sorted(r.n for r in loaded.transform(frame).collect()) == sorted(
+            -x for x, _, _ in ROWS
+        )
+        assert (Path(jvm_dir) / relative / "stages").is_dir() and not Path(relative).exists()
+    finally:
+        shutil.rmtree(Path(jvm_dir) / relative, ignore_errors=True)
 
 
 def test_lambda_transform_schema_and_persistence(spark, frame, tmp_path):

@@ -7,17 +7,20 @@ save and load it beside any other stage) plus ``functions.pkl``: its functions p
 cloudpickle, as pyspark pickles a UDF to ship it to the executors. Like any pickle, loading one
 runs code it holds: load only stages you trust. A pickle loads in the Python (major.minor) it was
 written by; another one is refused, naming both. The files are written by the driver's Python
-process: local paths and the mounts that look like them, as the Python backend saves.
+process: local paths and the mounts that look like them, as the Python backend saves (a relative
+path from the JVM's working folder on a classic session, as Spark's writers take it).
 """
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Any
 
 from pyspark import cloudpickle
 from pyspark.ml.param import Param, Params
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
+from pyspark.sql.utils import is_remote
 
 from mmlspark.core.persistence import _local, _prepare, _write_metadata, read_metadata
 
@@ -25,6 +28,20 @@ __all__ = ["FunctionStage", "function_param"]
 
 _FUNCTIONS_FILE = "functions.pkl"
 _PYTHON = f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def _folder(path: str, what: str) -> Path:
+    """`path` as the folder Spark's own writers would use: a relative path is taken from the
+    JVM's working folder on a classic session (where pyspark's Pipeline writer puts the
+    pipeline's metadata, whatever the Python process's folder is now), else from Python's."""
+    folder = _local(path, what)
+    if not folder.is_absolute() and not is_remote():
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is not None and sc._jvm is not None:
+            return Path(sc._jvm.java.lang.System.getProperty("user.dir")) / folder
+    return folder.absolute()
 
 
 def function_param(name: str, doc: str) -> Param[Any]:
@@ -57,7 +74,7 @@ class _FunctionStageWriter(MLWriter):
         """Saves under `path`, a path of the driver's filesystem."""
         stage = self._stage
         what = f"saving {type(stage).__name__} {stage.uid}"
-        folder = _local(path, what).absolute()
+        folder = _folder(path, what)
         functions = {
             name: stage.getOrDefault(name)
             for name in stage._function_params
@@ -96,7 +113,7 @@ class _FunctionStageReader(MLReader[Any]):
 
     def load(self, path: str) -> Any:
         cls = self._clazz
-        folder = _local(path, f"loading a {cls.__name__}").absolute()
+        folder = _folder(path, f"loading a {cls.__name__}")
         metadata = read_metadata(str(folder))
         if metadata.get("class") != cls._java_class_name:
             raise ValueError(
