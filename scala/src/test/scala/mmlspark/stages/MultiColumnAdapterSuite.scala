@@ -29,17 +29,6 @@ class MultiColumnAdapterSuite extends EstimatorSuite[MultiColumnAdapter, Pipelin
           assert(r.getDouble(2) == names.indexOf(s"name$id").toDouble)
         }
       }
-    ),
-    TestObject(
-      new MultiColumnAdapter()
-        .setBaseStage(new Binarizer().setThreshold(4.0))
-        .setInputCols(Array("score"))
-        .setOutputCols(Array("high")),
-      people,
-      out =>
-        out.select("id", "high").collect().foreach { r =>
-          assert(r.getDouble(1) == (if (r.getLong(0) * 0.5 > 4.0) 1.0 else 0.0))
-        }
     )
   )
 
@@ -59,6 +48,20 @@ class MultiColumnAdapterSuite extends EstimatorSuite[MultiColumnAdapter, Pipelin
     )
     assert(fitted.head.labelsArray.head.toSeq == Seq("k0", "k1", "k2"))
     assert(!base.isSet(base.inputCol) && !base.isSet(base.outputCol))
+  }
+
+  test("a Transformer as the base stage: each copy transforms its own column") {
+    val input = people.withColumn("count", org.apache.spark.sql.functions.col("id").cast("double"))
+    val model = new MultiColumnAdapter()
+      .setBaseStage(new Binarizer().setThreshold(4.0))
+      .setInputCols(Array("score", "count"))
+      .setOutputCols(Array("high", "many"))
+      .fit(input)
+    model.transform(input).select("id", "high", "many").collect().foreach { r =>
+      val id = r.getLong(0)
+      assert(r.getDouble(1) == (if (id * 0.5 > 4.0) 1.0 else 0.0))
+      assert(r.getDouble(2) == (if (id > 4) 1.0 else 0.0))
+    }
   }
 
   test("misuse fails before any job, naming the stage and what is wrong") {
