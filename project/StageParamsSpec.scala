@@ -263,7 +263,7 @@ object StageParams {
         ParamType.stringArray,
         "the categorical features explained: each a column name, or a JSON object with " +
           "\"name\" and optionally \"numTopValues\" (the most frequent values used) and " +
-          "\"outputColName\" (default '<name>_dependence')",
+          "\"outputColName\" (unset: '<name>_dependence')",
         nonEmptyNames
       ),
       SharedParam(
@@ -271,7 +271,7 @@ object StageParams {
         ParamType.stringArray,
         "the numeric features explained: each a column name, or a JSON object with \"name\" " +
           "and optionally \"numSplits\", \"rangeMin\", \"rangeMax\" (the grid; unset ends: " +
-          "the column's minimum and maximum) and \"outputColName\" (default '<name>_dependence')",
+          "the column's minimum and maximum) and \"outputColName\" (unset: '<name>_dependence')",
         nonEmptyNames
       ),
       SharedParam(
@@ -828,6 +828,15 @@ object StageParams {
         ParamType.int,
         "the most batches read ahead when buffered (at least 1)",
         gtEq(1)
+      )
+    ),
+    ParamGroup("mmlspark.stages", "MultiColumnAdapter")(
+      SharedParam(
+        "baseStage",
+        ParamType.stage,
+        "the single-column stage (a Transformer or an Estimator with the params inputCol and " +
+          "outputCol) applied to each pair of inputCols and outputCols; holds a stage: not " +
+          "settable over Spark Connect"
       )
     ),
     ParamGroup("mmlspark.stages", "Repartition")(

@@ -425,6 +425,31 @@ def test_column_stages_in_a_pipeline(spark):
     assert sorted(r["squared"] for r in out.collect()) == [i * i for i in range(20)]
 
 
+def test_functions_as_stages_as_synapseml_writes_them(spark):
+    from pyspark.ml.feature import Tokenizer
+    from pyspark.sql.functions import udf
+    from pyspark.sql.types import IntegerType
+
+    from mmlspark.stages import Lambda, MultiColumnAdapter, UDFTransformer
+
+    rows = [(1, "Hello World", "Spark ML"), (2, "a B c", "D")]
+    df = spark.createDataFrame(rows, ["numbers", "words1", "words2"])
+    plus_one = UDFTransformer(
+        inputCol="numbers", outputCol="out", udf=udf(lambda x: x + 1, IntegerType())
+    )
+    adapter = (
+        MultiColumnAdapter()
+        .setBaseStage(Tokenizer())
+        .setInputCols(["words1", "words2"])
+        .setOutputCols(["output1", "output2"])
+    )
+    only = Lambda.apply(lambda d: d.select("numbers", "out", "output1", "output2"))
+    out = only.transform(adapter.fit(df).transform(plus_one.transform(df))).orderBy("numbers")
+    assert [tuple(r) for r in out.collect()] == [
+        (n, n + 1, a.lower().split(), b.lower().split()) for n, a, b in rows
+    ]
+
+
 def test_class_balancer_weights_rare_classes_up(spark):
     from mmlspark.stages import ClassBalancer
 

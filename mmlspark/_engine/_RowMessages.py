@@ -123,4 +123,10 @@ TEMPLATES: dict[str, str] = {
     "noConversion": "convertTo '{target}' takes {expected}, but column '{column}' is {actual}",
     "labelsStreaming": "dealing each label to every partition needs every row: streaming input is not supported",
     "summaryStreaming": "the statistics need every row: streaming input is not supported",
+    "renameParams": "params 'inputCol' and 'outputCol' must be set",
+    "noBaseStage": "param 'baseStage' must be set",
+    "adapterCols": "params 'inputCols' and 'outputCols' must be set",
+    "adapterCount": "outputCols must name one column per input column: {inputs} inputCols but {outputs} outputCols",
+    "notSingleColumn": "baseStage {stage} must have the params inputCol and outputCol (or inputCols and outputCols, given one column each)",
+    "notAStage": "param 'baseStage' must be a Transformer or an Estimator but was {stage}",
 }

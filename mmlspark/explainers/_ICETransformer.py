@@ -42,7 +42,7 @@ class _ICETransformer(MMLTransformer):
     Parameters
     ----------
     categoricalFeatures : list[str], optional
-        the categorical features explained: each a column name, or a JSON object with "name" and optionally "numTopValues" (the most frequent values used) and "outputColName" (default '<name>_dependence'). Default: ``[]``.
+        the categorical features explained: each a column name, or a JSON object with "name" and optionally "numTopValues" (the most frequent values used) and "outputColName" (unset: '<name>_dependence'). Default: ``[]``.
     dependenceNameCol : str, optional
         name of the column of the features' importance (kind 'feature'): the standard deviation of a numeric feature's partial dependence over its grid, (maximum - minimum) / 4 of a categorical one's, per target class. Default: ``"pdpBasedDependence"``.
     featureNameCol : str, optional
@@ -58,7 +58,7 @@ class _ICETransformer(MMLTransformer):
     numTopValues : int, optional
         number of a categorical feature's most frequent values used, unless its setting says (at least 1). Default: ``100``.
     numericFeatures : list[str], optional
-        the numeric features explained: each a column name, or a JSON object with "name" and optionally "numSplits", "rangeMin", "rangeMax" (the grid; unset ends: the column's minimum and maximum) and "outputColName" (default '<name>_dependence'). Default: ``[]``.
+        the numeric features explained: each a column name, or a JSON object with "name" and optionally "numSplits", "rangeMin", "rangeMax" (the grid; unset ends: the column's minimum and maximum) and "outputColName" (unset: '<name>_dependence'). Default: ``[]``.
     targetClasses : list[int], optional
         the indices into a vector or array targetCol whose values are given, in this order, as the dependence's vector (each 0 or more; empty: index 0; ignored for a numeric targetCol); targetClassesCol takes precedence. Default: ``[]``.
     targetClassesCol : str, optional
@@ -86,7 +86,7 @@ class _ICETransformer(MMLTransformer):
     categoricalFeatures: "Param[list[str]]" = Param(
         Params._dummy(),
         "categoricalFeatures",
-        "the categorical features explained: each a column name, or a JSON object with \"name\" and optionally \"numTopValues\" (the most frequent values used) and \"outputColName\" (default '<name>_dependence')",
+        "the categorical features explained: each a column name, or a JSON object with \"name\" and optionally \"numTopValues\" (the most frequent values used) and \"outputColName\" (unset: '<name>_dependence')",
         typeConverter=TypeConverters.toListString,
     )
 
@@ -142,7 +142,7 @@ class _ICETransformer(MMLTransformer):
     numericFeatures: "Param[list[str]]" = Param(
         Params._dummy(),
         "numericFeatures",
-        "the numeric features explained: each a column name, or a JSON object with \"name\" and optionally \"numSplits\", \"rangeMin\", \"rangeMax\" (the grid; unset ends: the column's minimum and maximum) and \"outputColName\" (default '<name>_dependence')",
+        "the numeric features explained: each a column name, or a JSON object with \"name\" and optionally \"numSplits\", \"rangeMin\", \"rangeMax\" (the grid; unset ends: the column's minimum and maximum) and \"outputColName\" (unset: '<name>_dependence')",
         typeConverter=TypeConverters.toListString,
     )
 
@@ -231,7 +231,7 @@ class _ICETransformer(MMLTransformer):
         return self.getOrDefault(self.categoricalFeatures)
 
     def setCategoricalFeatures(self: _P, value: list[str]) -> _P:
-        """Sets ``categoricalFeatures``: the categorical features explained: each a column name, or a JSON object with "name" and optionally "numTopValues" (the most frequent values used) and "outputColName" (default '<name>_dependence')."""
+        """Sets ``categoricalFeatures``: the categorical features explained: each a column name, or a JSON object with "name" and optionally "numTopValues" (the most frequent values used) and "outputColName" (unset: '<name>_dependence')."""
         return self._set(categoricalFeatures=value)
 
     def getDependenceNameCol(self) -> str:
@@ -295,7 +295,7 @@ class _ICETransformer(MMLTransformer):
         return self.getOrDefault(self.numericFeatures)
 
     def setNumericFeatures(self: _P, value: list[str]) -> _P:
-        """Sets ``numericFeatures``: the numeric features explained: each a column name, or a JSON object with "name" and optionally "numSplits", "rangeMin", "rangeMax" (the grid; unset ends: the column's minimum and maximum) and "outputColName" (default '<name>_dependence')."""
+        """Sets ``numericFeatures``: the numeric features explained: each a column name, or a JSON object with "name" and optionally "numSplits", "rangeMin", "rangeMax" (the grid; unset ends: the column's minimum and maximum) and "outputColName" (unset: '<name>_dependence')."""
         return self._set(numericFeatures=value)
 
     def getTargetClasses(self) -> list[int]:

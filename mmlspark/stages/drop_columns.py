@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
-from mmlspark.core.checks import require_cols
+from mmlspark.core.checks import require
 from mmlspark.stages._DropColumns import _DropColumns
 
 
@@ -13,7 +13,9 @@ class DropColumns(_DropColumns):
     _python_backend = True
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
-        """The input without the named columns, each of which must exist."""
-        require_cols(self, dataset.schema)
-        cols = self.getCols()
+        """The input without the named columns; a name that is no column is passed over, as
+        Spark's ``drop`` and SynapseML's DropColumns do."""
+        require(self, self.isDefined(self.cols), "param 'cols' must be set")
+        present = set(dataset.columns)
+        cols = [c for c in self.getCols() if c in present]
         return dataset.drop(*cols) if cols else dataset

@@ -1,14 +1,17 @@
-"""Names SynapseML users import from this area: stages that live in another area here
-(SummarizeData, in mmlspark.featurize), and names with no stage of the same behaviour here, which
-import and, used, say what to use instead."""
+"""Names SynapseML users import from this area beyond the JVM stages' generated wrappers: the
+stages that hold Python functions (UDFTransformer, Lambda; Python only), a stage that lives in
+another area here (SummarizeData, in mmlspark.featurize), and the names that have no stage of
+the same behaviour here (importing them works, and using them says what to use instead)."""
 
 from __future__ import annotations
 
 from typing import Any, NoReturn
 
 from mmlspark.featurize.summarize_data import SummarizeData
+from mmlspark.stages.lambda_stage import Lambda
+from mmlspark.stages.udf_transformer import UDFTransformer
 
-__all__ = ["SummarizeData", "TimeIntervalMiniBatchTransformer"]
+__all__ = ["Lambda", "SummarizeData", "TimeIntervalMiniBatchTransformer", "UDFTransformer"]
 
 
 class TimeIntervalMiniBatchTransformer:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import DataFrame
 
+from mmlspark._engine.messages import row_message
 from mmlspark.core.checks import require, require_absent, require_column
 from mmlspark.stages._RenameColumn import _RenameColumn
 
@@ -13,13 +14,16 @@ class RenameColumn(_RenameColumn):
     _python_backend = True
 
     def _python_transform(self, dataset: DataFrame) -> DataFrame:
-        """The input with ``inputCol`` renamed to ``outputCol``, which must not exist yet."""
+        """The input with ``inputCol`` renamed to ``outputCol``, which must not name another
+        existing column; renaming a column to its own name changes nothing."""
         require(
             self,
             self.isDefined(self.inputCol) and self.isDefined(self.outputCol),
-            "params 'inputCol' and 'outputCol' must be set",
+            row_message("renameParams"),
         )
         schema = dataset.schema
         require_column(self, schema, self.getInputCol())
+        if self.getOutputCol() == self.getInputCol():
+            return dataset
         require_absent(self, schema, self.getOutputCol())
         return dataset.withColumnRenamed(self.getInputCol(), self.getOutputCol())

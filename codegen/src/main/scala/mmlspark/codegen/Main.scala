@@ -94,7 +94,8 @@ object Main {
       mmlspark.opencv.OpMessages.all ++ mmlspark.onnx.TensorMessages.all ++
       mmlspark.detection.DetectionMessages.all ++ mmlspark.onnx.PlanMessages.all ++
       mmlspark.detection.DetectorPlanMessages.all ++ mmlspark.train.TrainMessages.all ++
-      mmlspark.explainers.ExplainerMessages.all ++ mmlspark.featurize.FeaturizeMessages.all
+      mmlspark.explainers.ExplainerMessages.all ++ mmlspark.featurize.FeaturizeMessages.all ++
+      mmlspark.stages.StagesMessages.all
     require(all.map(_.key).distinct.size == all.size, "codegen: two messages with one key")
     val rows = all.map { m =>
       s"    ${PyCodeGen.stringLiteral(m.key)}: ${PyCodeGen.stringLiteral(m.template)},\n"

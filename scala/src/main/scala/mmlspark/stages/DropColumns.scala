@@ -7,7 +7,9 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Drops the named columns; every named column must exist. An empty list drops nothing. */
+/** Drops the named columns; a name that is no column of the input is passed over, as Spark's `drop`
+  * does. An empty list drops nothing.
+  */
 final class DropColumns(override val uid: String)
     extends Transformer
     with ColumnListParams
@@ -20,7 +22,7 @@ final class DropColumns(override val uid: String)
   override protected def emptyAllowed: Boolean = true
 
   override def transformSchema(schema: StructType): StructType = {
-    requireCols(schema)
+    SchemaUtils.require(this, isDefined(cols), "param 'cols' must be set")
     StructType(schema.fields.filterNot(f => $(cols).contains(f.name)))
   }
 

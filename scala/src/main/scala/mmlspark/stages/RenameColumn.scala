@@ -7,7 +7,11 @@ import org.apache.spark.ml.util.Identifiable
 import org.apache.spark.sql.{DataFrame, Dataset}
 import org.apache.spark.sql.types.StructType
 
-/** Renames column `inputCol` to `outputCol`, keeping its position, type and metadata. */
+/** Renames column `inputCol` to `outputCol`, keeping its position, type and metadata. Renaming a
+  * column to its own name changes nothing; an `outputCol` that names another existing column is
+  * refused (Spark's rename would leave two columns of one name, which no later stage can tell
+  * apart).
+  */
 final class RenameColumn(override val uid: String)
     extends Transformer
     with HasInputCol
@@ -20,10 +24,10 @@ final class RenameColumn(override val uid: String)
     SchemaUtils.require(
       this,
       isDefined(inputCol) && isDefined(outputCol),
-      "params 'inputCol' and 'outputCol' must be set"
+      StagesMessages.RenameParams()
     )
     SchemaUtils.requireColumn(this, schema, $(inputCol))
-    SchemaUtils.requireAbsent(this, schema, $(outputCol))
+    if ($(outputCol) != $(inputCol)) SchemaUtils.requireAbsent(this, schema, $(outputCol))
     StructType(
       schema.fields.map(f => if (f.name == $(inputCol)) f.copy(name = $(outputCol)) else f)
     )

@@ -62,11 +62,14 @@ class DropColumnsSuite extends TransformerSuite[DropColumns] {
     intercept[IllegalArgumentException](new DropColumns().setCols(Array("id", "id")))
   }
 
-  test("dropping a column that does not exist fails before any job") {
-    val error = intercept[IllegalArgumentException](
-      new DropColumns().setCols(Array("x")).transform(Fixtures.people)
+  test("a name that is no column is passed over, as Spark's drop and SynapseML's DropColumns do") {
+    val stage = new DropColumns().setCols(Array("x", "key"))
+    assert(
+      stage.transformSchema(Fixtures.people.schema).fieldNames.toSeq == Seq("id", "score", "a.b")
     )
-    assert(error.getMessage.contains("'x' does not exist"))
+    assert(stage.transform(Fixtures.people).columns.toSeq == Seq("id", "score", "a.b"))
+    val error = intercept[IllegalArgumentException](new DropColumns().transform(Fixtures.people))
+    assert(error.getMessage.contains("param 'cols' must be set"))
   }
 }
 
@@ -90,6 +93,15 @@ class RenameColumnSuite extends TransformerSuite[RenameColumn] {
     val stage = new RenameColumn().setInputCol("id").setOutputCol("key")
     val error = intercept[IllegalArgumentException](stage.transformSchema(Fixtures.people.schema))
     assert(error.getMessage.contains("output column 'key' already exists"))
+  }
+
+  test("renaming a column to its own name changes nothing; a missing input column fails") {
+    val same = new RenameColumn().setInputCol("key").setOutputCol("key")
+    StageChecks.assertSameRows(Fixtures.people, same.transform(Fixtures.people))
+    val error = intercept[IllegalArgumentException](
+      new RenameColumn().setInputCol("nope").setOutputCol("x").transform(Fixtures.people)
+    )
+    assert(error.getMessage.contains("'nope' does not exist"))
   }
 }
 
