@@ -260,6 +260,22 @@ print(json.dumps({
 """
 
 
+def test_no_engine_function_is_a_functools_cache():
+    """A functools cache (lru_cache, cache) is pickled by reference, by its module's name, so a
+    task that names one cannot be unpickled where mmlspark is not installed: the engine keeps its
+    per-worker caches in sys.modules instead (see ort._cache)."""
+    found = []
+    for path in sorted((PACKAGE / "_engine").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for decorator in node.decorator_list:
+                    target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                    name = ast.unparse(target)
+                    if name.split(".")[-1] in ("lru_cache", "cache"):
+                        found.append(f"{path.name}:{node.lineno} {node.name} (@{name})")
+    assert not found, found
+
+
 @pytest.mark.system
 def test_the_engine_travels_by_value_to_a_worker_without_mmlspark(tmp_path):
     """What a task unpickles runs where mmlspark cannot be imported (a Connect server we do not

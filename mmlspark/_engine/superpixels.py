@@ -13,8 +13,9 @@ mean of its pixels. Superpixels are numbered in the order their first pixel appe
 
 from __future__ import annotations
 
-import functools
 import math
+import sys
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -130,12 +131,28 @@ def lime_masks(features: int, samples: np.ndarray, fraction: float, seed: int) -
     return masks
 
 
-@functools.lru_cache(maxsize=16)
+# Kernel SHAP's coalitions per (count, samples, seed), kept per Python worker across tasks. This
+# module travels by value (a functools cache would be pickled by reference, which a worker
+# without mmlspark cannot load), so the cache lives in a namespace in the worker's sys.modules.
+_MASKS = "_mmlspark_shap_masks"
+
+
 def shap_masks(features: int, samples: int | None, seed: int) -> explain.Coalitions:
     """Kernel SHAP's coalitions over the superpixels (numSamples unset: the default count), made
     once per worker for each count of superpixels."""
-    count = samples if samples is not None else explain.default_samples(features)
-    return explain.coalitions(features, count, seed)
+    cache = sys.modules.get(_MASKS)
+    if cache is None:
+        fresh = types.ModuleType(_MASKS)
+        fresh.masks = {}  # type: ignore[attr-defined]
+        cache = sys.modules.setdefault(_MASKS, fresh)
+    key = (features, samples, seed)
+    found = cache.masks.get(key)
+    if found is None:
+        if len(cache.masks) >= 16:
+            cache.masks.clear()
+        count = samples if samples is not None else explain.default_samples(features)
+        found = cache.masks[key] = explain.coalitions(features, count, seed)
+    return found  # type: ignore[no-any-return]
 
 
 def perturb(pixels: np.ndarray, labels: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -219,7 +236,8 @@ def segment_partition(plan: ImagePlan, batches: Iterator[Any], task: Task) -> It
 
 def perturb_partition(plan: ImagePlan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
     """Replaces the target column of each sample (moved last) by the image with the superpixels
-    its mask leaves out black: an image struct, or PNG bytes where ``encode``."""
+    its mask leaves out black: an image struct, or PNG bytes where ``encode``. The model-size
+    image (``image_col``) is dropped where it is not the target."""
     import cv2
 
     for batch in batches:
@@ -237,7 +255,10 @@ def perturb_partition(plan: ImagePlan, batches: Iterator[Any], task: Task) -> It
                 out.append(png.tobytes() if ok else None)
             else:
                 out.append(to_struct(changed, image["origin"]))
-        names = [n for n in batch.schema.names if n != plan.target_col]
+        # the model-size image goes too where the sample is written elsewhere: the batches must
+        # hold exactly the columns the step declares, as a later step fused to it reads them
+        gone = {plan.target_col, plan.image_col}
+        names = [n for n in batch.schema.names if n not in gone]
         column = pa.array(out, pa.binary()) if plan.encode else image_array(out)
         yield pa.RecordBatch.from_arrays(
             [*[batch.column(n) for n in names], column], names=[*names, plan.target_col]

@@ -118,8 +118,8 @@ def explain(stage: Any, spec: Any, dataset: DataFrame, plan_fields: dict[str, An
         samples,
         Step(S.perturb_partition, plan),
         [T.StructField(target, kind, True)],
-        lambda out: out if target == IMG else out.drop(IMG),
-        keep=tuple(c for c in samples.columns if c != target),
+        lambda out: out,
+        keep=tuple(c for c in samples.columns if c not in (target, IMG)),
     )
     scored = functools.reduce(lambda df, t: t.transform(df), scoring, inputs)
     keep = [B.col(B.ID), B.col(B.SAMPLE), B.col(SP), B.col(COUNT)]
