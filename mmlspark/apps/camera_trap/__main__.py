@@ -255,6 +255,46 @@ def parser() -> argparse.ArgumentParser:
         "--overwrite", action="store_true", help="replace an earlier export's files in --out"
     )
 
+    h = sub.add_parser(
+        "explain",
+        help="heatmaps of where a trained model looked (ImageLIME or ImageSHAP), and a contact "
+        "sheet",
+    )
+    h.add_argument("--images", required=True, help="photos: any Spark-readable path")
+    h.add_argument(
+        "--model",
+        dest="model_dir",
+        metavar="MODEL",
+        required=True,
+        help="directory written by train",
+    )
+    h.add_argument("--out", required=True, help="new or empty folder for the heatmaps")
+    h.add_argument(
+        "--photos",
+        type=int,
+        default=16,
+        help="explain the N photos the model is least certain of (default 16; 0: every photo)",
+    )
+    h.add_argument(
+        "--samples", type=int, default=500, help="perturbed copies scored per photo (default 500)"
+    )
+    h.add_argument(
+        "--method",
+        choices=["lime", "shap"],
+        default="lime",
+        help="ImageLIME (default; weighted ridge fit, r2 in explanations.json) or ImageSHAP "
+        "(Kernel SHAP)",
+    )
+    h.add_argument(
+        "--cell-size",
+        type=float,
+        help="superpixel size in pixels of the model's input image (default: the stage's)",
+    )
+    h.add_argument("--modifier", type=float, help="superpixel compactness (default: the stage's)")
+    h.add_argument(
+        "--overwrite", action="store_true", help="replace an earlier explain run's files in --out"
+    )
+
     d = sub.add_parser("demo", help="train, classify and evaluate on the embedded demo data")
     d.add_argument("--out", default="camera-trap-demo", help="directory for everything it writes")
     return p

@@ -18,7 +18,8 @@ The code lives in modules of this package by role, and every name callers use is
 ``predictions`` (what a model says per photo), ``scoring`` (``classify``, ``detect``),
 ``run_loop`` (the resumable run, ``finish``), ``results`` (the results folder), ``bursts``,
 ``outputs`` (CSV and MegaDetector JSON), ``evaluation`` (``evaluate``), ``demo`` and
-``camtrap_dp`` (``export``: a Camtrap DP data package of a run's results).
+``camtrap_dp`` (``export``: a Camtrap DP data package of a run's results) and ``explain``
+(heatmaps of where a model looked).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from mmlspark.apps.camera_trap.evaluation import (
     evaluate,
     evaluate_detections,
 )
+from mmlspark.apps.camera_trap.explain import explain
 from mmlspark.apps.camera_trap.labels import CctLabels, with_labels
 from mmlspark.apps.camera_trap.outputs import (
     FORMAT_VERSION,
@@ -113,6 +115,7 @@ __all__ = [
     "draw_plots",
     "evaluate",
     "evaluate_detections",
+    "explain",
     "export",
     "featurizer_size",
     "finish",
