@@ -12,12 +12,18 @@ import pyspark
 
 __all__ = [
     "PYSPARK_LINE",
+    "PythonEvalType",
     "connect_ml_supported",
     "remote_model_ref",
     "is_remote_model_ref",
 ]
 
 PYSPARK_LINE: tuple[int, int] = tuple(int(x) for x in pyspark.__version__.split(".")[:2])  # type: ignore[assignment]
+
+try:  # Spark 4.0 and newer
+    from pyspark.util import PythonEvalType
+except ImportError:  # Spark 3.5: in pyspark.rdd
+    from pyspark.rdd import PythonEvalType  # type: ignore[import-not-found,no-redef]
 
 try:  # Spark 4.1 and newer: a model fitted on a Spark Connect server is held by reference
     from pyspark.ml.util import RemoteModelRef

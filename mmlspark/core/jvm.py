@@ -83,3 +83,13 @@ def jvm_alive(spark: Any) -> bool:
     except Exception:  # noqa: BLE001 - any failure to reach the JVM means it is gone
         return False
     return True
+
+
+def jvm_working_folder() -> str | None:
+    """The working folder of the active classic session's JVM (where Spark's own writers resolve
+    relative paths), or None without one."""
+    from pyspark import SparkContext
+
+    context = SparkContext._active_spark_context
+    jvm = None if context is None else context._jvm
+    return None if jvm is None else str(jvm.java.lang.System.getProperty("user.dir"))

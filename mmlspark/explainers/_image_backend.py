@@ -14,7 +14,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from mmlspark._engine import superpixels as S
 from mmlspark._engine.messages import row_message
 from mmlspark.core.arrow_map import map_in_arrow
 from mmlspark.core.checks import require, require_absent, require_column_type, require_distinct
@@ -78,6 +77,9 @@ def _split(spec: Any, model: Any, schema: T.StructType) -> tuple[Any, list[Any],
 
 def explain(stage: Any, spec: Any, dataset: DataFrame, plan_fields: dict[str, Any]) -> DataFrame:
     """The explanations of every row (``ImageExplaining.explain``)."""
+    # the engine's image code needs pyarrow (mmlspark[cpu]), which the JVM backend does not
+    from mmlspark._engine import superpixels as S
+
     check_image_schema(stage, spec, dataset)
     B.require_batch(stage, dataset)
     model = B.model_of(stage, spec)

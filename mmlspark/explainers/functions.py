@@ -8,7 +8,6 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import cv2
 import numpy as np
 
 __all__ = ["heatmap", "superpixel_labels", "write_heatmap"]
@@ -43,6 +42,8 @@ def superpixel_labels(superpixels: Any) -> np.ndarray:
 def _pixels(image: Any) -> np.ndarray:
     """BGR(A) or gray uint8 pixels from an array, an image struct (Row or dict) or encoded
     bytes."""
+    import cv2  # opencv-python: mmlspark[cpu] or [gpu]
+
     if isinstance(image, np.ndarray):
         pixels = image
     elif isinstance(image, bytes | bytearray | memoryview):
@@ -93,6 +94,8 @@ def heatmap(
         ``height x width x 3`` uint8, BGR, the photo's size: ready for ``cv2.imwrite`` or
         :func:`write_heatmap`.
     """
+    import cv2  # opencv-python: mmlspark[cpu] or [gpu]
+
     if not 0.0 <= alpha <= 1.0:
         raise ValueError(f"alpha must be in [0, 1], got {alpha}")
     labels = superpixel_labels(superpixels)
@@ -129,6 +132,8 @@ def write_heatmap(
 ) -> str:
     """Writes :func:`heatmap`'s picture to `path` as a PNG file (the folder must exist); returns
     the path."""
+    import cv2  # opencv-python: mmlspark[cpu] or [gpu]
+
     picture = heatmap(image, superpixels, weights, alpha=alpha)
     ok, encoded = cv2.imencode(".png", picture)
     if not ok:

@@ -22,6 +22,7 @@ from pyspark.ml.param import Param, Params
 from pyspark.ml.util import MLReadable, MLReader, MLWritable, MLWriter
 from pyspark.sql.utils import is_remote
 
+from mmlspark.core.jvm import jvm_working_folder
 from mmlspark.core.persistence import _local, _prepare, _write_metadata, read_metadata
 
 __all__ = ["FunctionStage", "function_param"]
@@ -36,11 +37,9 @@ def _folder(path: str, what: str) -> Path:
     pipeline's metadata, whatever the Python process's folder is now), else from Python's."""
     folder = _local(path, what)
     if not folder.is_absolute() and not is_remote():
-        from pyspark import SparkContext
-
-        sc = SparkContext._active_spark_context
-        if sc is not None and sc._jvm is not None:
-            return Path(sc._jvm.java.lang.System.getProperty("user.dir")) / folder
+        working = jvm_working_folder()
+        if working is not None:
+            return Path(working) / folder
     return folder.absolute()
 
 

@@ -17,9 +17,9 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.utils import is_remote
-from pyspark.util import PythonEvalType
 
 from mmlspark.core.checks import fail, quoted, require, require_column
+from mmlspark.core.compat import PythonEvalType
 from mmlspark.core.shared_params import HasInputCol, HasInputCols, HasOutputCol
 from mmlspark.stages._pickled import FunctionStage, function_param
 

@@ -17,7 +17,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-import cv2
 import numpy as np
 from pyspark.ml.functions import vector_to_array
 from pyspark.sql import DataFrame, SparkSession
@@ -28,7 +27,6 @@ from mmlspark.apps.camera_trap.predictions import _featurizer, _levels, classifi
 from mmlspark.apps.camera_trap.results import check_folders
 from mmlspark.apps.camera_trap.session import _qualified
 from mmlspark.apps.camera_trap.settings import PREDICTION_INDEX, JobError, Log
-from mmlspark.explainers import ImageLIME, ImageSHAP, heatmap
 from mmlspark.image import read_images
 
 #: The file listing what a run wrote, and the folder of its heatmaps.
@@ -130,6 +128,8 @@ def explain(
 def _explainer(
     model: Any, method: str, samples: int, cell_size: float | None, modifier: float | None
 ) -> Any:
+    from mmlspark.explainers import ImageLIME, ImageSHAP
+
     stage = ImageLIME() if method == "lime" else ImageSHAP()
     stage.setModel(model).setInputCol("image").setTargetCol("probability")
     stage.setTargetClassesCol("_targets").setOutputCol("_weights").setNumSamples(samples)
@@ -147,6 +147,8 @@ def _write(folder: Path, explained: DataFrame, levels: list[str], root: str, log
     """Writes each photo's heatmap as it arrives on the driver (one partition at a time);
     returns the photos' entries (`file` relative to `root`, the qualified --images, as
     results.json names photos), least certain first."""
+    from mmlspark.explainers import heatmap
+
     (folder / HEATMAPS).mkdir(parents=True, exist_ok=True)
     columns = ["path", "image", "_class", "confidence", "_weights", "_superpixels"]
     if "_r2" in explained.columns:
@@ -189,6 +191,8 @@ def _heatmap_name(relative: str, taken: set[str]) -> str:
 def _contact_sheets(folder: Path, entries: list[dict]) -> list[str]:
     """contact_sheet.png (contact_sheet_01.png, ... past PER_SHEET photos): the heatmaps'
     thumbnails, least certain first, each captioned with its file name, class and confidence."""
+    import cv2  # opencv-python: mmlspark[cpu] or [gpu]
+
     pages = math.ceil(len(entries) / PER_SHEET)
     names = []
     for page in range(pages):
@@ -261,6 +265,8 @@ def _remove(folder: Path, names: set[str]) -> None:
 
 
 def _write_png(path: Path, picture: np.ndarray) -> None:
+    import cv2  # opencv-python: mmlspark[cpu] or [gpu]
+
     ok, encoded = cv2.imencode(".png", picture)
     if not ok:
         raise JobError(f"cannot encode {path.name} as PNG")
