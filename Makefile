@@ -80,11 +80,14 @@ test: venv
 # primary suite, so that both chains end near the same time. They share no costly fixture with
 # the rest, but for the standalone cluster, which the scaling benchmark's quick run
 # (tests/test_bench.py) starts in its own chain too: a notebook starts its own kernel, the GPU kit
-# and the GPU scheduling tests their own Spark, the MLflow tests their tracking server.
+# and the GPU scheduling tests their own Spark, the MLflow tests their tracking server (before
+# the docs, whose MLflow example leaves its experiment active), the wheel test a virtualenv,
+# the cluster test a local cluster.
 # make test-python alone runs every file.
 SECOND_CHAIN ?=
-SECOND_CHAIN_FILES := tests/test_notebooks.py tests/test_gpu_proof.py tests/test_docs.py \
-  tests/test_standalone_cluster.py tests/test_mlflow.py tests/test_gpu_scheduling.py
+SECOND_CHAIN_FILES := tests/test_notebooks.py tests/test_gpu_proof.py tests/test_mlflow.py \
+  tests/test_docs.py tests/test_standalone_cluster.py tests/test_gpu_scheduling.py \
+  tests/test_wheel.py tests/test_cluster.py
 test: SECOND_CHAIN = $(SECOND_CHAIN_FILES)
 
 # With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves

@@ -62,7 +62,10 @@ def stage_classes() -> list[tuple[str, type]]:
         module = importlib.import_module(f"mmlspark.{info.name}")
         for name in sorted(getattr(module, "__all__", [])):
             value = getattr(module, name)
-            if isinstance(value, type) and issubclass(value, MMLParams):
+            # a stage another area also exports under SynapseML's package (SummarizeData in
+            # mmlspark.stages) has its page in its own area only
+            own = getattr(value, "__module__", "").startswith(f"mmlspark.{info.name}.")
+            if isinstance(value, type) and issubclass(value, MMLParams) and own:
                 found.append((info.name, value))
     return found
 
