@@ -640,3 +640,19 @@ def test_image_transformer_then_unroll_image(photos):
     for name, bgr in arrays.items():
         expected = cv2.resize(bgr, (40, 30))[:20, :24].transpose(2, 0, 1).ravel()
         np.testing.assert_array_equal(vectors[name].toArray(), expected.astype(float))
+
+
+def test_lambda_takes_its_functions_by_the_params_setter_names(spark):
+    from pyspark.sql import types as T
+
+    from mmlspark.stages import Lambda
+
+    df = spark.createDataFrame([(0, "guitars"), (1, "piano")], ["numbers", "words"])
+    stage = (
+        Lambda()
+        .setTransformFunc(lambda d: d.select("numbers"))
+        .setTransformSchemaFunc(lambda s: T.StructType([s["numbers"]]))
+    )
+    assert stage.transform(df).collect() == df.select("numbers").collect()
+    assert stage.transformSchema(df.schema) == T.StructType([df.schema["numbers"]])
+    assert stage.getTransformFunc() is stage.getTransform()

@@ -91,6 +91,12 @@ class Lambda(Transformer, FunctionStage):
     def getTransformSchema(self) -> Callable[[T.StructType], T.StructType]:
         return self.getOrDefault(self.transformSchemaFunc)  # type: ignore[no-any-return]
 
+    # pyspark's setter and getter names of the params, as SynapseML's Python Lambda has them
+    setTransformFunc = setTransform
+    getTransformFunc = getTransform
+    setTransformSchemaFunc = setTransformSchema
+    getTransformSchemaFunc = getTransformSchema
+
     def _run(self, dataset: DataFrame) -> DataFrame:
         require(self, self.isSet(self.transformFunc), "param 'transformFunc' must be set")
         out = self.getTransform()(dataset)
