@@ -36,7 +36,7 @@ def bare(monkeypatch):
             "running_on_synapse_internal",
         ),
         ({"FABRIC_RUNTIME_VERSION": "1.3"}, "fabric_python_env", "running_on_fabric_python"),
-        ({"BINDER_LAUNCH_HOST": "https://binder.example/"}, "binder", "running_on_binder"),
+        ({"BINDER_LAUNCH_HOST": "binder-launch-host"}, "binder", "running_on_binder"),
         ({"AZURE_SERVICE": "SomethingElse"}, "unknown", None),
     ],
 )
