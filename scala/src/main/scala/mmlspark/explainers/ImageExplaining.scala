@@ -166,8 +166,8 @@ private[explainers] object ImageExplaining {
     }
   }.asNondeterministic()
 
-  /** The (height, width) of the image encoded in `bytes` as it is decoded (a JPEG's EXIF orientation
-    * applied), from its header; None for a format whose header is not read.
+  /** The (height, width) of the image encoded in `bytes` as it is decoded (a JPEG's EXIF
+    * orientation applied), from its header; None for a format whose header is not read.
     */
   private def encodedSize(bytes: Array[Byte]): Option[(Int, Int)] =
     if (bytes == null) None

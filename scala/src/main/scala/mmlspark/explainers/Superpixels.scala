@@ -141,12 +141,13 @@ private[explainers] object Superpixels {
     out
   }
 
-  /** Where the image that the geometric `ops` make of a `sourceHeight` x `sourceWidth` image lies in
-    * it: `[ax, bx, ay, by]`, a point (x, y) of the source in pixel-edge coordinates (pixel i spans
-    * [i, i + 1)) going to (ax x + bx, ay y + by). Each operation's own size arithmetic (resizeShorter's
-    * rounding, centerCrop's offsets, letterbox's scale and padding) on the full-size source; each
-    * step is `a * s` and `b * s + t` per axis, in the engine's order, so both backends give the same
-    * doubles. OpenCV's resize maps pixel centres, `(x + 0.5) s - 0.5`: in edge coordinates `x s`.
+  /** Where the image that the geometric `ops` make of a `sourceHeight` x `sourceWidth` image lies
+    * in it: `[ax, bx, ay, by]`, a point (x, y) of the source in pixel-edge coordinates (pixel i
+    * spans [i, i + 1)) going to (ax x + bx, ay y + by). Each operation's own size arithmetic
+    * (resizeShorter's rounding, centerCrop's offsets, letterbox's scale and padding) on the
+    * full-size source; each step is `a * s` and `b * s + t` per axis, in the engine's order, so
+    * both backends give the same doubles. OpenCV's resize maps pixel centres, `(x + 0.5) s - 0.5`:
+    * in edge coordinates `x s`.
     */
   def view(ops: Seq[ImageOp], sourceHeight: Int, sourceWidth: Int): Array[Double] = {
     var (h, w) = (sourceHeight, sourceWidth)

@@ -71,7 +71,7 @@ class ImageLIMESuite extends TransformerSuite[ImageLIME] {
         // the 32 x 32 struct resized to 32 x 32: the source itself
         assert(superpixels.getAs[Int]("sourceHeight") == 32)
         assert(superpixels.getAs[Int]("sourceWidth") == 32)
-        assert(superpixels.getAs[Seq[Double]]("transform") == Seq(1.0, 0.0, 1.0, 0.0))
+        assert(superpixels.getSeq[Double](5) == Seq(1.0, 0.0, 1.0, 0.0))
       },
       Streaming.Refused("streaming input is not supported")
     )
