@@ -4,6 +4,8 @@ with black for a superpixel turned off the score is linear in the superpixels ke
 superpixel's exact weight (its Shapley value, and LIME's unregularized coefficient) is the red
 it brings to the quadrant, worked out with numpy on the image OpenCV resizes; the lime package's
 LimeImageExplainer given the same superpixels; superpixels that follow a photo's flat blocks.
+Where the model image lies in the photo (crops, letterbox, flips): against the model image
+OpenCV makes of a photo whose colours say where each pixel is, and hand-worked crop windows.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from pyspark.ml import PipelineModel
 
-from mmlspark.explainers import ImageLIME, ImageSHAP, heatmap, write_heatmap
+from mmlspark.explainers import (
+    ImageLIME,
+    ImageSHAP,
+    heatmap,
+    photo_labels,
+    superpixel_clusters,
+    write_heatmap,
+)
 from mmlspark.onnx import ONNXModel
 from mmlspark.opencv import ImageTransformer
 
@@ -116,11 +125,17 @@ def _exact_weights(photo: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def test_superpixels_follow_the_blocks_and_agree_on_both_backends(setup):
     runs = setup["runs"]
-    for name in setup["photos"]:
+    for name, photo in setup["photos"].items():
         reference = _labels(runs[("jvm", "ImageLIME")][name])
         assert reference.shape == (SIZE, SIZE)
+        struct = runs[("jvm", "ImageLIME")][name]["superpixels"]
         for key, out in runs.items():
             np.testing.assert_array_equal(_labels(out[name]), reference, err_msg=str(key))
+            assert out[name]["superpixels"] == struct, key  # the mapping too, bit for bit
+        # the PNG's own size, and a resize to 32 x 32 scales each axis by 32 / its side
+        h, w = photo.shape[:2]
+        assert (struct["sourceHeight"], struct["sourceWidth"]) == (h, w)
+        assert struct["transform"] == [SIZE / w, 0.0, SIZE / h, 0.0]
     # the blocks (8 x 8 pixels once resized): one superpixel each, numbered row by row
     labels = _labels(runs[("python", "ImageSHAP")]["blocks"])
     expected = np.kron(np.arange(16).reshape(4, 4), np.ones((8, 8), dtype=int))
@@ -277,3 +292,171 @@ def test_misuse_fails_before_any_job_with_the_same_message_on_both_backends(setu
             ImageLIME().setBackend(backend).setSamplingFraction(0.0)
         with pytest.raises(ValueError, match="cellSize"):
             ImageSHAP().setBackend(backend).setCellSize(-1.0)
+
+
+# Where the model image lies in the photo. The photo's colours say where each pixel is: blue
+# grows along x, green along y. Each chain's model image is made again with OpenCV, from
+# hand-worked sizes: resizeShorter(40) of 90 x 160 is 40 x 71 (160 * 40 / 90 = 71.1), and its
+# 32 x 32 centre starts at row 4, column 19; letterbox(32) scales by 0.2 to 18 x 32 and pads 7
+# rows above and below; the 32 x 32 centre crop of 90 x 160 starts at row 29, column 64.
+GRAD_H, GRAD_W = 90, 160
+CHAINS = {
+    "shorter_centre": (
+        lambda t: t.resize(size=40, keepAspectRatio=True).centerCrop(SIZE, SIZE),
+        lambda p: cv2.resize(p, (71, 40), interpolation=cv2.INTER_LINEAR)[4:36, 19:51],
+    ),
+    "letterbox": (
+        lambda t: t.letterbox(SIZE),
+        lambda p: cv2.copyMakeBorder(
+            cv2.resize(p, (32, 18), interpolation=cv2.INTER_LINEAR),
+            7,
+            7,
+            0,
+            0,
+            cv2.BORDER_CONSTANT,
+            value=(114, 114, 114),
+        ),
+    ),
+    "crop_flip": (
+        lambda t: t.crop(x=50, y=10, height=64, width=96).resize(SIZE, SIZE).flip(-1),
+        lambda p: cv2.flip(cv2.resize(p[10:74, 50:146], (SIZE, SIZE)), -1),
+    ),
+    "centre": (lambda t: t.centerCrop(SIZE, SIZE), lambda p: p[29:61, 64:96]),
+}
+#: The photo pixels each model sees: those whose centre falls in the model image (hand-worked:
+#: column c of shorter_centre lands at (c + 0.5) * 71 / 160 - 19, in [0, 32) for c in 43..114).
+VIEWS = {
+    "shorter_centre": np.s_[9:81, 43:115],
+    "letterbox": np.s_[:, :],
+    "crop_flip": np.s_[10:74, 50:146],
+    "centre": np.s_[29:61, 64:96],
+}
+
+
+def _gradient() -> np.ndarray:
+    y, x = np.mgrid[0:GRAD_H, 0:GRAD_W].astype(np.float64)
+    blue, green = x * 255 / (GRAD_W - 1), y * 255 / (GRAD_H - 1)
+    return np.rint(np.stack([blue, green, (blue + green) / 2], axis=-1)).astype(np.uint8)
+
+
+@pytest.fixture(scope="module")
+def geometry(spark, setup):
+    """Each chain's ImageLIME row on both backends: the photo as PNG bytes, and as an image
+    struct for the centre crop."""
+    photo = _gradient()
+    encoded = spark.createDataFrame([(bytearray(_png(photo)),)], "image binary")
+    struct = spark.createDataFrame(
+        [((None, GRAD_H, GRAD_W, 3, 16, bytearray(photo.tobytes())),)],
+        "image struct<origin:string,height:int,width:int,nChannels:int,mode:int,data:binary>",
+    )
+    onnx = setup["model"].stages[1]
+    rows = {}
+    for chain, (build, _) in CHAINS.items():
+        sizing = build(ImageTransformer(inputCol="image", outputCol="tensor")).normalize(
+            mean=[0.0, 0.0, 0.0], std=[1.0, 1.0, 1.0], colorScaleFactor=1 / 255
+        )
+        model = PipelineModel(stages=[sizing, onnx])
+        for backend in BACKENDS:
+            stage = ImageLIME(inputCol="image", model=model, targetCol="score", numSamples=12)
+            stage.setCellSize(16.0).setBackend(backend)
+            (rows[(backend, chain)],) = stage.transform(
+                struct if chain == "centre" else encoded
+            ).collect()
+    return rows
+
+
+def test_the_superpixels_say_where_the_model_image_lies_in_the_photo(geometry):
+    photo = _gradient().astype(int)
+    for chain, (_, reference) in CHAINS.items():
+        seen = reference(_gradient()).astype(int)
+        assert seen.shape == (SIZE, SIZE, 3)
+        sp = geometry[("jvm", chain)]["superpixels"]
+        assert geometry[("python", chain)]["superpixels"] == sp, chain  # bit for bit
+        assert (sp["height"], sp["width"], sp["sourceHeight"], sp["sourceWidth"]) == (
+            SIZE,
+            SIZE,
+            GRAD_H,
+            GRAD_W,
+        )
+        ax, bx, ay, by = sp["transform"]
+        cols = np.floor(ax * (np.arange(GRAD_W) + 0.5) + bx).astype(int)
+        rows = np.floor(ay * (np.arange(GRAD_H) + 0.5) + by).astype(int)
+        inside = ((rows >= 0) & (rows < SIZE))[:, None] & ((cols >= 0) & (cols < SIZE))[None, :]
+        expected = np.zeros_like(inside)
+        expected[VIEWS[chain]] = True
+        np.testing.assert_array_equal(inside, expected, err_msg=chain)
+        # each photo pixel lands on a model pixel of its colour: no bias (a shift of one model
+        # pixel would be 3 or more levels), and off by at most half a model pixel's span
+        mapped = seen[np.clip(rows, 0, SIZE - 1)][:, np.clip(cols, 0, SIZE - 1)]
+        error = (photo - mapped)[inside][:, :2]
+        assert np.all(np.abs(error.mean(axis=0)) < 1.0), (chain, error.mean(axis=0))
+        assert np.abs(error).max() <= 9, chain
+    # a flip has negative scales; a letterbox's padding is seen by no photo pixel
+    assert np.all(np.array(geometry[("jvm", "crop_flip")]["superpixels"]["transform"])[::2] < 0)
+
+
+def test_heatmap_of_a_centre_crop_model_tints_the_crop_window_only(geometry):
+    photo = _gradient()
+    sp = geometry[("python", "centre")]["superpixels"]
+    labels = np.asarray(sp["labels"]).reshape(SIZE, SIZE)
+    count = int(labels.max()) + 1
+    weights = np.arange(1.0, count + 1.0)  # every superpixel tinted, each its own strength
+    picture = heatmap(photo, sp, weights, alpha=0.5)
+    outside = np.ones((GRAD_H, GRAD_W), bool)
+    outside[29:61, 64:96] = False
+    np.testing.assert_array_equal(picture[outside], photo[outside])
+    opacity = (0.5 * weights[labels] / weights.max())[:, :, None]
+    window = photo[29:61, 64:96].astype(float)  # where OpenCV's crop took the model image from
+    expected = np.rint(window * (1 - opacity) + np.array([0, 0, 255.0]) * opacity)
+    np.testing.assert_array_equal(picture[29:61, 64:96], expected.astype(np.uint8))
+    # a photo of half the size (as a reduced decode gives): the window halves
+    small = cv2.resize(photo, (GRAD_W // 2, GRAD_H // 2), interpolation=cv2.INTER_AREA)
+    tinted = np.any(heatmap(small, sp, weights) != small, axis=2)
+    expected_small = np.zeros_like(tinted)
+    expected_small[14:30, 32:48] = True
+    np.testing.assert_array_equal(tinted, expected_small)
+
+
+def test_superpixel_clusters_give_each_seen_pixel_once(geometry):
+    sp = geometry[("jvm", "shorter_centre")]["superpixels"]
+    clusters = superpixel_clusters(sp)
+    assert len(clusters) == max(sp["labels"]) + 1
+    owner = np.full((GRAD_H, GRAD_W), -1)
+    seen = np.zeros((GRAD_H, GRAD_W), int)
+    for k, pixels in enumerate(clusters):
+        xs, ys = np.array(pixels).T
+        np.add.at(seen, (ys, xs), 1)
+        owner[ys, xs] = k
+    expected = np.zeros_like(seen)
+    expected[VIEWS["shorter_centre"]] = 1
+    np.testing.assert_array_equal(seen, expected)
+    np.testing.assert_array_equal(owner, photo_labels(sp))
+    # at another size: the same as the heatmap's label map there
+    half = superpixel_clusters(sp, 45, 80)
+    assert sum(len(c) for c in half) == int(np.sum(photo_labels(sp, 45, 80) >= 0)) > 0
+    (x, y) = half[0][0]
+    assert photo_labels(sp, 45, 80)[y, x] == 0
+    # a letterbox's superpixel is empty where it lies in the padding only (rows 0-6, 25-31)
+    box = geometry[("python", "letterbox")]["superpixels"]
+    labels = np.asarray(box["labels"]).reshape(SIZE, SIZE)
+    shown = set(labels[7:25].ravel().tolist())
+    for k, pixels in enumerate(superpixel_clusters(box)):
+        assert (pixels == []) == (k not in shown), k
+
+
+def test_misused_superpixel_structs_are_refused_clearly(geometry):
+    sp = geometry[("jvm", "centre")]["superpixels"].asDict()
+    photo = _gradient()
+    with pytest.raises(ValueError, match="4 finite numbers"):
+        heatmap(photo, {**sp, "transform": [1.0, 0.0]}, np.ones(max(sp["labels"]) + 1))
+    with pytest.raises(ValueError, match="go together"):
+        superpixel_clusters({**sp, "transform": None})
+    with pytest.raises(ValueError, match="rotated"):
+        heatmap(photo.transpose(1, 0, 2).copy(), sp, np.ones(max(sp["labels"]) + 1))
+    with pytest.raises(ValueError, match="both height and width"):
+        photo_labels(sp, height=45)
+    with pytest.raises(ValueError, match="must have 1024 labels"):
+        superpixel_clusters({**sp, "labels": sp["labels"][:-1]})
+    # a struct of an older release (no mapping): the labels stretched, as before
+    old = {"height": 2, "width": 2, "labels": [0, 1, 2, 3]}
+    assert superpixel_clusters(old, 4, 4)[3] == [(2, 2), (3, 2), (2, 3), (3, 3)]

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 
 from mmlspark._engine import explain
+from mmlspark._engine.headers import exif_orientation, is_jpeg, read_header
 from mmlspark._engine.rows import Task, list_array
 from mmlspark._engine.structs import from_struct, image_array, to_struct
 
@@ -40,6 +41,8 @@ __all__ = [
     "segment_partition",
     "shap_masks",
     "slic",
+    "source_size",
+    "view",
 ]
 
 #: The rounds of assignment and update.
@@ -182,6 +185,10 @@ class ImagePlan:
     seed: int
     width: float | None = None
     penalty: float = 0.0
+    #: The explained image's column (inputCol), and the geometric operations that made the
+    #: model-size image of it, as ``(name, integer arguments)`` (empty: the image itself).
+    source_col: str | None = None
+    view: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def sample_count(self, count: int) -> int:
         if self.kind == "lime":
@@ -200,8 +207,77 @@ SUPERPIXEL_TYPE = pa.struct(
         pa.field("height", pa.int32(), nullable=False),
         pa.field("width", pa.int32(), nullable=False),
         pa.field("labels", pa.list_(pa.field("element", pa.int32(), nullable=False))),
+        pa.field("sourceHeight", pa.int32()),
+        pa.field("sourceWidth", pa.int32()),
+        pa.field("transform", pa.list_(pa.field("element", pa.float64(), nullable=False))),
     ]
 )
+
+
+def view(ops: tuple[tuple[str, tuple[int, ...]], ...], height: int, width: int) -> list[float]:
+    """Where the image that the geometric `ops` make of a `height` x `width` image lies in it:
+    ``[ax, bx, ay, by]``, a point (x, y) of the source in pixel-edge coordinates (pixel i spans
+    [i, i + 1)) going to (ax x + bx, ay y + by); the JVM's ``Superpixels.view``, step for step
+    (each step ``a * s`` and ``b * s + t`` per axis), so both give the same doubles. OpenCV's
+    resize maps pixel centres, ``(x + 0.5) s - 0.5``: in edge coordinates ``x s``."""
+    h, w = height, width
+    ax, bx, ay, by = 1.0, 0.0, 1.0, 0.0
+    for name, args in ops:
+        if name in ("resize", "resizeShorter"):
+            if name == "resize":
+                nh, nw = args
+            else:
+                size = args[0]
+                scale = size / min(h, w)
+                nh, nw = (
+                    (size, math.floor(w * scale + 0.5))
+                    if h <= w
+                    else (
+                        math.floor(h * scale + 0.5),
+                        size,
+                    )
+                )
+            sx, tx, sy, ty = nw / w, 0.0, nh / h, 0.0
+            h, w = nh, nw
+        elif name in ("crop", "centerCrop"):
+            if name == "crop":
+                x, y, ch, cw = args
+            else:
+                ch, cw = args
+                x, y = (w - cw) // 2, (h - ch) // 2
+            sx, tx, sy, ty = 1.0, -float(x), 1.0, -float(y)
+            h, w = ch, cw
+        elif name == "letterbox":
+            size = args[0]
+            scale = min(size / h, size / w)
+            scaled_h, scaled_w = max(1, round(h * scale)), max(1, round(w * scale))
+            top, left = (size - scaled_h) // 2, (size - scaled_w) // 2
+            sx, tx, sy, ty = scaled_w / w, float(left), scaled_h / h, float(top)
+            h, w = size, size
+        elif name == "flip":
+            # 0 flips up-down, a positive code left-right, a negative one both (OpenCV's flip)
+            flip_x, flip_y = args[0] != 0, args[0] <= 0
+            sx, tx = (-1.0, float(w)) if flip_x else (1.0, 0.0)
+            sy, ty = (-1.0, float(h)) if flip_y else (1.0, 0.0)
+        else:
+            raise ValueError(f"{name} is not a geometric operation")
+        ax, bx, ay, by = ax * sx, bx * sx + tx, ay * sy, by * sy + ty
+    return [ax, bx, ay, by]
+
+
+def source_size(value: Any) -> tuple[int, int] | None:
+    """The (height, width) of the explained image: an image struct's, or encoded bytes' as they
+    are decoded (a JPEG's EXIF orientation applied), from the header (None where it is not
+    read)."""
+    if value is None:
+        return None
+    if isinstance(value, dict):
+        return int(value["height"]), int(value["width"])
+    header = read_header(value)
+    if header is None:
+        return None
+    orientation = exif_orientation(value) if is_jpeg(value) else 1
+    return (header.width, header.height) if orientation >= 5 else (header.height, header.width)
 
 
 def segment_partition(plan: ImagePlan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
@@ -220,8 +296,37 @@ def segment_partition(plan: ImagePlan, batches: Iterator[Any], task: Task) -> It
         flat = list_array([None if v is None else v.reshape(-1) for v in labels], pa.int32())
         flat = flat.cast(SUPERPIXEL_TYPE.field("labels").type)
         counts = [None if v is None else int(v.max()) + 1 for v in labels]
+        sources: list[tuple[int, int] | None] = [
+            None if v is None else (v.shape[0], v.shape[1]) for v in labels
+        ]
+        if plan.view:
+            photo = batch.column(plan.source_col)
+            if pa.types.is_struct(photo.type):  # the size only: not the pixels into Python
+                photos: list[Any] = [
+                    None if h is None else {"height": h, "width": w}
+                    for h, w in zip(
+                        photo.field("height").to_pylist(),
+                        photo.field("width").to_pylist(),
+                        strict=True,
+                    )
+                ]
+            else:
+                photos = photo.to_pylist()
+            sources = [
+                None if v is None else source_size(p) for v, p in zip(labels, photos, strict=True)
+            ]
+        views = [None if s is None else view(plan.view, *s) for s in sources]
         superpixels = pa.StructArray.from_arrays(
-            [heights, widths, flat], fields=list(SUPERPIXEL_TYPE), mask=valid
+            [
+                heights,
+                widths,
+                flat,
+                pa.array([None if s is None else s[0] for s in sources], pa.int32()),
+                pa.array([None if s is None else s[1] for s in sources], pa.int32()),
+                pa.array(views, SUPERPIXEL_TYPE.field("transform").type),
+            ],
+            fields=list(SUPERPIXEL_TYPE),
+            mask=valid,
         )
         yield pa.RecordBatch.from_arrays(
             [

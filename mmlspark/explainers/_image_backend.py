@@ -34,6 +34,9 @@ def superpixel_type() -> T.StructType:
             T.StructField("height", T.IntegerType(), False),
             T.StructField("width", T.IntegerType(), False),
             T.StructField("labels", T.ArrayType(T.IntegerType(), containsNull=False), True),
+            T.StructField("sourceHeight", T.IntegerType(), True),
+            T.StructField("sourceWidth", T.IntegerType(), True),
+            T.StructField("transform", T.ArrayType(T.DoubleType(), containsNull=False), True),
         ]
     )
 
@@ -54,9 +57,30 @@ def check_image_schema(stage: Any, spec: Any, data: DataFrame) -> T.StructType:
     return T.StructType([*schema.fields, T.StructField(spec.superpixelCol, superpixel_type())])
 
 
-def _split(spec: Any, model: Any, schema: T.StructType) -> tuple[Any, list[Any], str, bool]:
-    """The stage that brings each image to the model's size once, the stages that score the
-    samples, the column a sample is written to, and whether as PNG bytes (the JVM's split)."""
+def _view(ops: list[dict[str, Any]]) -> tuple[tuple[str, tuple[int, ...]], ...]:
+    """The leading geometric operations as (name, integer arguments), the JVM's defaults filled
+    in, for the engine's ``view``."""
+    from mmlspark._engine.ops import parse_ops
+    from mmlspark.opencv._ImageOps import OPERATIONS
+
+    fields = {
+        "resize": ("height", "width"),
+        "resizeShorter": ("size",),
+        "crop": ("x", "y", "height", "width"),
+        "centerCrop": ("height", "width"),
+        "letterbox": ("size",),
+        "flip": ("flipCode",),
+    }
+    parsed = parse_ops(json.dumps(ops), OPERATIONS)
+    return tuple((op.op, tuple(int(op[f]) for f in fields[op.op])) for op in parsed)
+
+
+def _split(
+    spec: Any, model: Any, schema: T.StructType
+) -> tuple[Any, tuple[tuple[str, tuple[int, ...]], ...], list[Any], str, bool]:
+    """The stage that brings each image to the model's size once and its operations, the stages
+    that score the samples, the column a sample is written to, and whether as PNG bytes (the
+    JVM's split)."""
     from pyspark.ml import PipelineModel
 
     from mmlspark.opencv import ImageTransformer
@@ -70,9 +94,9 @@ def _split(spec: Any, model: Any, schema: T.StructType) -> tuple[Any, list[Any],
         sizing.setOperations(json.dumps(ops[:cut]))
         sizing.setReducedDecode(first.getReducedDecode())
         rest = first.copy().setInputCol(IMG).setOperations(json.dumps(ops[cut:]))
-        return sizing, [rest, *stages[1:]], IMG, False
+        return sizing, _view(ops[:cut]), [rest, *stages[1:]], IMG, False
     encode = isinstance(schema[spec.inputCol].dataType, T.BinaryType)
-    return sizing, stages, spec.inputCol, encode
+    return sizing, (), stages, spec.inputCol, encode
 
 
 def explain(stage: Any, spec: Any, dataset: DataFrame, plan_fields: dict[str, Any]) -> DataFrame:
@@ -83,7 +107,7 @@ def explain(stage: Any, spec: Any, dataset: DataFrame, plan_fields: dict[str, An
     check_image_schema(stage, spec, dataset)
     B.require_batch(stage, dataset)
     model = B.model_of(stage, spec)
-    sizing, scoring, target, encode = _split(spec, model, dataset.schema)
+    sizing, view, scoring, target, encode = _split(spec, model, dataset.schema)
     plan = S.ImagePlan(
         image_col=IMG,
         superpixel_col=SP,
@@ -95,6 +119,8 @@ def explain(stage: Any, spec: Any, dataset: DataFrame, plan_fields: dict[str, An
         cell_size=float(spec.cellSize),
         modifier=float(spec.modifier),
         seed=B.SEED,
+        source_col=spec.inputCol,
+        view=view,
         **plan_fields,
     )
     indexed = B.indexed(spec, dataset)

@@ -12,7 +12,7 @@ import mmlspark.opencv.{
   Resize,
   ResizeShorter
 }
-import mmlspark.pixels.{ImageSchemaUtils, ImageStruct, OpenCV}
+import mmlspark.pixels.{Exif, ImageCodec, ImageHeader, ImageSchemaUtils, ImageStruct, OpenCV}
 import org.apache.spark.ml.{PipelineModel, Transformer}
 import org.apache.spark.ml.param.ParamMap
 import org.apache.spark.sql.{DataFrame, Encoders, Row}
@@ -21,10 +21,22 @@ import org.apache.spark.sql.types._
 import org.opencv.core.MatOfByte
 import org.opencv.imgcodecs.Imgcodecs
 
-/** An image's superpixels: the size of the image they were computed on, and each pixel's superpixel
-  * index, row by row.
+/** An image's superpixels: the size of the image they were computed on (the model-size image), and
+  * each pixel's superpixel index, row by row; then where that image lies in the explained image
+  * (the source: the image in inputCol at full resolution, of `sourceHeight` x `sourceWidth`).
+  * `transform` is `[ax, bx, ay, by]`: a point of the source (x, y) in pixel-edge coordinates (pixel
+  * i spans [i, i + 1)) lies at (ax x + bx, ay y + by) in the model-size image; a flip gives a
+  * negative scale. The three are null where the source's size is unknown (encoded bytes whose
+  * header this library cannot read).
   */
-final case class SuperpixelData(height: Int, width: Int, labels: Array[Int])
+final case class SuperpixelData(
+    height: Int,
+    width: Int,
+    labels: Array[Int],
+    sourceHeight: Option[Int] = None,
+    sourceWidth: Option[Int] = None,
+    transform: Array[Double] = null
+)
 
 /** The image explainers' plan (ImageLIME, ImageSHAP), for every row at once. Each image is decoded
   * and brought to the model's size once: when the model (or its PipelineModel's first stage) is an
@@ -105,15 +117,15 @@ private[explainers] object ImageExplaining {
     case _ => false
   }
 
-  /** The stage that brings each image to the size the model sees, once; the model's stages that
-    * score the samples; and whether a sample is written back as PNG bytes (the model reads encoded
-    * bytes at inputCol).
+  /** The stage that brings each image to the size the model sees, once, and its operations; the
+    * model's stages that score the samples; and whether a sample is written back as PNG bytes (the
+    * model reads encoded bytes at inputCol).
     */
   private def split(
       stage: ImageExplainerParams,
       model: Transformer,
       schema: StructType
-  ): (ImageTransformer, Seq[Transformer], String, Boolean) = {
+  ): (ImageTransformer, Seq[ImageOp], Seq[Transformer], String, Boolean) = {
     val stages = model match {
       case p: PipelineModel => p.stages.toSeq
       case t => Seq(t)
@@ -126,9 +138,10 @@ private[explainers] object ImageExplaining {
         sizing.setOperations(ImageOp.toJson(before))
         sizing.setReducedDecode(t.getReducedDecode)
         val rest = t.copy(ParamMap.empty).setInputCol(Img).setOperations(ImageOp.toJson(after))
-        (sizing, rest +: stages.tail, Img, false)
+        (sizing, before, rest +: stages.tail, Img, false)
       case _ =>
-        (sizing, stages, stage.getInputCol, schema(stage.getInputCol).dataType == BinaryType)
+        val encode = schema(stage.getInputCol).dataType == BinaryType
+        (sizing, Nil, stages, stage.getInputCol, encode)
     }
   }
 
@@ -152,6 +165,33 @@ private[explainers] object ImageExplaining {
       SuperpixelData(h, w, labels)
     }
   }.asNondeterministic()
+
+  /** The (height, width) of the image encoded in `bytes` as it is decoded (a JPEG's EXIF
+    * orientation applied), from its header; None for a format whose header is not read.
+    */
+  private def encodedSize(bytes: Array[Byte]): Option[(Int, Int)] =
+    if (bytes == null) None
+    else
+      ImageHeader.read(bytes).map { h =>
+        val orientation = if (ImageCodec.isJpeg(bytes)) Exif.orientation(bytes) else 1
+        if (orientation >= 5) (h.width, h.height) else (h.height, h.width)
+      }
+
+  /** The superpixels `sp` with where their image lies in the source, of `size` (None: unknown).
+    * Without leading geometric operations the model-size image is the source itself.
+    */
+  private def located(ops: Seq[ImageOp])(sp: Row, size: => Option[(Int, Int)]): SuperpixelData =
+    if (sp == null) null
+    else {
+      val (h, w) = (sp.getAs[Int]("height"), sp.getAs[Int]("width"))
+      val labels = sp.getAs[Seq[Int]]("labels").toArray
+      val source = if (ops.isEmpty) Some((h, w)) else size
+      source match {
+        case Some((sh, sw)) =>
+          SuperpixelData(h, w, labels, Some(sh), Some(sw), Superpixels.view(ops, sh, sw))
+        case None => SuperpixelData(h, w, labels)
+      }
+    }
 
   private def perturbed(image: Row, labels: Seq[Int], mask: Array[Double]): ImageStruct = {
     val data =
@@ -186,7 +226,7 @@ private[explainers] object ImageExplaining {
     */
   def explain(stage: ImageExplainerParams, data: DataFrame, kind: Kind): DataFrame = {
     val model = stage.explainedModel
-    val (sizing, scoring, target, encode) = split(stage, model, data.schema)
+    val (sizing, view, scoring, target, encode) = split(stage, model, data.schema)
     val input = Explaining.indexed(stage, data)
     val sampleCount = udf((count: Int) => kind.samples(count))
     val segmented = sizing
@@ -239,8 +279,19 @@ private[explainers] object ImageExplaining {
         col("fit").getField("_1").as("coefficients"),
         col("fit").getField("_2").as("r2")
       )
+    // where the superpixels lie in the photo: read after the join, from the photo the output holds
+    // anyway (a file read_images defers is not decoded a second time for its size)
+    val locate = data.schema(stage.getInputCol).dataType match {
+      case BinaryType =>
+        val f = udf((sp: Row, bytes: Array[Byte]) => located(view)(sp, encodedSize(bytes)))
+        f(col(Sp), col(stage.getInputCol))
+      case _ =>
+        val f = udf((sp: Row, h: Int, w: Int) => located(view)(sp, Some((h, w))))
+        f(col(Sp), col(stage.getInputCol)("height"), col(stage.getInputCol)("width"))
+    }
     Explaining
       .output(stage, input, fits, Seq(Sp))
+      .withColumn(Sp, locate)
       .withColumnRenamed(Sp, stage.getSuperpixelCol)
   }
 }

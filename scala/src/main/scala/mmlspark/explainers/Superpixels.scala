@@ -1,5 +1,16 @@
 package mmlspark.explainers
 
+import mmlspark.opencv.{
+  CenterCrop,
+  Crop,
+  Flip,
+  ImageOp,
+  Letterbox,
+  LetterboxGeometry,
+  Resize,
+  ResizeShorter
+}
+
 /** The image explainers' superpixels and samples: SLIC-style clustering, LIME's masks, and the
   * perturbed pixels. The same arithmetic as the Python engine's `mmlspark._engine.superpixels`,
   * step for step, so that both backends give the same superpixels and LIME masks for the same image
@@ -128,5 +139,65 @@ private[explainers] object Superpixels {
       p += 1
     }
     out
+  }
+
+  /** Where the image that the geometric `ops` make of a `sourceHeight` x `sourceWidth` image lies
+    * in it: `[ax, bx, ay, by]`, a point (x, y) of the source in pixel-edge coordinates (pixel i
+    * spans [i, i + 1)) going to (ax x + bx, ay y + by). Each operation's own size arithmetic
+    * (resizeShorter's rounding, centerCrop's offsets, letterbox's scale and padding) on the
+    * full-size source; each step is `a * s` and `b * s + t` per axis, in the engine's order, so
+    * both backends give the same doubles. OpenCV's resize maps pixel centres, `(x + 0.5) s - 0.5`:
+    * in edge coordinates `x s`.
+    */
+  def view(ops: Seq[ImageOp], sourceHeight: Int, sourceWidth: Int): Array[Double] = {
+    var (h, w) = (sourceHeight, sourceWidth)
+    var (ax, bx, ay, by) = (1.0, 0.0, 1.0, 0.0)
+    def step(sx: Double, tx: Double, sy: Double, ty: Double): Unit = {
+      ax = ax * sx
+      bx = bx * sx + tx
+      ay = ay * sy
+      by = by * sy + ty
+    }
+    def scaleTo(nh: Int, nw: Int): Unit = {
+      step(nw.toDouble / w, 0.0, nh.toDouble / h, 0.0)
+      h = nh
+      w = nw
+    }
+    ops.foreach {
+      case Resize(height, width, _) => scaleTo(height, width)
+      case ResizeShorter(size, _) =>
+        val scale = size.toDouble / math.min(h, w)
+        if (h <= w) scaleTo(size, math.round(w * scale).toInt)
+        else scaleTo(math.round(h * scale).toInt, size)
+      case Crop(x, y, height, width) =>
+        step(1.0, -x.toDouble, 1.0, -y.toDouble)
+        h = height
+        w = width
+      case CenterCrop(height, width) =>
+        step(1.0, -((w - width) / 2).toDouble, 1.0, -((h - height) / 2).toDouble)
+        h = height
+        w = width
+      case Letterbox(size, _) =>
+        val g = LetterboxGeometry(h, w, size)
+        step(
+          g.scaledWidth.toDouble / w,
+          g.left.toDouble,
+          g.scaledHeight.toDouble / h,
+          g.top.toDouble
+        )
+        h = size
+        w = size
+      case Flip(code) =>
+        // 0 flips up-down, a positive code left-right, a negative one both (OpenCV's flip)
+        val (flipX, flipY) = (code != 0, code <= 0)
+        step(
+          if (flipX) -1.0 else 1.0,
+          if (flipX) w.toDouble else 0.0,
+          if (flipY) -1.0 else 1.0,
+          if (flipY) h.toDouble else 0.0
+        )
+      case other => throw new IllegalArgumentException(s"${other.op} is not a geometric operation")
+    }
+    Array(ax, bx, ay, by)
   }
 }

@@ -1,7 +1,7 @@
 package mmlspark.explainers
 
 import mmlspark.contracts.{SparkTestSession, Streaming, TestObject, TransformerSuite}
-import mmlspark.opencv.ImageTransformer
+import mmlspark.opencv.{CenterCrop, Crop, Flip, ImageTransformer, Letterbox, Resize, ResizeShorter}
 import mmlspark.pixels.ImageStruct
 import org.apache.spark.ml.{Pipeline, PipelineModel}
 import org.apache.spark.ml.feature.SQLTransformer
@@ -65,12 +65,36 @@ class ImageLIMESuite extends TransformerSuite[ImageLIME] {
         val row = out.collect().head
         val weights = row.getAs[Seq[Vector]]("explanation").head.toArray
         assert(weights.zip(exact).forall { case (a, b) => math.abs(a - b) < 1e-6 }, weights.toSeq)
-        val labels = row.getAs[Row]("superpixels").getSeq[Int](2)
+        val superpixels = row.getAs[Row]("superpixels")
+        val labels = superpixels.getSeq[Int](2)
         assert(labels.toSeq == (0 until 1024).map(p => (p / 32 / 8) * 4 + p % 32 / 8))
+        // the 32 x 32 struct resized to 32 x 32: the source itself
+        assert(superpixels.getAs[Int]("sourceHeight") == 32)
+        assert(superpixels.getAs[Int]("sourceWidth") == 32)
+        assert(superpixels.getSeq[Double](5) == Seq(1.0, 0.0, 1.0, 0.0))
       },
       Streaming.Refused("streaming input is not supported")
     )
   )
+
+  test("where the model image lies in a 90 x 160 source, worked by hand") {
+    def near(a: Array[Double], b: Seq[Double]) =
+      assert(a.zip(b).forall { case (x, y) => math.abs(x - y) < 1e-12 }, a.toSeq)
+    // resizeShorter(40): 40 x 71 (160 * 40 / 90 = 71.1); its 32 x 32 centre at row 4, column 19
+    near(
+      Superpixels.view(Seq(ResizeShorter(40), CenterCrop(32, 32)), 90, 160),
+      Seq(71.0 / 160, -19.0, 40.0 / 90, -4.0)
+    )
+    // letterbox(32): scaled by 0.2 to 18 x 32, 7 rows of padding above
+    near(Superpixels.view(Seq(Letterbox(32)), 90, 160), Seq(0.2, 0.0, 0.2, 7.0))
+    // x: 50 -> 32 and 146 -> 0; y: 10 -> 32 and 74 -> 0
+    near(
+      Superpixels.view(Seq(Crop(50, 10, 64, 96), Resize(32, 32), Flip(-1)), 90, 160),
+      Seq(-1.0 / 3, 32 + 50.0 / 3, -0.5, 37.0)
+    )
+    near(Superpixels.view(Seq(Flip(0)), 90, 160), Seq(1.0, 0.0, -1.0, 90.0))
+    near(Superpixels.view(Nil, 90, 160), Seq(1.0, 0.0, 1.0, 0.0))
+  }
 
   test("misuse fails before any job: no inputCol, a column that is not an image") {
     val noInput = intercept[IllegalArgumentException](
