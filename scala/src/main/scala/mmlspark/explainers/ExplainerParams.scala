@@ -3,6 +3,7 @@ package mmlspark.explainers
 import mmlspark.contracts.{HasInputCol, SchemaUtils, StageWritable}
 import org.apache.hadoop.fs.Path
 import org.apache.spark.ml.Transformer
+import org.apache.spark.ml.param.Params
 import org.apache.spark.ml.linalg.SQLDataTypes.VectorType
 import org.apache.spark.sql.{DataFrame, Dataset, SparkSession}
 import org.apache.spark.sql.types._
@@ -64,28 +65,14 @@ private[explainers] trait ExplainerParams extends ExplainerParamsDecls with Stag
       $(outputCol) != $(metricsCol),
       ExplainerMessages.SameOutputs("column" -> $(outputCol))
     )
-    SchemaUtils.require(
+    ExplainerParams.checkTargets(
       this,
-      $(targetClasses).forall(_ >= 0),
-      ExplainerMessages.NegativeClasses("classes" -> $(targetClasses).mkString(", "))
-    )
-    if (isSet(targetClassesCol))
-      SchemaUtils.requireColumnType(
-        this,
-        schema,
-        $(targetClassesCol),
-        ExplainerMessages.ClassesType()
-      ) {
-        case ArrayType(IntegerType, _) => true
-        case _ => false
-      }
-    val scored = explainedModel.transformSchema(schema)
-    SchemaUtils.requireColumnType(
-      this,
-      scored,
+      schema,
+      explainedModel,
       $(targetCol),
-      ExplainerMessages.TargetType()
-    )(ExplainerParams.isTarget)
+      $(targetClasses),
+      get(targetClassesCol)
+    )
     schema
       .add(StructField($(outputCol), ArrayType(VectorType, containsNull = false)))
       .add(StructField($(metricsCol), VectorType))
@@ -127,6 +114,37 @@ private[explainers] object ExplainerParams {
     case ArrayType(_: NumericType, _) => true
     case _: NumericType => true
     case _ => false
+  }
+
+  /** The target checks of every explainer, ICETransformer's too: the target classes are not
+    * negative, `targetClassesCol` (when set) holds integer arrays, and `model` gives a numeric
+    * `targetCol` on `schema`.
+    */
+  def checkTargets(
+      stage: Params,
+      schema: StructType,
+      model: Transformer,
+      targetCol: String,
+      targetClasses: Array[Int],
+      targetClassesCol: Option[String]
+  ): Unit = {
+    SchemaUtils.require(
+      stage,
+      targetClasses.forall(_ >= 0),
+      ExplainerMessages.NegativeClasses("classes" -> targetClasses.mkString(", "))
+    )
+    targetClassesCol.foreach { name =>
+      SchemaUtils.requireColumnType(stage, schema, name, ExplainerMessages.ClassesType()) {
+        case ArrayType(IntegerType, _) => true
+        case _ => false
+      }
+    }
+    SchemaUtils.requireColumnType(
+      stage,
+      model.transformSchema(schema),
+      targetCol,
+      ExplainerMessages.TargetType()
+    )(isTarget)
   }
 
   /** The background saved with a stage at `path`, if one was. */

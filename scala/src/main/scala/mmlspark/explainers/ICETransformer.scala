@@ -84,27 +84,14 @@ final class ICETransformer(override val uid: String)
     val all = features(schema)
     SchemaUtils.require(this, isDefined(model), ExplainerMessages.NoModel())
     val explained = SchemaUtils.requireTransformer(this, "model", $(model))
-    SchemaUtils.require(
+    ExplainerParams.checkTargets(
       this,
-      $(targetClasses).forall(_ >= 0),
-      ExplainerMessages.NegativeClasses("classes" -> $(targetClasses).mkString(", "))
-    )
-    if (isSet(targetClassesCol))
-      SchemaUtils.requireColumnType(
-        this,
-        schema,
-        $(targetClassesCol),
-        ExplainerMessages.ClassesType()
-      ) {
-        case ArrayType(IntegerType, _) => true
-        case _ => false
-      }
-    SchemaUtils.requireColumnType(
-      this,
-      explained.transformSchema(schema),
+      schema,
+      explained,
       $(targetCol),
-      ExplainerMessages.TargetType()
-    )(ExplainerParams.isTarget)
+      $(targetClasses),
+      get(targetClassesCol)
+    )
     def mapField(f: ICEFeature) =
       StructField(
         f.outputCol,
