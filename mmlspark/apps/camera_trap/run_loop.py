@@ -236,8 +236,16 @@ def _rescore_suspects(
 ROWS_PER_FILE = 100_000
 
 
-def _files(rows: DataFrame) -> int:
-    return rows.select("path").distinct().count()
+def _counts(kept: DataFrame) -> Any:
+    """The files (a video has a row per sampled frame) and rows of `kept`, all of them and those
+    still listed (`_listed` set), in one pass over the table."""
+    listed = F.col("_listed").isNotNull()
+    return kept.agg(
+        F.countDistinct("path").alias("files"),
+        F.countDistinct(F.when(listed, F.col("path"))).alias("listed_files"),
+        F.count(F.lit(1)).alias("rows"),
+        F.count("_listed").alias("listed_rows"),
+    ).first()
 
 
 def finish(
@@ -259,20 +267,21 @@ def finish(
     if table is not None:
         old = folder.parts()
         latest = current(table)
-        listed = latest.join(listing.select("path"), "path", "left_semi")
+        paths = listing.select("path").dropDuplicates(["path"]).withColumn("_listed", F.lit(1))
+        flagged = latest.join(paths, "path", "left")
         # A hidden name's "skipped" row that is no longer listed (--include-hidden now lists
         # what is under it) was never a result: it goes whatever the flags.
         skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
-        unlisted = latest.join(listing.select("path"), "path", "left_anti")
-        kept = listed.unionByName(unlisted.filter(~skipped))
-        # Files, not rows: a video has a row per sampled frame.
-        total, in_listing = _files(kept), _files(listed)
-        missing = total - in_listing
-        present = listed if prune else kept
+        kept = flagged.filter(F.col("_listed").isNotNull() | ~skipped)
+        counts = _counts(kept)
+        total, missing = counts["files"], counts["files"] - counts["listed_files"]
+        present = (kept.filter(F.col("_listed").isNotNull()) if prune else kept).select(
+            *latest.columns
+        )
+        current_rows = counts["listed_rows"] if prune else counts["rows"]
         removed = missing if prune else 0
         missing -= removed
         photos = total - removed
-        current_rows = present.count()
         if (
             len(old) > max(1, -(-current_rows // ROWS_PER_FILE))
             or removed
