@@ -65,6 +65,9 @@ PHASE := scripts/phase
 # are the same; `make test TEST_JVM_OPTS=` tests with the default JIT.
 TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m
 test test-python test-fast test-lines: export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS)
+# Both chains check the one run of the camera-trap notebook that the first to need it makes
+# (tests/conftest.py's demo_notebook): it is not run twice.
+test: export MMLSPARK_DEMO_SHARE = $(CURDIR)/.lines/exchange/demo-notebook
 test: venv
 	$(PHASE) lint $(MAKE) lint
 	$(PHASE) browser $(MAKE) browser
@@ -82,12 +85,13 @@ test: venv
 # (tests/test_bench.py) starts in its own chain too: a notebook starts its own kernel, the GPU kit
 # and the GPU scheduling tests their own Spark, the MLflow tests their tracking server (before
 # the docs, whose MLflow example leaves its experiment active), the wheel test a virtualenv,
-# the cluster test a local cluster.
+# the cluster test a local cluster; the video tests use the demo model, which the standalone
+# cluster's tests train in this chain too, and the notebook's demo run, which both chains share.
 # make test-python alone runs every file.
 SECOND_CHAIN ?=
 SECOND_CHAIN_FILES := tests/test_notebooks.py tests/test_gpu_proof.py tests/test_mlflow.py \
   tests/test_docs.py tests/test_standalone_cluster.py tests/test_gpu_scheduling.py \
-  tests/test_wheel.py tests/test_cluster.py
+  tests/test_wheel.py tests/test_cluster.py tests/test_camera_trap_video.py
 test: SECOND_CHAIN = $(SECOND_CHAIN_FILES)
 
 # With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves

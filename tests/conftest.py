@@ -151,11 +151,22 @@ def execute_notebook(notebook, **variables: str) -> None:
 def demo_notebook(tmp_path_factory):
     """The camera-trap notebook as stored, run once with the jar (its session is the notebook's
     own, in the kernel's JVM): the executed notebook, and the summary, log lines and output
-    folder of the demo it ran. Its temporary folders are made under the test's."""
+    folder of the demo it ran. Its temporary folders are made under the test's.
+
+    With MMLSPARK_DEMO_SHARE (make test sets it for both of its chains) the run is made once per
+    `make test`: the first suite to need it runs it and leaves it in that folder, read only; a
+    suite that finds it there checks that run instead of running the notebook again."""
     import json
 
     import nbformat
 
+    share = (
+        Path(os.environ["MMLSPARK_DEMO_SHARE"]) if os.environ.get("MMLSPARK_DEMO_SHARE") else None
+    )
+    if share is not None and (share / "done.json").is_file():
+        done = json.loads((share / "done.json").read_text())
+        notebook = nbformat.read(share / "notebook.ipynb", as_version=4)
+        return notebook, done["summary"], done["lines"], Path(done["work"])
     notebook = nbformat.read(DEMO_NOTEBOOK, as_version=4)
     stored = len(notebook.cells)
     report = "print('SUMMARY', json.dumps({'work': str(work), **summary}, default=str))"
@@ -167,7 +178,15 @@ def demo_notebook(tmp_path_factory):
     # The demo's log lines: what the cell that ran it printed.
     demo_cell = next(c for c in notebook.cells if "job.demo(" in c.source)
     said = "".join(o.get("text", "") for o in demo_cell.outputs if o.get("name") == "stdout")
-    return notebook, summary, said.splitlines(), Path(summary.pop("work"))
+    work = Path(summary.pop("work"))
+    if share is not None:
+        share.mkdir(parents=True, exist_ok=True)
+        nbformat.write(notebook, share / "notebook.ipynb")
+        done = {"summary": summary, "lines": said.splitlines(), "work": str(work)}
+        partial = share / f"done.json.{os.getpid()}"
+        partial.write_text(json.dumps(done, default=str))
+        partial.replace(share / "done.json")  # atomic: the other suite sees all of it or nothing
+    return notebook, summary, said.splitlines(), work
 
 
 @pytest.fixture(scope="session")
