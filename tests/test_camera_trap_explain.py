@@ -81,7 +81,9 @@ def test_explain_writes_the_least_certain_photos_heatmaps_and_a_contact_sheet(
     assert (out / "notes.txt").read_text() == "mine"  # not ours: kept
 
 
-def test_explain_refuses_folders_it_did_not_write_and_bad_options(spark, demo_model, tmp_path):
+def test_explain_refuses_folders_it_did_not_write_and_bad_options(
+    spark, demo_model, demo_run, tmp_path
+):
     images = DEMO / "images"
     foreign = tmp_path / "foreign"
     foreign.mkdir()
@@ -95,3 +97,7 @@ def test_explain_refuses_folders_it_did_not_write_and_bad_options(spark, demo_mo
         job.explain(spark, str(images), str(demo_model), str(tmp_path / "a"), photos=-1)
     with pytest.raises(job.JobError, match="cannot load a camera-trap model"):
         job.explain(spark, str(images), str(tmp_path), str(tmp_path / "b"))
+    # The demo's two-stage classifier (train --detector) reads detection crops, not photos.
+    with pytest.raises(job.JobError, match="trained on detection crops"):
+        job.explain(spark, str(images), str(demo_run[2] / "crop-model"), str(tmp_path / "c"))
+    assert not (tmp_path / "c").exists()
