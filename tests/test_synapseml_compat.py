@@ -357,6 +357,28 @@ def test_to_ndarray_gives_rgb_and_to_image_takes_it(spark, photos):
         ImageTransformer(stages=[{"action": "resize", "height": 10, "width": 10}])
 
 
+def test_a_udf_returning_images_takes_image_schema_as_its_type(spark, photos):
+    from pyspark.sql.functions import udf
+
+    from mmlspark.opencv import ImageSchema, toImage, toNDArray
+
+    def u(row):
+        array = toNDArray(row)  # RGB
+        array[:, :, 2] = 0  # no blue
+        return toImage(array)
+
+    df, arrays = photos
+    out = by_name(df.withColumn("noblue", udf(u, ImageSchema)(df["image"])), "noblue")
+    assert out.keys() == arrays.keys()
+    for name, bgr in arrays.items():
+        expected = bgr.copy()
+        expected[:, :, 0] = 0  # blue is the first of OpenCV's BGR channels
+        np.testing.assert_array_equal(pixels(out[name]), expected)
+    assert df.withColumn("noblue", udf(u, ImageSchema)("image")).schema["noblue"].dataType == (
+        df.schema["image"].dataType
+    )
+
+
 def test_drop_columns_with_an_empty_list_drops_nothing(numbers):
     from mmlspark.stages import DropColumns
 

@@ -20,6 +20,7 @@ from mmlspark._engine.ops import gray_tensor, parse_ops, reduced_decode_target, 
 from mmlspark.core.checks import require_absent, require_column_type, require_distinct
 from mmlspark.core.fused import Step, run_step
 from mmlspark.opencv._ImageOps import OPERATIONS
+from mmlspark.opencv.functions import image_struct_type
 
 if TYPE_CHECKING:
     from mmlspark.opencv._ImageTransformer import _ImageTransformer
@@ -69,16 +70,7 @@ def stage_error(stage: Any, message: str) -> ValueError:
 
 def image_type() -> T.StructType:
     """Spark's image struct type as the JVM stages write it."""
-    return T.StructType(
-        [
-            T.StructField("origin", T.StringType(), True),
-            T.StructField("height", T.IntegerType(), False),
-            T.StructField("width", T.IntegerType(), False),
-            T.StructField("nChannels", T.IntegerType(), False),
-            T.StructField("mode", T.IntegerType(), False),
-            T.StructField("data", T.BinaryType(), True),
-        ]
-    )
+    return image_struct_type()
 
 
 def is_image(data_type: Any) -> bool:

@@ -1,4 +1,5 @@
-"""SynapseML's image helpers: numpy arrays in RGB to and from image struct rows."""
+"""SynapseML's image helpers: numpy arrays in RGB to and from image struct rows, and the image
+struct's type (``ImageSchema``, e.g. the return type of a UDF that makes images)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,30 @@ from typing import Any
 
 import numpy as np
 from pyspark.sql import Row
+from pyspark.sql import types as T
 
 from mmlspark._engine.structs import struct_array
 
-__all__ = ["toNDArray", "toImage"]
+__all__ = ["ImageSchema", "toNDArray", "toImage"]
+
+
+def image_struct_type() -> T.StructType:
+    """Spark's image struct type as the JVM stages write it (a new object on each call)."""
+    return T.StructType(
+        [
+            T.StructField("origin", T.StringType(), True),
+            T.StructField("height", T.IntegerType(), False),
+            T.StructField("width", T.IntegerType(), False),
+            T.StructField("nChannels", T.IntegerType(), False),
+            T.StructField("mode", T.IntegerType(), False),
+            T.StructField("data", T.BinaryType(), True),
+        ]
+    )
+
+
+#: The image struct's type, SynapseML's ``ImageSchema``: ``udf(f, ImageSchema)`` where ``f``
+#: returns :func:`toImage` rows.
+ImageSchema = image_struct_type()
 
 # OpenCV type codes of 8-bit images by channel count.
 _MODES = {1: 0, 3: 16, 4: 24}
