@@ -66,15 +66,16 @@ PHASE := scripts/phase
 TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m
 test test-python test-fast test-lines: export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS)
 # Both chains check the one run of the camera-trap notebook that the first to need it makes
-# (tests/conftest.py's demo_notebook): it is not run twice.
-test: export MMLSPARK_DEMO_SHARE = $(CURDIR)/.lines/exchange/demo-notebook
+# (tests/conftest.py's demo_notebook): it is not run twice. Not under .lines/exchange, which
+# scripts/spark_lines.py clears of everything but the primary line's results.
+test: export MMLSPARK_DEMO_SHARE = $(CURDIR)/.lines/demo-notebook
 test: venv
 	$(PHASE) lint $(MAKE) lint
 	$(PHASE) browser $(MAKE) browser
 	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
 	$(PHASE) "jars and the Scala suites' classes" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck Test/compile "+core/exportPackagedJar"
 	$(PHASE) wheel $(MAKE) package-wheel
-	rm -rf .lines/exchange
+	rm -rf .lines/exchange .lines/demo-notebook
 	$(PHASE) "the two chains, side by side" $(PY) scripts/side_by_side.py \
 	  "primary pytest=$(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange SECOND_CHAIN='$(SECOND_CHAIN)'" \
 	  "Scala suites, Spark lines, then the second chain's tests=$(PHASE) 'Scala suites' env SPARK_JARS_DIR=$(spark_jars) $(SBT) test && $(PHASE) 'Spark lines' $(PY) scripts/spark_lines.py test --wait-for-primary 1800 && $(PY) -m pytest $(SECOND_CHAIN) --durations=15"
