@@ -199,7 +199,13 @@ def run(argv: list[str] | None = None) -> dict:
     """Runs the benchmark with command-line arguments `argv` (default: sys.argv's), writes its
     table and JSON, and returns its figures."""
     parser = argparse.ArgumentParser()
-    parser.add_argument("--images", type=int, default=96)
+    parser.add_argument(
+        "--images",
+        type=int,
+        default=192,
+        help="photos per timed round of each contender: enough that a round is a steady state,"
+        " with the per-job costs and the JIT's warm-up spread as on a survey",
+    )
     parser.add_argument(
         "--survey",
         type=int,
