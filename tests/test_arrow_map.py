@@ -201,7 +201,7 @@ def test_photos_read_transformed_scored_and_batched_alike_over_rows(spark, tmp_p
         with transfer(spark, name):
             images = read_images(spark, str(tmp_path), backend="python")
             scored = model.transform(transformer.transform(images)).orderBy("path")
-            rows = scored.drop("image", "tensor").collect()
+            rows = scored.drop("tensor").collect()  # the image too: read where selected
             batched = batcher.transform(scored.select("path", "top")).collect()
             outputs[name] = (rows, batched, scored.schema)
     arrow, rows = outputs["arrow"], outputs["rows"]

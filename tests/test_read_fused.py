@@ -126,19 +126,29 @@ def test_without_reduced_decode_the_tensor_is_the_full_decode_s(spark, photos, b
 
 
 def _udfs(df) -> int:
-    """The JVM UDFs left in `df`'s optimized plan (the decodes; ONNXModel is a mapPartitions)."""
-    return str(df._jdf.queryExecution().optimizedPlan().toString()).count("UDF(")
+    """The decodes left in `df`'s optimized plan: the JVM's UDFs (ONNXModel is a mapPartitions),
+    the Python backend's UDFs (its stages are one mapInArrow, which holds no decode of `image`)."""
+    plan = str(df._jdf.queryExecution().optimizedPlan().toString())
+    return plan.count("UDF(") + plan.count("FileReader(")
+
+
+def _steps(df) -> int:
+    """The Python backend's Arrow UDFs (its fused stages) in `df`'s optimized plan."""
+    return str(df._jdf.queryExecution().optimizedPlan().toString()).count("MapInArrow")
 
 
 @pytest.mark.lines
-def test_through_onnx_the_full_image_is_decoded_only_where_it_is_read(spark, photos):
+@pytest.mark.parametrize("backend", ["jvm", "python"])
+def test_through_onnx_the_full_image_is_decoded_only_where_it_is_read(spark, photos, backend):
     """read_images -> ImageTransformer -> ONNXModel: one decode per photo (the resize's), unless
     `image` is selected; the same scores as on the cached, fully decoded read."""
     model = ONNXModel(inputCol="tensor", outputCol="logits").setModelPayload(
         onnx_models.small_cnn(classes=3, size=SIZE)
     )
-    read = read_images(spark, str(photos))
-    scored = model.transform(_transformer(inputCol="image").transform(read))
+    model.setBackend(backend)
+    transformer = _transformer(inputCol="image").setBackend(backend)
+    read = read_images(spark, str(photos), backend=backend)
+    scored = model.transform(transformer.transform(read))
     assert scored.columns == [
         "path",
         "image",
@@ -149,12 +159,16 @@ def test_through_onnx_the_full_image_is_decoded_only_where_it_is_read(spark, pho
         "onnxError",
     ]
     lean = scored.select("path", "error", "logits", "onnxError")
-    assert _udfs(lean) == 1
-    assert _udfs(scored) == 2  # the image read: computed, as asked
-    cached = read_images(spark, str(photos)).cache()
+    # JVM: the transformer's decode; Python: one Arrow UDF reads, transforms and scores.
+    assert _udfs(lean) == (1 if backend == "jvm" else 0)
+    assert _udfs(scored) == _udfs(lean) + 1  # the image read: computed, as asked
+    if backend == "python":
+        assert _steps(lean) == 1
+    cached = read_images(spark, str(photos), backend=backend).cache()
     try:
-        reference = model.transform(_transformer(inputCol="image").transform(cached))
-        assert _udfs(reference.select("path", "logits")) >= 1
+        reference = model.transform(transformer.transform(cached))
+        if backend == "jvm":
+            assert _udfs(reference.select("path", "logits")) >= 1
         expected = _by_name(reference, "image", "error", "logits", "onnxError")
     finally:
         cached.unpersist()
@@ -173,16 +187,21 @@ def test_through_onnx_the_full_image_is_decoded_only_where_it_is_read(spark, pho
     assert got["small.png"][0]["height"] == 150 and got["camera.jpg"][0]["width"] == 4000
 
 
-def test_spark_read_image_puts_image_first_and_still_decodes_each_photo_once(spark, photos):
+@pytest.mark.parametrize("backend", ["jvm", "python"])
+def test_spark_read_image_puts_image_first_and_still_decodes_each_photo_once(
+    spark, photos, backend, monkeypatch
+):
     """SynapseML's reader layout (`image` first) is read_images' own output reordered: an
     ImageTransformer on it still reads the files itself, at the resize's scale."""
     import mmlspark.io  # noqa: F401 - adds spark.read.image()
 
+    monkeypatch.setenv("MMLSPARK_BACKEND", backend)  # the reader's backend: the setting's
     read = spark.read.image().load(str(photos))
     assert read.columns == ["image", "path", "error"]
-    tensors = _transformer(inputCol="image").transform(read)
+    tensors = _transformer(inputCol="image").setBackend(backend).transform(read)
     assert tensors.columns[:3] == ["image", "path", "error"]
-    assert _udfs(tensors.select("path", "tensor")) == 1  # one decode, the image left unread
+    # one decode (JVM: the transformer's UDF; Python: in its Arrow UDF), the image left unread
+    assert _udfs(tensors.select("path", "tensor")) == (1 if backend == "jvm" else 0)
     camera = _by_name(tensors, "tensor")["camera.jpg"][0]
     expected = _reduced_by_opencv(str(photos / "camera.jpg"))
     assert np.abs(_pixels_of(camera) - expected).max() <= 1
@@ -201,3 +220,24 @@ def test_a_broken_link_keeps_the_listing_s_error(spark, photos, tmp_path):
     assert expected["broken.jpg"][0]
     assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in expected.items()}
     assert got["broken.jpg"][1] == "no input image (null)" and got["camera.jpg"][1] is None
+
+
+def test_a_photo_the_read_refuses_is_refused_alike_when_the_transformer_reads_it(spark, photos):
+    """Over the pixel limit at full size but not at the resize's scale: the transformer reading
+    the files itself still gives the read's refusal, on both backends, and the photos under the
+    limit their tensors."""
+    from test_python_images import pixel_limit
+
+    got = {}
+    with pixel_limit(spark, 5_000_000):  # camera.jpg has 12 MP, second.jpg 1.08
+        for backend in ("jvm", "python"):
+            read = read_images(spark, str(photos), backend=backend)
+            out = _transformer(inputCol="image").setBackend(backend).transform(read)
+            got[backend] = _by_name(out.drop("image"), "error", "transformError", "tensor")
+    for backend, rows in got.items():
+        error, transform_error, tensor = rows["camera.jpg"]
+        assert "4000x3000 (12.0 MP), over the limit of 5.0 MP" in error, (backend, error)
+        assert transform_error == "no input image (null)" and tensor is None, backend
+        assert rows["second.jpg"][0] is None and len(rows["second.jpg"][2]) == 3 * SIZE * SIZE
+    for name in got["python"]:
+        assert got["python"][name][:2] == got["jvm"][name][:2], name

@@ -110,12 +110,54 @@ def decode(
     min_h: int,
     min_w: int,
     limit: int,
+    read_as: tuple[int, int, int] | None = None,
 ) -> np.ndarray:
     """Decodes encoded image bytes like the JVM's ``ImageCodec.decode``: refused from the header
     when over ``limit`` pixels, at the smallest JPEG scale covering ``min_h`` x ``min_w`` when
-    either is positive (else at 1/``reduce``), EXIF orientation applied."""
+    either is positive (else at 1/``reduce``), EXIF orientation applied. `read_as`, a
+    (reduce, min_h, min_w) of its own: the bytes are first checked as a decode at that scale would
+    check them (the JVM's ``ImageCodec.prepare``), so that a file is refused with the reason a read
+    at that scale gives, whatever scale it is then decoded at."""
     import cv2
 
+    if read_as is not None:
+        _prepare(data, mode, apply_orientation, *read_as, limit)
+    orientation, factor, header = _prepare(
+        data, mode, apply_orientation, reduce, min_h, min_w, limit
+    )
+    assert data is not None
+    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
+    if decoded is None or decoded.size == 0:
+        raise RowError(row_message("notDecodable", bytes=len(data), prefix=hex_prefix(data)))
+    if header is None and decoded.shape[0] * decoded.shape[1] > limit:
+        height, width = decoded.shape[:2]
+        raise RowError(
+            row_message(
+                "decodedOverLimit",
+                width=width,
+                height=height,
+                pixels=width * height,
+                limit=limit,
+                key=MAX_PIXELS_KEY,
+            )
+        )
+    if mode == "unchanged" and factor > 1:
+        size = (math.ceil(decoded.shape[1] / factor), math.ceil(decoded.shape[0] / factor))
+        decoded = cv2.resize(decoded, size, interpolation=cv2.INTER_AREA)
+    return orient(decoded, orientation)
+
+
+def _prepare(
+    data: bytes | None,
+    mode: str,
+    apply_orientation: bool,
+    reduce: int,
+    min_h: int,
+    min_w: int,
+    limit: int,
+) -> tuple[int, int, ImageHeader | None]:
+    """The checks of `decode` before any pixel is decoded; the EXIF orientation, the scale to
+    decode at and the header."""
     if data is None:
         raise RowError(row_message("noData"))
     if len(data) == 0:
@@ -169,25 +211,7 @@ def decode(
     if short is not None:
         have, need, blocks = short
         raise RowError(row_message("corruptJpeg", have=have, blocks=blocks, need=need))
-    decoded = cv2.imdecode(np.frombuffer(data, np.uint8), _imread_flags(cv2, mode, factor))
-    if decoded is None or decoded.size == 0:
-        raise RowError(row_message("notDecodable", bytes=len(data), prefix=hex_prefix(data)))
-    if header is None and decoded.shape[0] * decoded.shape[1] > limit:
-        height, width = decoded.shape[:2]
-        raise RowError(
-            row_message(
-                "decodedOverLimit",
-                width=width,
-                height=height,
-                pixels=width * height,
-                limit=limit,
-                key=MAX_PIXELS_KEY,
-            )
-        )
-    if mode == "unchanged" and factor > 1:
-        size = (math.ceil(decoded.shape[1] / factor), math.ceil(decoded.shape[0] / factor))
-        decoded = cv2.resize(decoded, size, interpolation=cv2.INTER_AREA)
-    return orient(decoded, orientation)
+    return orientation, factor, header
 
 
 def orient(image: np.ndarray, orientation: int) -> np.ndarray:

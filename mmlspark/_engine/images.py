@@ -17,7 +17,7 @@ from mmlspark._engine.files import HEAD_BYTES, max_file_bytes, max_pixels, read_
 from mmlspark._engine.headers import exif_seconds
 from mmlspark._engine.messages import row_message
 from mmlspark._engine.ops import Image, Op, reduced_decode_target, run_ops, to_chw
-from mmlspark._engine.rows import RowError, Task, computed, list_array
+from mmlspark._engine.rows import RowError, Task, computed, describe, list_array
 from mmlspark._engine.structs import from_struct, image_array, order_of, to_struct, unroll
 
 
@@ -55,6 +55,10 @@ class Plan:
     reread: Decoding | None = None  # transform: read_images' settings; decode each image's
     # origin again, at the first resize's scale
     resize: tuple[int, int] | None = None  # unroll of encoded bytes: (height, width) to resize to
+    scale: tuple[int, int, int] | None = (
+        None  # files_partition: (reduce, min_h, min_w) to decode at
+    )
+    read_error_col: str | None = None  # files_partition: the column of the read's own error
 
 
 def _row_function(plan: Plan, limit: int) -> Callable[[Any, Any], Any]:
@@ -161,6 +165,88 @@ def partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
 
     for rows, values, errors in computed(batches, inputs, compute, _size):
         yield _output_batch(plan, rows, values, errors)
+
+
+def _from_file(plan: Plan, limit: int) -> Callable[[Any, Any], tuple[Any, Any, Any]]:
+    """ImageTransformer's row on ``read_images``' own output: (path, the listing's error) ->
+    (output, error, the read's error). The file is read and decoded once, at the plan's scale,
+    after the checks of a decode with the read's settings (a file the read refuses is refused with
+    its reason); a file that cannot be read gives the transformer a missing image (the JVM's
+    ``ImageTransformer.fileUdf``)."""
+    read, scale = plan.reread, plan.scale
+    assert read is not None and scale is not None
+    as_read = (read.reduce, read.min_h, read.min_w)
+    file_limit = max_file_bytes(plan.file_setting)
+    ops, order = plan.ops, plan.tensor_order
+
+    def from_file(path: Any, listing_error: Any) -> tuple[Any, Any, Any]:
+        try:
+            if listing_error is not None:
+                raise RowError(listing_error)
+            if path is None:
+                raise RowError("no path (null)")
+            data = read_file(path, file_limit)
+            first = decode(data, read.mode, read.orientation, *scale, limit, read_as=as_read)
+        except Exception as error:  # noqa: BLE001 (the read's error, as the read gives it)
+            return None, row_message("noImage"), describe(error)
+        try:
+            out = run_ops(ops, Image(first, order_of(first)), limit)
+            value = to_chw(out, order) if order is not None else to_struct(out.pixels, path)
+        except Exception as error:  # noqa: BLE001 (the transformer's error)
+            return None, describe(error), None
+        return value, None, None
+
+    return from_file
+
+
+def files_partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
+    """ImageTransformer on ``read_images``' own output: the rows of its listing (``path`` and the
+    listing's error in `plan.prior_error_col`) with the read's error (`plan.read_error_col`), the
+    output and the transformer's error, each file read and decoded once (``_from_file``)."""
+    import pyarrow as pa
+
+    from_file = _from_file(plan, max_pixels(plan.setting))
+    assert plan.prior_error_col is not None and plan.read_error_col is not None
+
+    def inputs(part: Any) -> Iterator[tuple[tuple[Any, Any], None]]:
+        paths = part.column(plan.input_col).to_pylist()
+        listed = part.column(plan.prior_error_col).to_pylist()
+        for path, listing_error in zip(paths, listed, strict=True):
+            yield (path, listing_error), None
+
+    def size(result: tuple[Any, Any, Any]) -> int:
+        return 0 if result[0] is None else _size(result[0])
+
+    for rows, results, _ in computed(batches, inputs, from_file, size):
+        values, errors, read_errors = zip(*results, strict=True) if results else ((), (), ())
+        arrays = [
+            *rows.columns,
+            pa.array(read_errors, pa.string()),
+            _output_array(plan, list(values)),
+            pa.array(errors, pa.string()),
+        ]
+        names = [*rows.schema.names, plan.read_error_col, plan.output_col, plan.error_col]
+        yield pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+class FileReader:
+    """``read_images``' read of one file, as a row function for a Python UDF: (path, the
+    listing's error) -> (image struct or None, error or None). Its pixel limit is made in the
+    worker that calls it, from that worker's memory."""
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.compute: Callable[[Any, Any], Any] | None = None
+
+    def __call__(self, path: Any, listing_error: Any) -> tuple[Any, Any]:
+        if listing_error is not None:
+            return None, listing_error
+        if self.compute is None:
+            self.compute = _row_function(self.plan, max_pixels(self.plan.setting))
+        try:
+            return self.compute(path, path), None
+        except Exception as error:  # noqa: BLE001 (a file that cannot be read keeps its reason)
+            return None, describe(error)
 
 
 @dataclass(frozen=True)

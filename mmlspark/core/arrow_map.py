@@ -26,7 +26,7 @@ from typing import Any
 
 from mmlspark import _engine
 
-__all__ = ["TRANSFERS", "map_in_arrow", "transfer_of"]
+__all__ = ["TRANSFERS", "map_in_arrow", "python_udf", "transfer_of"]
 
 TRANSFER_CONF = "spark.mmlspark.python.transfer"
 TRANSFERS = ("auto", "arrow", "rows")
@@ -100,6 +100,17 @@ def map_in_arrow(
         schema,
         verifySchema=False,
     )
+
+
+def python_udf(spark: Any, function: Callable[..., Any], return_type: Any) -> Any:
+    """`function` of one row as a Python UDF of `spark`'s sessions, Arrow-optimized where the
+    session's transfer is ``arrow`` (pickled rows elsewhere); the engine's code goes with it by
+    value. Unlike ``map_in_arrow``'s, its column is computed only where a query reads it."""
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    cloudpickle.register_pickle_by_value(_engine)
+    return F.udf(function, return_type, useArrow=transfer_of(spark) == "arrow")
 
 
 # --- In the workers ---------------------------------------------------------------------------

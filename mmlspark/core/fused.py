@@ -10,6 +10,13 @@ step is appended to theirs and the whole chain runs in one UDF over their input:
 task, rows decoded, transformed and scored without leaving Python. Stages that change the types
 of their columns after the UDF (vector outputs) end a chain, and a cached input is never
 recomputed.
+
+Columns can also be left to be computed only where they are read (the JVM's ``DeferredColumns``):
+``read_images``' ``image`` on this backend. Its output is recorded with the listing it was read
+from (``Deferred``); an ImageTransformer on it reads and decodes each file itself, at the size it
+needs, and adds ``image`` back with a Python UDF over the listing's columns, which Spark drops
+from any query that does not read it. Stages after it that do not read ``image`` (ONNXModel) run
+on the columns under it, and ``image`` is added back after them again.
 """
 
 from __future__ import annotations
@@ -23,7 +30,16 @@ from typing import Any
 from mmlspark._engine.rows import Partition, Task
 from mmlspark.core.arrow_map import map_in_arrow
 
-__all__ = ["Step", "run_step"]
+__all__ = [
+    "Deferred",
+    "FileRead",
+    "Step",
+    "assemble",
+    "defer",
+    "deferred_of",
+    "reordered",
+    "run_step",
+]
 
 
 @dataclass(frozen=True)
@@ -83,6 +99,74 @@ def _chain_of(dataset: Any) -> _Chain | None:
     return chain
 
 
+@dataclass(frozen=True)
+class FileRead:
+    """``read_images``' own read on this backend: its settings (``mmlspark._engine.images``'
+    ``Decoding``), the column of the listing's errors, the session's file size setting, and
+    `image(df)`: `df` (a DataFrame over the listing's columns) with ``image`` added, computed
+    only where it is read."""
+
+    decoding: Any
+    listing_error_col: str
+    file_setting: str | None
+    image: Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """How a DataFrame with deferred columns was built: `restore(base)` adds the `deferred`
+    columns to `base` and the DataFrame is that, its columns in `order`. `read`: set on
+    ``read_images``' own output, whose files a stage may read itself."""
+
+    base: Any
+    deferred: frozenset[str]
+    restore: Callable[[Any], Any]
+    order: tuple[str, ...]
+    read: FileRead | None = None
+
+
+# The DataFrames with deferred columns by their id (dropped when the DataFrame is).
+_DEFERRED: dict[int, tuple[weakref.ReferenceType[Any], Deferred]] = {}
+
+
+def defer(df: Any, deferred: Deferred) -> Any:
+    """`df`, recorded as built by `deferred`."""
+    key = id(df)
+    _DEFERRED[key] = (weakref.ref(df), deferred)
+    weakref.finalize(df, _DEFERRED.pop, key, None)
+    return df
+
+
+def deferred_of(df: Any) -> Deferred | None:
+    """How `df` was built, when it has deferred columns and is not cached (a cached DataFrame's
+    columns are computed)."""
+    entry = _DEFERRED.get(id(df))
+    if entry is None or entry[0]() is not df or _is_cached(df):
+        return None
+    return entry[1]
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def assemble(deferred: Deferred, base: Any, order: tuple[str, ...]) -> Any:
+    """`deferred`'s columns restored over `base` (a DataFrame over its base's columns), in
+    `order`; recorded so, for the stages after it."""
+    out = deferred.restore(base).select(*[_quoted(c) for c in order])
+    return defer(out, Deferred(base, deferred.deferred, deferred.restore, order))
+
+
+def reordered(df: Any, order: list[str]) -> Any:
+    """`df` with its columns in `order` (the same names), recorded as built as `df` was, so that a
+    stage reading its files itself still does (``spark.read.image()`` puts ``image`` first)."""
+    out = df.select(*[_quoted(c) for c in order])
+    d = deferred_of(df)
+    if d is not None and sorted(order) == sorted(d.order):
+        defer(out, Deferred(d.base, d.deferred, d.restore, tuple(order), d.read))
+    return out
+
+
 def run_step(
     dataset: Any,
     step: Step,
@@ -90,15 +174,24 @@ def run_step(
     finish: Callable[[Any], Any],
     ends_chain: bool = False,
     keep: tuple[str, ...] | None = None,
+    reads: tuple[str, ...] | None = None,
 ) -> Any:
     """`dataset` with the columns `added` (StructFields) computed by `step` in an Arrow UDF, then
     `finish` applied (metadata, filters); fused with the steps that made `dataset` when it is
     their unchanged output. The step's code travels to the workers by value (this module and the
     engine: see ``map_in_arrow``). `ends_chain`: `finish` changes column types, so no later step
-    may join this chain. `keep`: the columns of `dataset` the step passes on (default: all)."""
+    may join this chain. `keep`: the columns of `dataset` the step passes on (default: all).
+    `reads`: the columns the step reads (default: any); when `dataset` has deferred columns and
+    the step reads none of them, it runs on the columns under them, which stay deferred."""
     from pyspark import cloudpickle
     from pyspark.sql import types as T
 
+    d = deferred_of(dataset)
+    if d is not None and reads is not None and keep is None:
+        if all(c not in d.deferred and c in d.base.columns for c in reads):
+            out = run_step(d.base, step, added, finish, ends_chain)
+            new = [c for c in out.columns if c not in d.order and c not in d.base.columns]
+            return assemble(d, out, (*d.order, *new))
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
     prior = _chain_of(dataset)
     steps: tuple[Step, ...]

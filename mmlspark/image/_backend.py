@@ -16,14 +16,15 @@ from mmlspark._engine.files import max_file_bytes
 from mmlspark._engine.images import (
     Augmenting,
     Decoding,
+    FileReader,
     Plan,
     augment_partition,
     taken_partition,
 )
 from mmlspark._engine.video import Sampling, frames_partition
-from mmlspark.core.arrow_map import map_in_arrow
+from mmlspark.core.arrow_map import map_in_arrow, python_udf
 from mmlspark.core.checks import require, require_absent, require_column_type, require_distinct
-from mmlspark.core.fused import Step, run_step
+from mmlspark.core.fused import Deferred, FileRead, Step, defer, run_step
 from mmlspark.opencv._backend import (
     IMAGE_DESCRIPTION,
     READ_KEY,
@@ -126,12 +127,15 @@ def read_files(
     files: Any,
     keep: tuple[str, ...] | None = None,
     metadata: dict[str, Any] | None = None,
+    deferred: bool = False,
 ) -> Any:
     """``read_files`` on the Python backend: the files of a listing (``path``, ``error``, ...)
     read in the tasks from local and mounted paths and decoded with `decoder`'s settings; the
     listing's columns but ``error``, then ``image`` and ``error`` (the listing's, the read's or
     the decode's), as the JVM's ``ImageReader.readFiles`` gives them (with `keep`, only those of
-    the listing's columns)."""
+    the listing's columns). `deferred` (``read_images``' own read, without ``dropInvalid``): the
+    result is recorded with its listing (``mmlspark.core.fused.Deferred``), so that an
+    ImageTransformer on it reads the files itself and ``image`` is computed only where read."""
     for name in ("path", "error"):
         require_column_type(decoder, files.schema, name, "string", _is_string)
     prior = f"__listing_error_{decoder.uid}"
@@ -153,7 +157,34 @@ def read_files(
     if plan.file_setting is not None:
         max_file_bytes(plan.file_setting)  # a bad setting fails here, before any job
     listing = files.withColumnRenamed("error", prior)
-    return run(listing, plan, image_type(), metadata or {}, decoder._spec().dropInvalid)
+    drop_invalid = decoder._spec().dropInvalid
+    out = run(listing, plan, image_type(), metadata or {}, drop_invalid)
+    if not deferred or drop_invalid:
+        return out
+    base = listing.select(*kept, prior)
+    restore = functools.partial(_restored, plan, metadata or {})
+    image = functools.partial(_restored, plan, metadata or {}, with_error=False)
+    read = FileRead(plan.decoding, prior, plan.file_setting, image)
+    return defer(
+        out, Deferred(base, frozenset({"image", "error"}), restore, tuple(out.columns), read)
+    )
+
+
+def _restored(plan: Plan, metadata: dict[str, Any], df: Any, with_error: bool = True) -> Any:
+    """`df` (over the listing's ``path`` and its errors) with read_images' ``image`` (and, with
+    `with_error`, ``error``), from a Python UDF that reads and decodes each file: computed only
+    where a query reads them."""
+    assert plan.prior_error_col is not None
+    result = T.StructType(
+        [T.StructField("image", image_type(), True), T.StructField("error", T.StringType(), True)]
+    )
+    udf = python_udf(df.sparkSession, FileReader(plan), result)
+    tmp = f"__read_{plan.prior_error_col}"
+    out = df.withColumn(tmp, udf(F.col("path"), F.col(f"`{plan.prior_error_col}`")))
+    out = out.withColumn("image", F.col(f"`{tmp}`.image")).withMetadata("image", metadata)
+    if with_error:
+        out = out.withColumn("error", F.col(f"`{tmp}`.error"))
+    return out.drop(tmp)
 
 
 def taken_times(files: Any, out_col: str) -> Any:

@@ -61,9 +61,10 @@ def read_images(
     ``image`` records how it was read in its column metadata: an ``ImageTransformer`` with
     ``reducedDecode`` (the default) on it, whose operations start with a resize, decodes each file
     again from the image's origin at the smallest JPEG scale that covers the resize, as it does on
-    encoded bytes. On this function's own output (classic session, JVM) the transformer reads the
-    files itself and ``image`` is computed only where something reads it (``ONNXModel`` passes it
-    on without computing it).
+    encoded bytes. On this function's own output (on the JVM in a classic session; on the Python
+    backend wherever its workers read the files themselves) the transformer reads the files itself
+    and ``image`` is computed only where something reads it (``ONNXModel`` passes it on without
+    computing it).
 
     Parameters
     ----------
@@ -355,7 +356,9 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
     listing = files.select("path", F.lit(None).cast("string").alias("error"))
     if is_remote():
         listing = listing.repartition(cores)
-        return _backend.read_files(decoder, listing, ("path",), _backend.read_metadata(decoder))  # type: ignore[no-any-return]
+        return _backend.read_files(
+            decoder, listing, ("path",), _backend.read_metadata(decoder), True
+        )  # type: ignore[no-any-return]
     # The number of files, from the driver's listing (no job, one call).
     listed = len(files._jdf.inputFiles())
     count = max(1, -(-listed // (cores * FILES_PER_TASK))) * cores
@@ -365,7 +368,8 @@ def _read_in_python(spark: SparkSession, files: DataFrame, decoder: Any) -> Data
         listing = listing.coalesce(count)
     else:
         listing = listing.repartition(count)
-    return _backend.read_files(decoder, listing, ("path",), _backend.read_metadata(decoder))  # type: ignore[no-any-return]
+    read = _backend.read_metadata(decoder)
+    return _backend.read_files(decoder, listing, ("path",), read, True)  # type: ignore[no-any-return]
 
 
 def _decoded(files: DataFrame, decoder: Any) -> DataFrame:

@@ -20,6 +20,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 
 from mmlspark.core.backend import files_in_python
+from mmlspark.core.fused import reordered
 from mmlspark.image import _jvm
 from mmlspark.image.functions import read_image_stream, read_images
 
@@ -94,7 +95,7 @@ class ImageReader:
             # Reordered as the JVM reader's own output, so that an ImageTransformer on it still
             # reads each file once, at its scale.
             return _jvm.column_first(self._spark, images, "image")
-        return images.select("image", *[c for c in images.columns if c != "image"])
+        return reordered(images, ["image", *[c for c in images.columns if c != "image"]])
 
 
 def _session(reader: Any) -> SparkSession:

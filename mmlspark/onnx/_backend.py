@@ -322,4 +322,5 @@ def transform(stage: ONNXModel, model: bytes, dataset: Any) -> Any:
         fields,
         finish,
         ends_chain=bool(vectors),
+        reads=tuple(feed.column for feed in the_plan.feeds),
     )

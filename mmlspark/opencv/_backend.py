@@ -9,16 +9,17 @@ Arrow UDF that may join the UDF of the Python-backend stage before (``mmlspark.c
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mmlspark._engine.files import MAX_FILE_BYTES_KEY, MAX_PIXELS_KEY, max_pixels
-from mmlspark._engine.images import Decoding, Plan, partition
+from mmlspark._engine.images import Decoding, Plan, files_partition, partition
 from mmlspark._engine.ops import gray_tensor, parse_ops, reduced_decode_target, tensor_shape
 from mmlspark.core.checks import require_absent, require_column_type, require_distinct
-from mmlspark.core.fused import Step, run_step
+from mmlspark.core.fused import Deferred, Step, assemble, deferred_of, run_step
 from mmlspark.opencv._ImageOps import OPERATIONS
 from mmlspark.opencv.functions import image_struct_type
 
@@ -207,6 +208,9 @@ def transform_images(stage: _ImageTransformer, dataset: Any) -> Any:
         order = "GRAY" if gray_tensor(ops) else requested
         metadata = {"tensorShape": tensor_shape(ops), "tensorChannelOrder": order}
     reduced = spec.reducedDecode
+    d = deferred_of(dataset)
+    if d is not None and d.read is not None and spec.inputCol == "image":
+        return _from_files(stage, dataset, d, ops, order, metadata)
     read = read_settings(field) if reduced and not binary else None
     reread = read if read is not None and reduced_decode_target(ops) else None
     plan = stage_plan(
@@ -222,3 +226,57 @@ def transform_images(stage: _ImageTransformer, dataset: Any) -> Any:
     )
     output_type = T.ArrayType(T.FloatType(), False) if tensor else image_type()
     return run(dataset, plan, output_type, metadata)
+
+
+def _from_files(
+    stage: _ImageTransformer,
+    dataset: Any,
+    d: Deferred,
+    ops: tuple[Any, ...],
+    order: str | None,
+    metadata: dict[str, Any],
+) -> Any:
+    """ImageTransformer on ``read_images``' own output, `d`: each task reads the file at ``path``
+    and decodes it once, at the first resize's scale where ``reducedDecode`` allows (as ``reread``
+    does) or as the read decodes it, straight into the operations. ``error`` is the read's error,
+    from the same pass; ``image`` stays deferred, computed only where read (the JVM's
+    ``ImageTransformer.fromFiles``)."""
+    read = d.read
+    assert read is not None
+    r = read.decoding
+    full = r.reduce == 1 and r.min_h == 0 and r.min_w == 0 and r.mode != "unchanged"
+    target = reduced_decode_target(ops) if stage._spec().reducedDecode and full else None
+    scale = (1, *target) if target is not None else (r.reduce, r.min_h, r.min_w)
+    plan = replace(
+        stage_plan(
+            stage,
+            dataset,
+            "transform",
+            binary=False,
+            ops=ops,
+            tensor_order=order,
+            read_path=True,
+            reread=r,
+            scale=scale,
+            file_setting=read.file_setting,
+            prior_error_col=read.listing_error_col,
+            read_error_col="error",
+        ),
+        input_col="path",
+    )
+    output_type = T.ArrayType(T.FloatType(), False) if order is not None else image_type()
+    added = [
+        T.StructField("error", T.StringType(), True),
+        T.StructField(plan.output_col, output_type, True),
+        T.StructField(plan.error_col, T.StringType(), True),
+    ]
+
+    def finish(out: Any) -> Any:
+        if not metadata:
+            return out
+        column = F.col(f"`{plan.output_col}`")
+        return out.withColumn(plan.output_col, column).withMetadata(plan.output_col, metadata)
+
+    base = run_step(d.base, Step(files_partition, plan), added, finish)
+    columns = (*d.order, plan.output_col, plan.error_col)
+    return assemble(Deferred(d.base, frozenset({"image"}), read.image, d.order), base, columns)
