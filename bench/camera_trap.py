@@ -4,7 +4,9 @@ that covers 224x224) -> resize 224x224 -> RGB, ImageNet-normalized CHW -> ResNet
 (random weights) -> top class, side by side in one run on two cores, with the same decode for
 every contender:
   - mmlspark: Spark's binaryFile source -> ImageTransformer decoding the bytes in the same pass at
-    1/8 (reducedDecode) -> ONNXModel, on local[2],
+    1/8 (reducedDecode) -> ONNXModel, on local[2], with the inference service and pinned outputs
+    on (onnx_inference.SERVED, as in every mmlspark pipeline here), beside it with the service off
+    (as on a CPU by default),
   - mmlspark, read_images: read_images -> ImageTransformer -> ONNXModel as written for small
     photos; the transformer decodes the files itself at 1/8 and the full image is never decoded,
   - mmlspark, read_images with the full decode: the same with reducedDecode=False, for
@@ -52,7 +54,14 @@ import models  # noqa: E402
 import protocol  # noqa: E402
 from end_to_end import agree, noop, raw_python, tops_of, udf_pipeline  # noqa: E402
 from image_pipeline import MEAN, STD, preprocess_reduced  # noqa: E402
-from onnx_inference import PeakRss, rates_of, ratios_of, report_rounds, service_off  # noqa: E402
+from onnx_inference import (  # noqa: E402
+    SERVED,
+    PeakRss,
+    rates_of,
+    ratios_of,
+    report_rounds,
+    service_off,
+)
 
 BATCH = 64
 HEIGHT, WIDTH = 3000, 4000
@@ -226,7 +235,7 @@ def run(argv: list[str] | None = None) -> dict:
 
     import mmlspark
 
-    spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false"})
+    spark = mmlspark.session("local[2]", {"spark.ui.enabled": "false", **SERVED})
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))
     model_name, model = models.classifier(args.quick)

@@ -1,6 +1,8 @@
 """Benchmark: end to end, 640x480 JPEG files -> decode, shorter side to 256, center crop 224,
 normalize -> ResNet-50 architecture -> top class, side by side in one run on two cores:
-  - mmlspark: read_images + ImageTransformer + ONNXModel (argMaxDict) on local[2],
+  - mmlspark: read_images + ImageTransformer + ONNXModel (argMaxDict) on local[2], with the
+    inference service and pinned outputs on (onnx_inference.SERVED), beside it with the service
+    off (as on a CPU by default),
   - mmlspark, Python backend: the same stages with setBackend("python") (opencv-python and
     onnxruntime in Arrow UDFs, as on compute that cannot load the jar),
   - predict_batch_udf: Spark's binaryFile source, a pandas UDF decoding and preprocessing with
@@ -37,7 +39,7 @@ import models  # noqa: E402
 import protocol  # noqa: E402
 import synapseml_peer  # noqa: E402
 from image_pipeline import MEAN, STD, make_jpegs, preprocess  # noqa: E402
-from onnx_inference import rates_of, ratios_of, report_rounds, service_off  # noqa: E402
+from onnx_inference import SERVED, rates_of, ratios_of, report_rounds, service_off  # noqa: E402
 
 BATCH = 64
 
@@ -176,7 +178,7 @@ def run(argv: list[str] | None = None) -> dict:
 
     spark = mmlspark.session(
         "local[2]",
-        {"spark.ui.enabled": "false", "spark.driver.memory": "4g"},
+        {"spark.ui.enabled": "false", "spark.driver.memory": "4g", **SERVED},
     )
     spark.sparkContext.setLogLevel("ERROR")
     spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", str(BATCH))

@@ -2,7 +2,8 @@
 against its raw peer, one timed run of each after a warm-up:
   - the camera-trap workload of bench/camera_trap.py (4000x3000 JPEGs -> decode at 1/8 ->
     224x224 -> normalize -> ResNet-50 architecture -> top class): mmlspark (binaryFile ->
-    ImageTransformer with the fused, reduced decode -> ONNXModel, local[2]) against raw Python
+    ImageTransformer with the fused, reduced decode -> ONNXModel with its inference service on, as
+    in camera_trap.py, local[2]) against raw Python
     (opencv-python in two threads, then onnxruntime with two intra-op threads), whose two phases
     are timed apart;
   - the image preprocessing of bench/image_pipeline.py (640x480 JPEGs -> 224x224 tensors):
@@ -41,7 +42,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 import image_pipeline  # noqa: E402
 import models  # noqa: E402
 from camera_trap import BATCH, SIZE, make_photos, onnx_stage, preprocess, transformer  # noqa: E402
-from onnx_inference import save_figures  # noqa: E402
+from onnx_inference import SERVED, save_figures  # noqa: E402
 
 #: Kinds of JVM threads, by the start of their name as Linux keeps it (15 characters).
 THREADS = [
@@ -201,8 +202,10 @@ def run(argv: list[str] | None = None) -> dict:
 
     import mmlspark
 
+    # The inference service and pinned outputs on, as in bench/camera_trap.py's "mmlspark" (on a
+    # CPU they are off by default): its workers' threads are the service's row below.
     spark = mmlspark.session(
-        "local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
+        "local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **SERVED}
     )
     spark.sparkContext.setLogLevel("ERROR")
     jvm = psutil.Process(spark.sparkContext._gateway.proc.pid)

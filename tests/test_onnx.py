@@ -841,6 +841,8 @@ SERVICE_JOB = (
     "local[4]",
     {
         "spark.ui.enabled": "false",
+        # On: by default (auto) it is off on a CPU.
+        "spark.mmlspark.onnx.inferenceService": "true",
         "spark.mmlspark.onnx.inferenceService.maxWait": "1s",
     },
 )
@@ -901,7 +903,11 @@ from pyspark.sql import functions as F
 
 spark = mmlspark.session(
     "local[2]",
-    {"spark.ui.enabled": "false", "spark.mmlspark.onnx.inferenceService.maxWait": "10s"},
+    {
+        "spark.ui.enabled": "false",
+        "spark.mmlspark.onnx.inferenceService": "true",  # by default (auto) off on a CPU
+        "spark.mmlspark.onnx.inferenceService.maxWait": "10s",
+    },
 )
 sc = spark.sparkContext
 jvm = sc._jvm
@@ -1021,7 +1027,10 @@ from mmlspark.onnx import ONNXModel
 workers = []
 # Two local sessions, one after the other, in one JVM (as a notebook that restarts its session).
 for master in ("local[1]", "local[2]"):
-    spark = mmlspark.session(master, {"spark.ui.enabled": "false"})
+    # The service on: by default (auto) it is off on a CPU.
+    spark = mmlspark.session(
+        master, {"spark.ui.enabled": "false", "spark.mmlspark.onnx.inferenceService": "true"}
+    )
     model = ONNXModel(inputCol="x", fetchDict={"rows": "rows", "mean": "mean"})
     model.setModelPayload(onnx_models.batch_probe([2]))
     df = spark.createDataFrame([(i, [float(i), 1.0]) for i in range(8)], "id int, x array<float>")

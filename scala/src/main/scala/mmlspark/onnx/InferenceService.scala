@@ -12,13 +12,50 @@ import org.apache.spark.ml.mmlspark.SparkInternals
 import org.apache.spark.ml.mmlspark.SparkInternals.Logging
 import org.apache.spark.sql.{Row, RuntimeConfig}
 
+/** A setting that is on, off, or, at `auto`, decided by the device a run is on: on a GPU (CUDA) on,
+  * on a CPU off. Read from Spark settings as `auto`, `true` or `false` (any case).
+  */
+sealed abstract class DeviceSwitch(val text: String) extends Serializable {
+
+  /** Whether the setting is on for a run on `device`. */
+  def on(device: Device): Boolean
+}
+
+object DeviceSwitch {
+  case object On extends DeviceSwitch("true") { def on(device: Device): Boolean = true }
+  case object Off extends DeviceSwitch("false") { def on(device: Device): Boolean = false }
+
+  /** On for a CUDA device, off on the CPU: the benchmark protocol (bench/README.md) measured the
+    * inference service and pinned outputs no faster than without them on two CPU cores; on a GPU
+    * the service fills one GPU run with the rows of concurrent tasks and pinned outputs spare a
+    * device allocation per run.
+    */
+  case object Auto extends DeviceSwitch("auto") {
+    def on(device: Device): Boolean = device match {
+      case Cuda(_) => true
+      case Cpu => false
+    }
+  }
+
+  val values: Seq[DeviceSwitch] = Seq(Auto, On, Off)
+
+  /** The switch written `text` (trimmed, any case), if it is one. */
+  def parse(text: String): Option[DeviceSwitch] = {
+    val word = text.trim.toLowerCase(java.util.Locale.ROOT)
+    values.find(_.text == word)
+  }
+}
+
 /** How [[ONNXModel]] hands its runs to the executor's [[InferenceService]], from Spark settings
   * read on the driver when the transform is planned.
   *
   * @param enabled
-  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`, default true);
-  *   off, each task runs its own batches on the session it shares with the other tasks (measured on
-  *   two CPU cores, bench/README.md, the service was 1.01-1.17 times as fast)
+  *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`: auto, true or
+  *   false; default auto, which is on for a CUDA device and off on the CPU, see [[DeviceSwitch]]);
+  *   off, each task runs its own batches on the session it shares with the other tasks. On two CPU
+  *   cores (bench/results/summary.md, 2026-11-27) the protocol measured the service on / off at
+  *   0.96-1.00 (ResNet-50 1.00, tiny CNN 0.96, end to end 640x480 0.99, 12 MP photos 0.96), not at
+  *   least 1.0 on every workload, so `auto` leaves it off there
   * @param maxWaitNanos
   *   how long the service waits for rows of other tasks to fill a batch that one task left short
   *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one
@@ -33,15 +70,17 @@ import org.apache.spark.sql.{Row, RuntimeConfig}
   *   and is not planned again for the last, partial batch; the padding rows' outputs are dropped
   * @param pinOutputs
   *   whether outputs of a declared shape are written into reused buffers ([[OutputBuffers]],
-  *   `spark.mmlspark.onnx.pinOutputs`, default true); off, ONNX Runtime allocates each run's
-  *   outputs, as it does for outputs of no fixed shape
+  *   `spark.mmlspark.onnx.pinOutputs`: auto, true or false; default auto, on for a CUDA device and
+  *   off on the CPU, where the protocol measured pinned / unpinned at 0.90-1.01: ResNet-50 1.01,
+  *   tiny CNN 0.90); off, ONNX Runtime allocates each run's outputs, as it does for outputs of no
+  *   fixed shape
   */
 final case class ServiceSettings(
-    enabled: Boolean,
+    enabled: DeviceSwitch,
     maxWaitNanos: Long,
     batchesInFlight: Int,
     padBatches: Boolean = false,
-    pinOutputs: Boolean = true
+    pinOutputs: DeviceSwitch = DeviceSwitch.Auto
 )
 
 object ServiceSettings {
@@ -51,7 +90,7 @@ object ServiceSettings {
   val PadBatchesKey = "spark.mmlspark.onnx.padBatches"
   val PinOutputsKey = "spark.mmlspark.onnx.pinOutputs"
 
-  val default: ServiceSettings = ServiceSettings(enabled = true, 2000000L, 2)
+  val default: ServiceSettings = ServiceSettings(enabled = DeviceSwitch.Auto, 2000000L, 2)
 
   /** The settings in `conf`, checked: a misconfiguration fails on the driver, naming the setting.
     */
@@ -68,7 +107,12 @@ object ServiceSettings {
         case "true" => true
         case "false" => false
       })
-    val enabled = flag(EnabledKey, "true")
+    val switches = DeviceSwitch.values.map(_.text)
+    def switch(key: String): DeviceSwitch =
+      read(key, DeviceSwitch.Auto.text, s"${switches.init.mkString(", ")} or ${switches.last}")(
+        DeviceSwitch.parse(_).get
+      )
+    val enabled = switch(EnabledKey)
     val maxWaitMicros = read(MaxWaitKey, "2ms", "a duration from 0 to 10s such as 2ms or 500us") {
       t =>
         // A bare number is milliseconds, as in Spark's own time settings.
@@ -88,7 +132,7 @@ object ServiceSettings {
       maxWaitMicros * 1000L,
       inFlight,
       padBatches = flag(PadBatchesKey, "false"),
-      pinOutputs = flag(PinOutputsKey, "true")
+      pinOutputs = switch(PinOutputsKey)
     )
   }
 }

@@ -91,9 +91,10 @@ final case class RunPlan(
 
   /** The output rows of a partition: each input row, its outputs and its error, in input order.
     * Rows are read a mini-batch at a time and given back a run at a time, so that the outputs of
-    * one run (per batch in flight) at most are held at once. With the inference service (the
-    * default) the executor's service runs the batches, and the task reads and prepares the rows of
-    * the next batch meanwhile; without it, the task runs its own.
+    * one run (per batch in flight) at most are held at once. With the inference service (by default
+    * on a GPU, not on a CPU: [[DeviceSwitch.Auto]]) the executor's service runs the batches, and
+    * the task reads and prepares the rows of the next batch meanwhile; without it, the task runs
+    * its own.
     */
   def run(rows: Iterator[Row]): Iterator[Row] = {
     if (!rows.hasNext) return Iterator.empty // no session for an empty partition
@@ -104,7 +105,9 @@ final case class RunPlan(
     // (or the executor's cores split into runs of intraOpThreads). Without it, each task uses its
     // CPU share.
     val cores = SparkInternals.executorCores
-    val served = service.enabled
+    // The device decides what `auto` settings mean: here for the service, in BatchRunner for
+    // pinned outputs.
+    val served = service.enabled.on(device)
     val (threads, workers) = device match {
       case _ if !served =>
         (if (settings.intraOpThreads > 0) settings.intraOpThreads else TaskCpus.get, 0)
@@ -279,6 +282,7 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
 
   private val batch = new TensorBatch(feeds)
   private val outputs = new OutputBuffers(fetches)
+  private val pinOutputs = plan.service.pinOutputs.on(key.device)
 
   /** Frees the input and output buffers (the next run allocates them again). */
   def release(): Unit = {
@@ -414,7 +418,7 @@ private[onnx] final class BatchRunner(plan: RunPlan, key: SessionKey) {
         tensors.put(feeds(f).spec.name, batch.tensor(env, f, size, shapes(f), batched))
       }
       val pinned =
-        if (plan.service.pinOutputs) outputs.pin(env, size)
+        if (pinOutputs) outputs.pin(env, size)
         else java.util.Collections.emptyMap[String, OnnxValue]()
       try {
         val requested = new java.util.HashSet[String](plan.fetchNames)

@@ -24,6 +24,9 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   override def afterEach(): Unit = InferenceService.resetLargestBatch()
 
+  // Off by default on a CPU: tests of the service set it on.
+  private val serviceOn = ServiceSettings.EnabledKey -> "true"
+
   /** `values` as one-element index arrays, spread over `partitions` partitions; reading each row
     * takes 50 ms, so that every task has taken the service (at its first row) before any hands its
     * rows over (after its last).
@@ -52,7 +55,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("rows of concurrent tasks share a batch, and each task gets its own rows' results back") {
     val values = (0 until 12).map(i => (i % 5).toLong)
-    val out = withConf(ServiceSettings.MaxWaitKey -> "2s") {
+    val out = withConf(serviceOn, ServiceSettings.MaxWaitKey -> "2s") {
       byId(lookup.transform(indices(values, 2)))
     }
     // Two tasks of 6 rows each: one batch of 12 rows.
@@ -66,7 +69,7 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
 
   test("a row the model fails on in a shared batch fails alone; the service runs on") {
     val values = (0 until 12).map(i => if (i == 7) 9L else (i % 5).toLong)
-    val out = withConf(ServiceSettings.MaxWaitKey -> "2s") {
+    val out = withConf(serviceOn, ServiceSettings.MaxWaitKey -> "2s") {
       byId(lookup.transform(indices(values, 2)))
     }
     assert(InferenceService.largestBatch == 12)
@@ -116,8 +119,10 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     val before = OrtSessions.created
     val model = lookup
     val df = indices((0 until 8).map(_ % 5L), 2)
-    model.transform(df).collect()
-    model.transform(df).collect()
+    withConf(serviceOn) {
+      model.transform(df).collect()
+      model.transform(df).collect()
+    }
     assert(OrtSessions.created - before == 1)
     val key = OrtSessions.openKeys.filter(_.modelHash == model.modelInfo.source.hash)
     assert(key.size == 1)
@@ -126,6 +131,59 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(InferenceService.workersOf(key.head) == Seq(2))
     assert(OrtSessions.closeIdle(0) >= 1)
     assert(InferenceService.queued == 0)
+  }
+
+  test("by default a CPU run goes through no service; `auto` is on for CUDA, off on the CPU") {
+    // The rule (bench/README.md): on for the GPU; off on the CPU, where the protocol measured the
+    // service and pinned outputs no faster. true and false mean the same on every device.
+    import DeviceSwitch.{Auto, Off, On}
+    assert(!Auto.on(Cpu) && Auto.on(Cuda(0)) && Auto.on(Cuda(3)))
+    for (device <- Seq(Cpu, Cuda(0), Cuda(1))) assert(On.on(device) && !Off.on(device))
+    assert(ServiceSettings.default.enabled == Auto && ServiceSettings.default.pinOutputs == Auto)
+    // A default run on this CPU: the tasks run their own batches, so the service runs none.
+    val values = Seq(3L, 0L, 4L, 1L)
+    val batches = InferenceService.batchesRun
+    val out = byId(lookup.transform(indices(values, 2)))
+    assert(InferenceService.batchesRun == batches && InferenceService.largestBatch == 0)
+    assert(out.size == 4)
+    out.foreach { case (id, row) =>
+      assert(row.isNullAt(row.fieldIndex("onnxError")), row)
+      assert(row.getSeq[Float](row.fieldIndex("value")) == Seq(10f * (values(id.toInt) + 1)))
+    }
+    // Set on, the same job goes through the service.
+    withConf(serviceOn)(lookup.transform(indices(values, 2)).collect())
+    assert(InferenceService.batchesRun > batches)
+  }
+
+  test("the service and pinned outputs take auto, true or false in any case, and nothing else") {
+    for (
+      key <- Seq(ServiceSettings.EnabledKey, ServiceSettings.PinOutputsKey);
+      (text, expected) <- Seq(
+        "auto" -> DeviceSwitch.Auto,
+        " AUTO " -> DeviceSwitch.Auto,
+        "True" -> DeviceSwitch.On,
+        "TRUE" -> DeviceSwitch.On,
+        "false" -> DeviceSwitch.Off,
+        " fAlSe" -> DeviceSwitch.Off
+      )
+    ) withConf(key -> text) {
+      val settings = ServiceSettings.from(spark.conf)
+      val read =
+        if (key == ServiceSettings.EnabledKey) settings.enabled else settings.pinOutputs
+      assert(read == expected, s"$key=$text")
+    }
+    for (
+      key <- Seq(ServiceSettings.EnabledKey, ServiceSettings.PinOutputsKey);
+      text <- Seq("on", "1", "")
+    ) {
+      val error = withConf(key -> text) {
+        intercept[IllegalArgumentException](ServiceSettings.from(spark.conf))
+      }
+      assert(
+        error.getMessage == s"$key must be auto, true or false, not '$text'",
+        error.getMessage
+      )
+    }
   }
 
   test("settings are checked on the driver, naming the setting") {
@@ -145,14 +203,16 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
       assert(error.getMessage.contains(key) && error.getMessage.contains(value), error.getMessage)
     }
     withConf(ServiceSettings.MaxWaitKey -> "500us", ServiceSettings.BatchesInFlightKey -> "3") {
-      assert(ServiceSettings.from(spark.conf) == ServiceSettings(enabled = true, 500000L, 3))
+      assert(
+        ServiceSettings.from(spark.conf) == ServiceSettings(DeviceSwitch.Auto, 500000L, 3)
+      )
     }
     withConf(ServiceSettings.MaxWaitKey -> "5") {
       assert(ServiceSettings.from(spark.conf).maxWaitNanos == 5000000L)
     }
-    assert(ServiceSettings.from(spark.conf).pinOutputs)
+    assert(ServiceSettings.from(spark.conf).pinOutputs == DeviceSwitch.Auto)
     withConf(ServiceSettings.PinOutputsKey -> "False") {
-      assert(!ServiceSettings.from(spark.conf).pinOutputs)
+      assert(ServiceSettings.from(spark.conf).pinOutputs == DeviceSwitch.Off)
     }
   }
 }

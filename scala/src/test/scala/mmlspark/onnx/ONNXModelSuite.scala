@@ -94,17 +94,21 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
       assert(floats(r, "product") == a.zip(b).map { case (x, y) => x * y }, id)
       assert(math.abs(r.getAs[Float]("total") - a.sum) < 1e-4, id)
     }
-    val before = OutputBuffers.pinnedRuns.get()
-    check(byId(pairModel.transform(rows)))
-    // 20 runs of 2 rows: the first shows the outputs' shapes, the later ones are pinned.
-    assert(OutputBuffers.pinnedRuns.get() - before >= 10)
-    // With pinOutputs off, ONNX Runtime allocates every run's outputs: none is pinned.
-    spark.conf.set(ServiceSettings.PinOutputsKey, "false")
-    try {
-      val unpinned = OutputBuffers.pinnedRuns.get()
-      check(byId(pairModel.transform(rows)))
-      assert(OutputBuffers.pinnedRuns.get() == unpinned)
-    } finally spark.conf.unset(ServiceSettings.PinOutputsKey)
+    def pinnedRunsOf(pinOutputs: Option[String]): Long = {
+      pinOutputs.foreach(spark.conf.set(ServiceSettings.PinOutputsKey, _))
+      try {
+        val before = OutputBuffers.pinnedRuns.get()
+        check(byId(pairModel.transform(rows)))
+        OutputBuffers.pinnedRuns.get() - before
+      } finally spark.conf.unset(ServiceSettings.PinOutputsKey)
+    }
+    // pinOutputs on: 20 runs of 2 rows; the first shows the outputs' shapes, the later ones are
+    // pinned.
+    assert(pinnedRunsOf(Some("true")) >= 10)
+    // Off, and by default on a CPU (auto), ONNX Runtime allocates every run's outputs: none is
+    // pinned.
+    assert(pinnedRunsOf(Some("false")) == 0)
+    assert(pinnedRunsOf(None) == 0)
   }
 
   test("softmax and argmax of a fetched column, vectors in and out") {
