@@ -13,6 +13,8 @@ every contender:
     comparison,
   - mmlspark, Python backend: the first pipeline with setBackend("python") (opencv-python and
     onnxruntime in Arrow UDFs, as on compute that cannot load the jar),
+  - mmlspark, Python backend, read_images: the read_images pipeline on the Python backend, as the
+    README writes it for jar-less compute (the transformer reads the files itself there too),
   - predict_batch_udf: binaryFile, a pandas UDF decoding with opencv-python's
     IMREAD_REDUCED_COLOR_8, then predict_batch_udf + onnxruntime (one intra-op thread per task),
   - raw Python: opencv-python (IMREAD_REDUCED_COLOR_8) in two threads, onnxruntime with two
@@ -142,8 +144,8 @@ def mmlspark_pipeline(
             files = spark.read.format("binaryFile").option("recursiveFileLookup", "true")
             images, stage = files.load(str(folder)), transformer("content").setBackend(backend)
         else:
-            images, stage = read_images(spark, str(folder)), transformer("image")
-            stage.setReducedDecode(reduced)
+            images = read_images(spark, str(folder), backend=backend)
+            stage = transformer("image").setBackend(backend).setReducedDecode(reduced)
         return onnx_model.transform(stage.transform(images)).select("path", "top", "transformError")
 
     return scored
@@ -253,6 +255,9 @@ def run(argv: list[str] | None = None) -> dict:
                 spark, folder, model, binary=True, backend="python"
             ),
             "mmlspark_read_images": mmlspark_pipeline(spark, folder, model, binary=False),
+            "mmlspark_python_read_images": mmlspark_pipeline(
+                spark, folder, model, binary=False, backend="python"
+            ),
             "mmlspark_read_images_full_decode": mmlspark_pipeline(
                 spark, folder, model, binary=False, reduced=False
             ),
@@ -271,12 +276,16 @@ def run(argv: list[str] | None = None) -> dict:
         rounds = protocol.measure(contenders, warmups=args.warmups, rounds=args.repeats)
         jvms = jvms_under(spark.sparkContext._gateway.proc.pid)
         for name in [*pipelines, "mmlspark_service_off"]:
-            if name != "mmlspark_python_backend":
+            if not name.startswith("mmlspark_python"):
                 with PeakRss(jvms) as rss:
                     contenders[name]()
                 peak_rss_mb[name] = rss.peak / 1e6
         expected = checked_tops(pipelines["mmlspark"])
-        for name in ("mmlspark_python_backend", "mmlspark_read_images"):
+        for name in (
+            "mmlspark_python_backend",
+            "mmlspark_read_images",
+            "mmlspark_python_read_images",
+        ):
             agreement[name] = agree(checked_tops(pipelines[name]), expected)
         with service_off(spark):
             agreement["mmlspark_service_off"] = agree(checked_tops(pipelines["mmlspark"]), expected)
@@ -341,6 +350,11 @@ RATIOS = {
     "python_backend_vs_jvm_backend": ("mmlspark_python_backend", "mmlspark"),
     "service_on_vs_off": ("mmlspark", "mmlspark_service_off"),
     "read_images_vs_raw_python": ("mmlspark_read_images", "raw_python"),
+    "python_read_images_vs_predict_batch_udf": ("mmlspark_python_read_images", "predict_batch_udf"),
+    "python_read_images_vs_jvm_read_images": (
+        "mmlspark_python_read_images",
+        "mmlspark_read_images",
+    ),
     "raw_python_vs_predict_batch_udf": ("raw_python", "predict_batch_udf"),
 }
 

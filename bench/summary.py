@@ -213,6 +213,13 @@ PYTHON_BACKEND = [
         "python_backend_vs_predict_batch_udf",
         1.2,
     ),
+    (
+        "camera_trap.json",
+        "12 MP photos, read_images",
+        "python_read_images_vs_jvm_read_images",
+        "python_read_images_vs_predict_batch_udf",
+        1.2,
+    ),
     ("detection.json", "12 MP detection", "detector_python_backend_vs_jvm", None, None),
     ("images.json", "image preprocessing", "python_backend_vs_jvm_backend", None, None),
     ("scaling.json", "scaling local[2]", "python_backend_vs_jvm_backend_local2", None, None),
