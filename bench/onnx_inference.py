@@ -3,8 +3,8 @@
 For each model (ResNet-50 architecture and a tiny CNN, built in code with random weights), the
 same float32 image tensors go through
   - ONNXModel on local[2] (tensors in a cached DataFrame column, as ImageTransformer writes them),
-    with its inference service and pinned outputs on (`SERVED`), beside it with the service off
-    and with the outputs unpinned (the CPU default turns both off),
+    with the defaults a user gets (on a CPU the inference service and pinned outputs are off),
+    beside it with the service on and with the outputs pinned,
   - raw ONNX Runtime Java in one JVM with the same threads and batch size (bench/RawOrt.java:
     the practical limit),
   - raw onnxruntime in Python, one session with two intra-op threads, same batches,
@@ -171,16 +171,6 @@ def ratios_of(rounds: dict[str, protocol.Rounds], pairs: dict[str, tuple[str, st
     return figures
 
 
-#: The Spark settings of the benchmarks' sessions: ONNXModel with the inference service and pinned
-#: outputs on, set explicitly. By default (auto) both are on for CUDA and off on a CPU, where this
-#: protocol measured them no faster; the contenders "service off" and "outputs unpinned" set one of
-#: them false, so that the ratios on / off compare the same paths as before the default changed.
-SERVED = {
-    "spark.mmlspark.onnx.inferenceService": "true",
-    "spark.mmlspark.onnx.pinOutputs": "true",
-}
-
-
 @contextlib.contextmanager
 def setting(spark, key: str, value: str):
     """Spark setting `key` at `value` inside the block, as it was before after it."""
@@ -195,10 +185,10 @@ def setting(spark, key: str, value: str):
             spark.conf.set(key, before)
 
 
-def service_off(spark):
-    """ONNXModel without the executor's inference service: each task runs its own batches on the
-    shared session (the CPU default; a contender beside the service)."""
-    return setting(spark, "spark.mmlspark.onnx.inferenceService", "false")
+def service_on(spark):
+    """ONNXModel with the executor's inference service set on (on a CPU it is off by default, each
+    task running its own batches on the shared session): a contender beside the defaults."""
+    return setting(spark, "spark.mmlspark.onnx.inferenceService", "true")
 
 
 class RawOrtJava(protocol.Answering):
@@ -327,13 +317,14 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     def onnx_run() -> None:
         written(onnx.transform(df))
 
-    def service_off_run() -> None:
-        with service_off(spark):
+    def service_on_run() -> None:
+        with service_on(spark):
             onnx_run()
 
-    def unpinned_run() -> None:
-        # Outputs ONNX Runtime allocates each run, against buffers reused run after run.
-        with setting(spark, "spark.mmlspark.onnx.pinOutputs", "false"):
+    def pinned_run() -> None:
+        # Output buffers reused run after run, against outputs ONNX Runtime allocates each run
+        # (the CPU default).
+        with setting(spark, "spark.mmlspark.onnx.pinOutputs", "true"):
             onnx_run()
 
     udf = predict_batch_udf_of(model_path, args.batch, size)
@@ -343,8 +334,8 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     python_rss_before = rss_of(os.getpid())
     contenders = {
         "mmlspark": onnx_run,
-        "mmlspark, service off": service_off_run,
-        "mmlspark, outputs unpinned": unpinned_run,
+        "mmlspark, service on": service_on_run,
+        "mmlspark, outputs pinned": pinned_run,
         "mmlspark, Python backend": lambda: written(python_backend.transform(df)),
         "predict_batch_udf": lambda: written(df.select(udf("tensor").alias("logits"))),
         "raw ORT Python": raw_python(model_path, tensors, args.batch),
@@ -354,7 +345,8 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
     try:
         contenders["raw ORT Java"] = raw_java
         rounds = protocol.measure(contenders, warmups=args.warmups, rounds=args.repeats)
-        # One per settings: the inference service's and, with the service off, the tasks' own.
+        # One per settings: the tasks' own (the defaults, pinned or not) and the inference
+        # service's.
         figures["mmlspark_sessions_created"] = (
             jvm.mmlspark.onnx.OrtSessions.created() - sessions_before
         )
@@ -376,11 +368,14 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
 
     # What each way gives, not only how fast: a pinned buffer handed on before it is copied out
     # shows as logits of the wrong image.
-    pinned_logits = logits_by_id(onnx.transform(df))
+    # Both set explicitly, so that the comparison holds whatever the default is.
+    with setting(spark, "spark.mmlspark.onnx.pinOutputs", "true"):
+        pinned_logits = logits_by_id(onnx.transform(df))
     figures["mmlspark_pinned_logits"] = logit_digest(pinned_logits)
     with setting(spark, "spark.mmlspark.onnx.pinOutputs", "false"):
-        figures["mmlspark_unpinned_logits"] = logit_digest(logits_by_id(onnx.transform(df)))
-    share, difference = agreement(logits_by_id(python_backend.transform(df)), pinned_logits)
+        unpinned_logits = logits_by_id(onnx.transform(df))
+    figures["mmlspark_unpinned_logits"] = logit_digest(unpinned_logits)
+    share, difference = agreement(logits_by_id(python_backend.transform(df)), unpinned_logits)
     figures["python_backend_top_class_agreement"] = share
     figures["python_backend_max_abs_logit_difference"] = difference
 
@@ -399,8 +394,8 @@ def run_peers(name: str, args, work: Path, spark) -> dict:
 
 #: Figure name: (contender, contender) whose per-round rate ratio it is.
 RATIOS = {
-    "service_on_vs_off": ("mmlspark", "mmlspark, service off"),
-    "pinned_vs_unpinned": ("mmlspark", "mmlspark, outputs unpinned"),
+    "service_on_vs_off": ("mmlspark, service on", "mmlspark"),
+    "pinned_vs_unpinned": ("mmlspark, outputs pinned", "mmlspark"),
     "ratio_vs_raw": ("mmlspark", "raw ORT Java"),
     "ratio_vs_raw_python": ("mmlspark", "raw ORT Python"),
     "ratio_vs_predict_batch_udf": ("mmlspark", "predict_batch_udf"),
@@ -411,8 +406,8 @@ RATIOS = {
 #: Figure name of each contender's median rate.
 RATE_FIGURES = {
     "mmlspark": "mmlspark_images_per_s",
-    "mmlspark, service off": "mmlspark_service_off_images_per_s",
-    "mmlspark, outputs unpinned": "mmlspark_unpinned_images_per_s",
+    "mmlspark, service on": "mmlspark_service_on_images_per_s",
+    "mmlspark, outputs pinned": "mmlspark_pinned_images_per_s",
     "mmlspark, Python backend": "mmlspark_python_backend_images_per_s",
     "predict_batch_udf": "predict_batch_udf_images_per_s",
     "raw ORT Python": "raw_ort_python_images_per_s",
@@ -426,7 +421,8 @@ def rates_and_ratios(rounds: dict[str, protocol.Rounds], n: int) -> dict:
     "ratio_spreads")."""
     measured = rates_of(rounds, n)
     figures: dict = {RATE_FIGURES[name]: rate for name, rate in measured["images_per_s"].items()}
-    figures["mmlspark_pinned_images_per_s"] = figures["mmlspark_images_per_s"]
+    # The defaults' outputs are unpinned (on a CPU).
+    figures["mmlspark_unpinned_images_per_s"] = figures["mmlspark_images_per_s"]
     figures.update(ratios_of(rounds, RATIOS))
     figures["rounds"], figures["spreads"] = measured["rounds"], measured["spreads"]
     return figures
@@ -481,27 +477,29 @@ def table(results: list[dict], args) -> str:
         f"`python bench/onnx_inference.py --models {args.models} --repeats {args.repeats}"
         f" --warmups {args.warmups}{' --quick' if args.quick else ''}` on {platform.machine()},"
         f" {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}. Random float32 tensors, batch"
-        f" {args.batch}, two threads (local[2]: two tasks; ONNXModel's inference service runs the"
-        " batches of both on two worker threads, one intra-op thread each, and with the service"
-        " off each task runs its own with one). Every contender: the same warm-ups and timed"
+        f" {args.batch}, two threads (local[2]: two tasks). ONNXModel runs with the defaults a"
+        " user gets: on a CPU the inference service and pinned outputs are off, and each task runs"
+        " its own batches with one intra-op thread; with the service on, it runs the batches of"
+        " both tasks on two worker threads, one intra-op thread each. Every contender: the same"
+        " warm-ups and timed"
         " rounds, in an order reversed every round; images/s as the median round's (slowest -"
         " fastest), ratios as the median of the per-round ratios (range). SynapseML runs in a"
         " process of its own with the same rounds, not in turn with the others.",
         "",
-        "| model | images | rounds | ONNXModel img/s | ONNXModel, service off img/s |"
+        "| model | images | rounds | ONNXModel img/s | ONNXModel, service on img/s |"
         " ONNXModel, Python backend img/s | raw ORT Java img/s | raw ORT Python img/s |"
         " predict_batch_udf img/s | SynapseML 1.1.0 img/s | ONNXModel / raw Java |"
         " ONNXModel / predict_batch_udf | ONNXModel / SynapseML | Python backend / ONNXModel |"
         " Python backend / raw ORT Python | Python backend / predict_batch_udf |"
         " Python backend's top classes equal to ONNXModel's | sessions created |"
         " peak RSS MB (ONNXModel JVM / raw JVM / udf JVM+Python / SynapseML JVM) |"
-        " outputs unpinned img/s | pinned / unpinned | service on / off |",
+        " outputs pinned img/s | pinned / unpinned | service on / off |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         lines.append(
             f"| {r['model']} ({r['model_mb']} MB) | {r['images']} | {r['rounds']}"
-            f" | {rate(r, 'mmlspark')} | {rate(r, 'mmlspark, service off')}"
+            f" | {rate(r, 'mmlspark')} | {rate(r, 'mmlspark, service on')}"
             f" | {rate(r, 'mmlspark, Python backend')} | {rate(r, 'raw ORT Java')}"
             f" | {rate(r, 'raw ORT Python')} | {rate(r, 'predict_batch_udf')}"
             f" | {f(r.get('synapseml_images_per_s'))} | {ratio(r, 'ratio_vs_raw')}"
@@ -514,7 +512,7 @@ def table(results: list[dict], args) -> str:
             f" {f(r['raw_ort_java_peak_rss_mb'], '.0f')} /"
             f" {f(r.get('predict_batch_udf_peak_rss_mb'), '.0f')} /"
             f" {f(r.get('synapseml_jvm_peak_rss_mb'), '.0f')}"
-            f" | {rate(r, 'mmlspark, outputs unpinned')} | {ratio(r, 'pinned_vs_unpinned')}"
+            f" | {rate(r, 'mmlspark, outputs pinned')} | {ratio(r, 'pinned_vs_unpinned')}"
             f" | {ratio(r, 'service_on_vs_off')} |"
         )
     lines += [
@@ -551,7 +549,6 @@ def run(argv: list[str] | None = None) -> list[dict]:
             "spark.ui.enabled": "false",
             "spark.driver.memory": "6g",
             "spark.sql.shuffle.partitions": "2",
-            **SERVED,
         },
     )
     spark.sparkContext.setLogLevel("ERROR")

@@ -2,19 +2,20 @@
 against its raw peer, one timed run of each after a warm-up:
   - the camera-trap workload of bench/camera_trap.py (4000x3000 JPEGs -> decode at 1/8 ->
     224x224 -> normalize -> ResNet-50 architecture -> top class): mmlspark (binaryFile ->
-    ImageTransformer with the fused, reduced decode -> ONNXModel with its inference service on, as
-    in camera_trap.py, local[2]) against raw Python
-    (opencv-python in two threads, then onnxruntime with two intra-op threads), whose two phases
-    are timed apart;
+    ImageTransformer with the fused, reduced decode -> ONNXModel with the defaults a user gets, as
+    camera_trap.py's "mmlspark", local[2]) against raw Python (opencv-python in two threads, then
+    onnxruntime with two intra-op threads), whose two phases are timed apart;
   - the image preprocessing of bench/image_pipeline.py (640x480 JPEGs -> 224x224 tensors):
     mmlspark (read_images -> ImageTransformer, local[2]) against opencv-python in two processes.
 For each: the rate, the CPU seconds per photo and how many of the two cores were busy on
 average; for mmlspark also the CPU seconds per photo of each kind of JVM thread (from
-/proc/<pid>/task: the task threads, which read, decode and transform; the inference service's
-workers, which fill the batches and run the model; garbage collection; the JIT compilers; the
-rest), and for raw Python the CPU seconds per photo of each phase (psutil) beside those of the
-whole process over both phases on the kernel's own process clock (time.process_time), a second
-measure to hold the phases against. Writes bench/results/where_time_goes.md and .json. Not a test.
+/proc/<pid>/task: the task threads, which read, decode, transform and, with the defaults on a CPU
+(the inference service off), run the model on one intra-op thread each; the inference service's
+workers, which fill the batches and run the model where the service is set on (idle or none here);
+garbage collection; the JIT compilers; the rest), and for raw Python the CPU seconds per photo
+of each phase (psutil) beside those of the whole process over both phases on the kernel's own
+process clock (time.process_time), a second measure to hold the phases against. Writes
+bench/results/where_time_goes.md and .json. Not a test.
 
 Usage: python bench/where_time_goes.py [--images N] [--jpegs N] [--warmups N] [--quick]
 """
@@ -42,11 +43,11 @@ sys.path.insert(0, str(ROOT / "bench"))
 import image_pipeline  # noqa: E402
 import models  # noqa: E402
 from camera_trap import BATCH, SIZE, make_photos, onnx_stage, preprocess, transformer  # noqa: E402
-from onnx_inference import SERVED, save_figures  # noqa: E402
+from onnx_inference import save_figures  # noqa: E402
 
 #: Kinds of JVM threads, by the start of their name as Linux keeps it (15 characters).
 THREADS = [
-    ("Executor task", "task threads (read, decode, transform, rows)"),
+    ("Executor task", "task threads (read, decode, transform, model, rows)"),
     ("mmlspark-onnx-i", "inference service (batches, model)"),
     ("GC Thread", "garbage collection"),
     ("G1 ", "garbage collection"),
@@ -202,10 +203,10 @@ def run(argv: list[str] | None = None) -> dict:
 
     import mmlspark
 
-    # The inference service and pinned outputs on, as in bench/camera_trap.py's "mmlspark" (on a
-    # CPU they are off by default): its workers' threads are the service's row below.
+    # The defaults, as in bench/camera_trap.py's "mmlspark": on a CPU the inference service is off
+    # and the task threads run the model themselves (no service row below).
     spark = mmlspark.session(
-        "local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2", **SERVED}
+        "local[2]", {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}
     )
     spark.sparkContext.setLogLevel("ERROR")
     jvm = psutil.Process(spark.sparkContext._gateway.proc.pid)
