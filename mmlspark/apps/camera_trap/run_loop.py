@@ -237,14 +237,17 @@ ROWS_PER_FILE = 100_000
 
 
 def _counts(kept: DataFrame) -> Any:
-    """The files (a video has a row per sampled frame) and rows of `kept`, all of them and those
-    still listed (`_listed` set), in one pass over the table."""
+    """The files (a video has a row per sampled frame), rows and failure rows of `kept`, all of
+    them and those still listed (`_listed` set), in one pass over the table."""
     listed = F.col("_listed").isNotNull()
+    failed = F.col("failure").isNotNull()
     return kept.agg(
         F.countDistinct("path").alias("files"),
         F.countDistinct(F.when(listed, F.col("path"))).alias("listed_files"),
         F.count(F.lit(1)).alias("rows"),
         F.count("_listed").alias("listed_rows"),
+        F.count(F.when(failed, 1)).alias("failures"),
+        F.count(F.when(failed & listed, 1)).alias("listed_failures"),
     ).first()
 
 
@@ -263,7 +266,7 @@ def finish(
     was committed), each written atomically. Photos no longer in `listing` keep their rows and
     are counted as missing; with `prune` their rows are dropped."""
     table = committed(spark, folder)
-    photos = removed = missing = 0
+    photos = removed = missing = failures = 0
     if table is not None:
         old = folder.parts()
         latest = current(table)
@@ -272,13 +275,13 @@ def finish(
         # A hidden name's "skipped" row that is no longer listed (--include-hidden now lists
         # what is under it) was never a result: it goes whatever the flags.
         skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
-        kept = flagged.filter(F.col("_listed").isNotNull() | ~skipped)
+        listed = F.col("_listed").isNotNull()
+        kept = flagged.filter(listed | ~skipped)
         counts = _counts(kept)
         total, missing = counts["files"], counts["files"] - counts["listed_files"]
-        present = (kept.filter(F.col("_listed").isNotNull()) if prune else kept).select(
-            *latest.columns
-        )
+        present = (kept.filter(listed) if prune else kept).select(*latest.columns)
         current_rows = counts["listed_rows"] if prune else counts["rows"]
+        failures = counts["listed_failures"] if prune else counts["failures"]
         removed = missing if prune else 0
         missing -= removed
         photos = total - removed
@@ -297,6 +300,5 @@ def finish(
             folder.commit(staged, number)
             folder.drop_parts(old)
     rows = committed(spark, folder) or spark.createDataFrame([], schema)
-    failures = rows.filter("failure IS NOT NULL").count()
     outputs(spark, rows, folder)
     return {"photos": photos, "failures": failures, "removed": removed, "missing": missing}
