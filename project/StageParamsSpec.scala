@@ -540,7 +540,7 @@ object StageParams {
       )
     ),
     ParamGroup(
-      "mmlspark.image",
+      "mmlspark.onnx",
       "ImageFeaturizer",
       parents = Seq(
         "HasInputCol",
@@ -549,8 +549,8 @@ object StageParams {
         "HasMiniBatchSize",
         "HasTensorChannelOrder",
         "HasReducedDecode",
-        "mmlspark.onnx.HasDeviceType",
-        "mmlspark.onnx.HasOnnxModel"
+        "HasDeviceType",
+        "HasOnnxModel"
       )
     )(
       SharedParam(

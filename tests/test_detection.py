@@ -16,7 +16,8 @@ from image_fixtures import encode, pattern, with_exif_orientation
 from pyspark.ml import Pipeline, PipelineModel
 
 from mmlspark.detection import CropDetections, ObjectDetector
-from mmlspark.image import ImageFeaturizer, read_images
+from mmlspark.image import read_images
+from mmlspark.onnx import ImageFeaturizer
 from mmlspark.opencv import ImageTransformer
 
 SIZE = 32  # the echo detector's input

@@ -358,7 +358,7 @@ def test_image_featurizer_then_logistic_regression_saved_and_reloaded(spark, tmp
     from onnx.utils import extract_model
     from pyspark.ml.classification import LogisticRegression
 
-    from mmlspark.image import ImageFeaturizer
+    from mmlspark.onnx import ImageFeaturizer
 
     images = _write_images(tmp_path / "photos", 10, seed=11)
     # One undecodable file: ImageFeaturizer drops its row (dropNa, as in SynapseML), so the
@@ -401,7 +401,7 @@ def test_image_featurizer_then_logistic_regression_saved_and_reloaded(spark, tmp
 @pytest.mark.parametrize("order", ["RGB", "BGR"])
 def test_image_featurizer_takes_means_and_stds_in_its_tensor_channel_order(spark, tmp_path, order):
     # Means and stds given in BGR order for a BGR tensor gave wrong features (silently).
-    from mmlspark.image import ImageFeaturizer
+    from mmlspark.onnx import ImageFeaturizer
 
     images = _write_images(tmp_path / "photos", 4, seed=3)
     df = read_images(spark, str(tmp_path / "photos"))

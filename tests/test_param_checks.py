@@ -89,7 +89,7 @@ def test_every_validator_takes_on_python_what_it_takes_on_the_jvm(spark):
     ("stage", "param", "value"),
     [
         ("mmlspark.onnx.ONNXModel", "miniBatchSize", 0),
-        ("mmlspark.image.ImageFeaturizer", "miniBatchSize", 0),
+        ("mmlspark.onnx.ImageFeaturizer", "miniBatchSize", 0),
         ("mmlspark.opencv.ImageTransformer", "tensorChannelOrder", "XYZ"),
         ("mmlspark.image.ImageDecoder", "reduceFactor", 3),
         ("mmlspark.onnx.ONNXModel", "intraOpThreads", -1),

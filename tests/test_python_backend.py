@@ -519,7 +519,8 @@ def test_image_featurizer_gives_the_jvm_features(spark, settings):
     errors and rows on both backends."""
     from importlib.resources import files
 
-    from mmlspark.image import ImageDecoder, ImageFeaturizer
+    from mmlspark.image import ImageDecoder
+    from mmlspark.onnx import ImageFeaturizer
 
     demo = files("mmlspark.apps.camera_trap") / "demo_data"
     paths = sorted(str(p) for p in (demo / "images").iterdir() for p in p.iterdir())[::6]
@@ -552,7 +553,7 @@ def test_image_featurizer_gives_the_jvm_features(spark, settings):
 
 
 def test_image_featurizer_refuses_undecodable_bytes_on_both_backends(spark):
-    from mmlspark.image import ImageFeaturizer
+    from mmlspark.onnx import ImageFeaturizer
 
     df = spark.createDataFrame([(b"not a photo",)], "content binary")
     model = onnx_models.small_cnn(classes=3, size=8)

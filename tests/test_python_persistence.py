@@ -15,8 +15,8 @@ from pyspark.ml import PipelineModel
 from pyspark.ml.feature import SQLTransformer
 
 import mmlspark
-from mmlspark.image import ImageDecoder, ImageFeaturizer, ImageSetAugmenter, UnrollBinaryImage
-from mmlspark.onnx import ONNXModel
+from mmlspark.image import ImageDecoder, ImageSetAugmenter, UnrollBinaryImage
+from mmlspark.onnx import ImageFeaturizer, ONNXModel
 from mmlspark.opencv import ImageTransformer
 from mmlspark.stages import (
     BufferedMiniBatchTransformer,
@@ -240,6 +240,59 @@ def test_pipelines_cross_backends_with_spark_stages_among_ours(spark, photos, tm
         ] == ["ImageTransformer", "ONNXModel"]
 
 
+def _saved_as(folder, class_name):
+    """Rewrites the class name in the metadata of the stage saved in `folder`, as an earlier
+    mmlspark wrote it (Hadoop's checksum file of the metadata goes with the old bytes)."""
+    part = next(p for p in (folder / "metadata").glob("part-*") if p.stat().st_size)
+    metadata = json.loads(part.read_text().splitlines()[0])
+    metadata["class"] = class_name
+    part.write_text(json.dumps(metadata) + "\n")
+    (folder / "metadata" / f".{part.name}.crc").unlink(missing_ok=True)
+
+
+def test_a_featurizer_saved_under_its_former_class_name_loads_on_both_backends(
+    spark, photos, tmp_path
+):
+    """ImageFeaturizer moved from mmlspark.image to mmlspark.onnx: a stage or pipeline saved under
+    the old class name loads, as the new class, with the same uid and the same vectors."""
+    import mmlspark.image
+
+    assert mmlspark.image.ImageFeaturizer is ImageFeaturizer
+    assert ImageFeaturizer._java_class_name == "mmlspark.onnx.ImageFeaturizer"
+    featurizer = _stages()[2]()
+    expected = _rows(featurizer.transform(photos))
+    featurizer.write().save(str(tmp_path / "stage"))
+    PipelineModel([featurizer]).write().save(str(tmp_path / "pipeline"))
+    _saved_as(tmp_path / "stage", "mmlspark.image.ImageFeaturizer")
+    (in_pipeline,) = (tmp_path / "pipeline" / "stages").iterdir()
+    _saved_as(in_pipeline, "mmlspark.image.ImageFeaturizer")
+    ImageDecoder().write().save(str(tmp_path / "decoder"))
+
+    def check(loaded):
+        assert type(loaded) is ImageFeaturizer and loaded.uid == featurizer.uid
+        _same(expected, _rows(loaded.transform(photos)))
+
+    # The JVM: the new class's load, Spark's PipelineModel.load (which finds the reader by the
+    # saved class name) and mmlspark's load_pipeline.
+    check(ImageFeaturizer.load(str(tmp_path / "stage")))
+    check(PipelineModel.load(str(tmp_path / "pipeline")).stages[0])
+    check(mmlspark.load_pipeline(str(tmp_path / "pipeline")).stages[0])
+    with pytest.raises(Exception, match="mmlspark.image.ImageDecoder"):
+        ImageFeaturizer.load(str(tmp_path / "decoder"))
+    mmlspark.set_backend("python")
+    try:
+        check(ImageFeaturizer.load(str(tmp_path / "stage")))
+        check(mmlspark.load_pipeline(str(tmp_path / "pipeline")).stages[0])
+        with pytest.raises(ValueError, match="is a mmlspark.image.ImageDecoder, not a mmlspark"):
+            ImageFeaturizer.load(str(tmp_path / "decoder"))
+        # and it saves under its new name
+        ImageFeaturizer.load(str(tmp_path / "stage")).write().save(str(tmp_path / "again"))
+    finally:
+        mmlspark.set_backend(None)
+    again = next((tmp_path / "again" / "metadata").glob("part-*")).read_text()
+    assert json.loads(again)["class"] == "mmlspark.onnx.ImageFeaturizer"
+
+
 def test_python_saves_to_local_and_databricks_mounted_paths_only():
     from pathlib import Path
 
@@ -312,7 +365,7 @@ from pyspark.ml import Pipeline, PipelineModel
 from pyspark.sql import SparkSession
 import mmlspark
 from mmlspark.image import read_images
-from mmlspark.onnx import ONNXModel
+from mmlspark.onnx import ImageFeaturizer, ONNXModel
 from mmlspark.opencv import ImageTransformer
 
 os.environ["PYSPARK_PYTHON"] = sys.executable

@@ -213,7 +213,7 @@ def test_an_unknown_color_code_names_the_accepted_ones(spark, photos):
 
 
 def test_model_zoo_params_are_refused_naming_what_to_use(spark):
-    from mmlspark.image import ImageFeaturizer
+    from mmlspark.onnx import ImageFeaturizer
 
     with pytest.raises(TypeError, match="'headless' has no counterpart.*featureTensorName"):
         ImageFeaturizer(inputCol="image", outputCol="features", headless=True)
@@ -241,6 +241,13 @@ def test_stages_synapseml_keeps_in_another_package_import_from_its_package_too()
 
     assert mmlspark.stages.SummarizeData is mmlspark.featurize.SummarizeData
     assert "SummarizeData" in mmlspark.stages.__all__
+    # SynapseML's ImageFeaturizer is in synapse.ml.onnx, as ours is; its former home exports it too.
+    import mmlspark.image
+    import mmlspark.onnx
+
+    assert mmlspark.image.ImageFeaturizer is mmlspark.onnx.ImageFeaturizer
+    assert "ImageFeaturizer" in mmlspark.onnx.__all__
+    assert "ImageFeaturizer" in mmlspark.image.__all__
 
 
 # --- ImageFeaturizer: SynapseML's param names and its handling of bad images --------------------
@@ -254,7 +261,7 @@ def test_image_featurizer_with_synapseml_names_then_a_fit_despite_a_broken_photo
     from pyspark.ml.classification import LogisticRegression
     from pyspark.sql import functions as F
 
-    from mmlspark.image import ImageFeaturizer
+    from mmlspark.onnx import ImageFeaturizer
 
     df, arrays = photos
     broken = spark.createDataFrame([("broken.png",)], "path string").withColumn(

@@ -228,7 +228,9 @@ class PythonStageReader(MLReader[Any]):
         folder = _local(path, f"loading a {self._clazz.__name__}").absolute()
         metadata = json.loads(_metadata_text(folder))
         expected = self._clazz._java_class_name  # type: ignore[attr-defined]
-        if metadata.get("class") != expected:
+        # A stage that moved to another package loads from what was saved under its old name.
+        former = getattr(self._clazz, "_former_java_class_names", ())
+        if metadata.get("class") != expected and metadata.get("class") not in former:
             raise ValueError(
                 f"the stage saved at '{path}' is a {metadata.get('class')}, not a {expected}"
             )

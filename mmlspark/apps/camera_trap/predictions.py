@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from mmlspark.apps.camera_trap.settings import EMPTY, PREDICTION_INDEX, TOP_K, TOP_K_TYPE, JobError
-from mmlspark.image import ImageFeaturizer
+from mmlspark.onnx import ImageFeaturizer
 from mmlspark.stages import EnsembleByKey
 from mmlspark.train import TrainedClassifierModel
 

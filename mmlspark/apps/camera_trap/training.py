@@ -21,7 +21,8 @@ from mmlspark.apps.camera_trap.predictions import _levels, _sql_strings
 from mmlspark.apps.camera_trap.session import _qualified
 from mmlspark.apps.camera_trap.settings import EMPTY, LABEL_INDEX, PREDICTION_INDEX, JobError, Log
 from mmlspark.core.session import default_parallelism
-from mmlspark.image import ImageDecoder, ImageFeaturizer, list_files, read_files
+from mmlspark.image import ImageDecoder, list_files, read_files
+from mmlspark.onnx import ImageFeaturizer
 
 
 def train(

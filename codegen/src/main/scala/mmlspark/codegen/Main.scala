@@ -55,15 +55,17 @@ object Main {
          |""".stripMargin
     val perStage = stages.map(s => s"mmlspark/${s.area}/_${s.name}.py" -> PyCodeGen.stageModule(s))
     val perArea = byArea.map { case (area, inArea) =>
-      val handWritten = (name: String) => {
-        val file = new File(root, s"mmlspark/$area/${PyCodeGen.snakeCase(name)}.py")
-        // `class Name(_Name)`, possibly with mixins: `class Name(Mixin, _Name)`.
-        file.isFile && s"(?m)^class $name\\([^)]*\\b_$name\\)".r
-          .findFirstIn(new String(Files.readAllBytes(file.toPath), UTF_8))
-          .isDefined
-      }
+      val handWritten = (name: String) => handWrittenIn(root, area, name)
       val hasFunctions = new File(root, s"mmlspark/$area/functions.py").isFile
-      s"mmlspark/$area/__init__.py" -> PyCodeGen.areaInit(area, inArea, handWritten, hasFunctions)
+      val movedOut = stages.filter(_.formerNames.exists(n => areaOf(n) == area))
+      movedOut.foreach { s =>
+        require(
+          handWrittenIn(root, s.area, s.name),
+          s"codegen: the moved stage ${s.cls.getName} needs a hand-written class to re-export"
+        )
+      }
+      s"mmlspark/$area/__init__.py" ->
+        PyCodeGen.areaInit(area, inArea, handWritten, hasFunctions, movedOut)
     }
     def services(kind: Class[_]): Option[(String, String)] = {
       val names = stages.map(_.cls).filter(kind.isAssignableFrom).map(_.getName)
@@ -87,6 +89,19 @@ object Main {
       "mmlspark/_engine/_RowMessages.py" -> rowMessages
     ) ++ perStage ++ perArea ++ registry).toMap
   }
+
+  /** Whether `mmlspark/<area>/<snake_name>.py` defines the public class `Name(_Name)`. */
+  private def handWrittenIn(root: File, area: String, name: String): Boolean = {
+    val file = new File(root, s"mmlspark/$area/${PyCodeGen.snakeCase(name)}.py")
+    // `class Name(_Name)`, possibly with mixins: `class Name(Mixin, _Name)`.
+    file.isFile && s"(?m)^class $name\\([^)]*\\b_$name\\)".r
+      .findFirstIn(new String(Files.readAllBytes(file.toPath), UTF_8))
+      .isDefined
+  }
+
+  /** The area of a class name: `image` for `mmlspark.image.ImageFeaturizer`. */
+  private def areaOf(className: String): String =
+    className.stripPrefix("mmlspark.").takeWhile(_ != '.')
 
   /** The messages of rows that cannot be read, decoded or transformed, for the Python engine. */
   def rowMessages: String = {

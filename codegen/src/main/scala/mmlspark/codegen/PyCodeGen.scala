@@ -1,5 +1,6 @@
 package mmlspark.codegen
 
+import mmlspark.contracts.MovedStage
 import org.apache.spark.ml.{Estimator, Model, PipelineStage}
 import org.apache.spark.ml.evaluation.Evaluator
 import org.apache.spark.ml.param.{Param, Params}
@@ -30,6 +31,9 @@ final case class StageInfo(cls: Class[_], params: Seq[PyParam], shared: Seq[Shar
     else "MMLTransformer"
   def ownParams: Seq[PyParam] = params.filterNot(p => shared.exists(_.name == p.name))
 
+  /** The class names the stage had before it moved to its package (see `MovedStage`). */
+  def formerNames: Seq[String] = StageInfo.moved.collect { case (old, now) if now == cls => old }
+
   /** The class of the model an estimator fits: the most specific return type of its `fit(Dataset)`
     * (Scala leaves a bridge returning `Model` beside the real one). Python needs it on Spark
     * Connect, where the fitted model is a server-side reference without a JVM class at hand.
@@ -49,6 +53,23 @@ final case class StageInfo(cls: Class[_], params: Seq[PyParam], shared: Seq[Shar
 }
 
 object StageInfo {
+
+  /** Every `MovedStage` of the library: a stage's former class name, and the class it is now. */
+  lazy val moved: Seq[(String, Class[_])] = {
+    val loader = getClass.getClassLoader
+    val location = mmlspark.core.ClassScan.getClass.getProtectionDomain.getCodeSource.getLocation
+    mmlspark.core.ClassScan
+      .classesIn(location, "mmlspark.")
+      .map(_.getName)
+      .filter { name =>
+        // Checked on the uninitialized class first: only the moved stages' objects are created.
+        scala.util
+          .Try(Class.forName(name + "$", false, loader))
+          .toOption
+          .exists(classOf[MovedStage[_]].isAssignableFrom)
+      }
+      .flatMap(name => MovedStage.named(name, loader).map(m => name -> m.movedTo))
+  }
 
   def of(cls: Class[_]): StageInfo = {
     val instance = cls.getConstructor().newInstance().asInstanceOf[Params]
@@ -222,6 +243,11 @@ object PyCodeGen {
           .map(p => s"            ${p.name}=self._frozen(self.${p.name}),\n")
           .mkString}        )
          |""".stripMargin
+    val formerDecl =
+      if (s.formerNames.isEmpty) ""
+      else
+        "\n    # Class names it was saved under before it moved here: its loaders accept them.\n" +
+          s"    _former_java_class_names = (${s.formerNames.map(stringLiteral).mkString("", ", ", ",")})"
     val modelDecl =
       s.modelClass
         .map(m => "\n    _java_model_class_name = " + stringLiteral(m.getName))
@@ -242,7 +268,7 @@ object PyCodeGen {
        |    \"\"\"The JVM $kind ``${s.cls.getName}``.
        |$paramsSection    \"\"\"
        |
-       |    _java_class_name = "${s.cls.getName}"$modelDecl$checksDecl
+       |    _java_class_name = "${s.cls.getName}"$formerDecl$modelDecl$checksDecl
        |
        |${(paramDecls ++ methods ++ Seq(specMethod) ++ accessors).mkString("\n")}""".stripMargin
   }
@@ -269,11 +295,15 @@ object PyCodeGen {
       area: String,
       stages: Seq[StageInfo],
       handWritten: String => Boolean,
-      hasFunctions: Boolean
+      hasFunctions: Boolean,
+      movedOut: Seq[StageInfo] = Nil
   ): String = {
     val imports = stages.map { s =>
       if (handWritten(s.name)) s"from mmlspark.$area.${snakeCase(s.name)} import ${s.name}"
       else s"from mmlspark.$area._${s.name} import _${s.name}"
+    } ++ movedOut.map { s =>
+      // A stage that moved to another area stays importable from this one (the old name).
+      s"from mmlspark.${s.area}.${snakeCase(s.name)} import ${s.name}"
     }
     val classes = stages.filterNot(s => handWritten(s.name)).map { s =>
       s"""class ${s.name}(_${s.name}):
@@ -288,10 +318,11 @@ object PyCodeGen {
           s"from mmlspark.$area.functions import *  # noqa: F403"
         )
       else Nil
-    val exported = s"[${stages.map(s => "\"" + s.name + "\"").mkString(", ")}]" +
+    val names = (stages ++ movedOut).map(_.name).sorted
+    val exported = s"[${names.map(n => "\"" + n + "\"").mkString(", ")}]" +
       (if (hasFunctions) " + _functions.__all__" else "")
     s"""${header("the stages of mmlspark." + area)}
-       |\"\"\"mmlspark.$area: ${stages.map(_.name).mkString(", ")}.\"\"\"
+       |\"\"\"mmlspark.$area: ${names.mkString(", ")}.\"\"\"
        |
        |${(imports.sorted ++ functions).mkString("\n")}
        |

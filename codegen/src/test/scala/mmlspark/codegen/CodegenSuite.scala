@@ -78,8 +78,8 @@ class CodegenSuite extends AnyFunSuite {
       names(classOf[mmlspark.opencv.ImageTransformer]) ==
         Seq("inputCol", "outputCol", "errorCol", "reducedDecode", "tensorChannelOrder")
     )
-    assert(names(classOf[mmlspark.image.ImageFeaturizer]).contains("tensorChannelOrder"))
-    assert(names(classOf[mmlspark.image.ImageFeaturizer]).contains("reducedDecode"))
+    assert(names(classOf[mmlspark.onnx.ImageFeaturizer]).contains("tensorChannelOrder"))
+    assert(names(classOf[mmlspark.onnx.ImageFeaturizer]).contains("reducedDecode"))
     assert(names(classOf[mmlspark.automl.FindBestModel]) == Seq("labelCol", "predictionCol"))
     assert(
       names(classOf[mmlspark.train.ComputeModelStatistics]) == Seq("labelCol", "predictionCol")
@@ -196,7 +196,7 @@ class CodegenSuite extends AnyFunSuite {
       }
     }
     // Spot checks against values written here, not read from the stages.
-    val featurizer = outputs("mmlspark/image/_ImageFeaturizer.py")
+    val featurizer = outputs("mmlspark/onnx/_ImageFeaturizer.py")
     assert(featurizer.contains("(at least 1). Default: ``224``."))
     assert(featurizer.contains("Default: ``[0.485, 0.456, 0.406]``."))
     assert(featurizer.contains("'RGB' or 'BGR' (any case). Default: ``\"RGB\"``."))

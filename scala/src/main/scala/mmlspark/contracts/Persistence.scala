@@ -1,6 +1,7 @@
 package mmlspark.contracts
 
 import scala.reflect.ClassTag
+import scala.util.Try
 
 import org.apache.hadoop.fs.Path
 import org.apache.spark.ml.PipelineStage
@@ -135,8 +136,11 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
 
   override def read: MLReader[T] = new MLReader[T] {
     override def load(path: String): T = {
-      val className = implicitly[ClassTag[T]].runtimeClass.getName
-      val saved = ParamsIO.loadMetadata(path, sparkSession, className)
+      val cls = implicitly[ClassTag[T]].runtimeClass
+      val any = ParamsIO.loadMetadata(path, sparkSession, "")
+      val saved =
+        if (any.className == cls.getName || MovedStage.isFormerName(any.className, cls)) any
+        else ParamsIO.loadMetadata(path, sparkSession, cls.getName) // fails, saying why
       val instance = create(saved.uid, path, sparkSession)
       saved.setOn(instance)
       loaded(instance, saved.names)
@@ -165,4 +169,35 @@ abstract class StageReadable[T <: Params: ClassTag] extends MLReadable[T] {
 
   // Defined here so Java (and py4j) callers get a static `load` on the companion class.
   override def load(path: String): T = super.load(path)
+}
+
+/** What a stage leaves under its former class name when it moves to another package: an object of
+  * that name (`object ImageFeaturizer extends MovedStage(mmlspark.onnx.ImageFeaturizer)` in the old
+  * package). Spark's `PipelineModel.load` finds a saved stage's reader by the class name in its
+  * metadata, so the object's static `read` loads stages saved under the old name, as the new class;
+  * the new class's own `load` accepts them too. Codegen re-exports the stage from the old Python
+  * area and writes the old name into the wrapper, for Python's loaders.
+  */
+abstract class MovedStage[T <: Params](now: StageReadable[T])(implicit tag: ClassTag[T])
+    extends MLReadable[T] {
+
+  /** The class the stage is now. */
+  def movedTo: Class[_] = tag.runtimeClass
+
+  override def read: MLReader[T] = now.read
+
+  // Defined here so Java (and py4j) callers get a static `load` on the old name's class.
+  override def load(path: String): T = now.load(path)
+}
+
+object MovedStage {
+
+  /** The `MovedStage` object named `className`, if there is one. */
+  def named(className: String, loader: ClassLoader): Option[MovedStage[_]] =
+    Try(Class.forName(className + "$", true, loader).getField("MODULE$").get(null)).toOption
+      .collect { case moved: MovedStage[_] => moved }
+
+  /** Whether `saved`, a class name read from saved metadata, is a former name of `cls`. */
+  def isFormerName(saved: String, cls: Class[_]): Boolean =
+    named(saved, cls.getClassLoader).exists(_.movedTo == cls)
 }

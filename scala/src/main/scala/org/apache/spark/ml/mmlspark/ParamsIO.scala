@@ -18,7 +18,7 @@ object ParamsIO {
   ): Unit =
     SparkCompat.saveMetadata(instance, path, spark, paramMap)
 
-  /** Reads the metadata at `path`, checking it was written for `className`. */
+  /** Reads the metadata at `path`, checking it was written for `className` (any class: ""). */
   def loadMetadata(path: String, spark: SparkSession, className: String): SavedParams =
     new SavedParams(SparkCompat.loadMetadata(path, spark, className))
 
@@ -30,6 +30,9 @@ object ParamsIO {
 final class SavedParams private[mmlspark] (metadata: DefaultParamsReader.Metadata) {
 
   def uid: String = metadata.uid
+
+  /** The class the stage was saved as. */
+  def className: String = metadata.className
 
   /** Sets the saved params and defaults on `instance`. */
   def setOn(instance: Params): Unit = metadata.getAndSetParams(instance)

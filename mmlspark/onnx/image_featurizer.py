@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from mmlspark.core.aliases import synapseml_names
-from mmlspark.image._ImageFeaturizer import _ImageFeaturizer
+from mmlspark.onnx._ImageFeaturizer import _ImageFeaturizer
 from mmlspark.onnx.model_payload import HasModelPayload
 
 _CUT = (

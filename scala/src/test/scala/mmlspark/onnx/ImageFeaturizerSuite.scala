@@ -1,7 +1,7 @@
-package mmlspark.image
+package mmlspark.onnx
 
-import mmlspark.contracts.{TestObject, TransformerSuite}
-import mmlspark.onnx.{ONNXModel, OnnxFixtures, OnnxGraph}
+import mmlspark.contracts.{SparkTestSession, TestObject, TransformerSuite}
+import mmlspark.image.{ImageChecks, ImageDecoder, ImageFixtures}
 import org.apache.spark.ml.linalg.Vector
 
 class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
@@ -129,5 +129,44 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
       featurizer.setFeatureTensorName("nope").transform(ImageFixtures.images)
     )
     assert(stage.getMessage.startsWith("ImageFeaturizer"))
+  }
+
+  /** Rewrites the class name in the metadata saved in `dir`, as an earlier mmlspark wrote it. */
+  private def savedAs(dir: String, className: String): Unit = {
+    val meta = new java.io.File(dir, "metadata")
+    val part = meta.listFiles().find(f => f.getName.startsWith("part-") && f.length > 0).get
+    val text = new String(java.nio.file.Files.readAllBytes(part.toPath), "UTF-8")
+    val renamed =
+      text.replace("\"class\":\"mmlspark.onnx.ImageFeaturizer\"", s"\"class\":\"$className\"")
+    assert(renamed != text, text)
+    java.nio.file.Files.write(part.toPath, renamed.getBytes("UTF-8"))
+    new java.io.File(meta, s".${part.getName}.crc").delete()
+  }
+
+  test("a stage or pipeline saved as mmlspark.image.ImageFeaturizer loads as this class") {
+    import org.apache.spark.ml.{Pipeline, PipelineModel}
+    val stage = featurizer.setFeatureTensorName("features").setDropNa(false)
+    val expected = features(stage.transform(ImageFixtures.images))
+    val dir = mmlspark.contracts.StageChecks.saveAndLoadPath(stage)
+    savedAs(dir, "mmlspark.image.ImageFeaturizer")
+    val pipeline = SparkTestSession.tempDir("featurizer-pipeline") + "/saved"
+    new Pipeline().setStages(Array(stage)).fit(ImageFixtures.images).write.save(pipeline)
+    savedAs(
+      new java.io.File(pipeline, "stages").listFiles().head.getPath,
+      "mmlspark.image.ImageFeaturizer"
+    )
+    val loaded = Seq(
+      ImageFeaturizer.load(dir),
+      mmlspark.image.ImageFeaturizer.load(dir),
+      PipelineModel.load(pipeline).stages.head
+    )
+    loaded.foreach { l =>
+      assert(l.getClass == classOf[ImageFeaturizer] && l.uid == stage.uid)
+      assert(features(l.transform(ImageFixtures.images)) == expected)
+    }
+    // Another stage's save is still refused, naming the class found.
+    val decoder = mmlspark.contracts.StageChecks.saveAndLoadPath(new ImageDecoder())
+    val error = intercept[IllegalArgumentException](ImageFeaturizer.load(decoder))
+    assert(error.getMessage.contains("mmlspark.image.ImageDecoder"), error.getMessage)
   }
 }
