@@ -4,6 +4,8 @@
     same pass at 1/4 (1000x750, the smallest JPEG scale that covers 640) -> letterbox 640 -> a
     YOLOv5s-sized detector (bench/models.py, random weights, MegaDetector v5's output layout) ->
     decoding, per-class NMS, boxes, on local[2],
+  - detector, mmlspark, service on: the same with ONNXModel's inference service set on (off by
+    default on a CPU),
   - detector, mmlspark, Python backend: the same ObjectDetector with setBackend("python")
     (opencv-python and onnxruntime in Arrow UDFs, as on compute that cannot load the jar),
   - detector, raw Python: opencv-python (IMREAD_REDUCED_COLOR_4, YOLOv5's letterbox) in two
@@ -42,7 +44,7 @@ import models  # noqa: E402
 import protocol  # noqa: E402
 from camera_trap import make_photos, mmlspark_pipeline  # noqa: E402
 from end_to_end import noop  # noqa: E402
-from onnx_inference import rates_of, ratios_of, report_rounds  # noqa: E402
+from onnx_inference import rates_of, ratios_of, report_rounds, service_on  # noqa: E402
 
 SIZE = 640
 BATCH = 8
@@ -211,9 +213,15 @@ def run(argv: list[str] | None = None) -> dict:
         python = detector_pipeline(spark, folder, detector, backend="python")
         raw_run, raw_found = raw_python(paths, detector)
         classify = mmlspark_pipeline(spark, folder, classifier, binary=True)
+
+        def served() -> None:
+            with service_on(spark):
+                noop(jvm())
+
         rounds = protocol.measure(
             {
                 "detector_mmlspark": lambda: noop(jvm()),
+                "detector_mmlspark_service_on": served,
                 "detector_mmlspark_python_backend": lambda: noop(python()),
                 "detector_raw_python": raw_run,
                 "whole_image_classification_mmlspark": lambda: noop(classify()),
@@ -257,6 +265,7 @@ RATIOS = {
         "detector_mmlspark",
         "whole_image_classification_mmlspark",
     ),
+    "service_on_vs_off": ("detector_mmlspark_service_on", "detector_mmlspark"),
     "detector_python_backend_vs_jvm": ("detector_mmlspark_python_backend", "detector_mmlspark"),
     "detector_python_backend_vs_raw_python": (
         "detector_mmlspark_python_backend",

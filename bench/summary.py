@@ -182,6 +182,7 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
         rows.append(
             ("12 MP detection: mmlspark / raw Python", fig(r, "detector_vs_raw_python"), 1.0)
         )
+        rows += service_row("12 MP detection", r)
     images = results / "images.json"
     if images.exists():
         r = json.loads(images.read_text())
