@@ -355,6 +355,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(quick_runs, tmp_p
         "mmlspark_service_on",
         "mmlspark_python_backend",
         "mmlspark_read_images",
+        "mmlspark_python_read_images",
         "mmlspark_read_images_full_decode",
         "predict_batch_udf",
         "raw_python",
@@ -364,6 +365,7 @@ def test_camera_trap_benchmark_quick_run_agrees_on_top_classes(quick_runs, tmp_p
     assert 0 < figures["peak_jvm_rss_mb"]["mmlspark"] < psutil.virtual_memory().total / 1e6
     assert figures["top_class_agreement_with_mmlspark"]["mmlspark_python_backend"] >= 0.95
     assert figures["top_class_agreement_with_mmlspark"]["mmlspark_read_images"] >= 0.95
+    assert figures["top_class_agreement_with_mmlspark"]["mmlspark_python_read_images"] >= 0.95
     # mmlspark's top classes, against onnxruntime's of opencv-python's tensors of the same photos.
     camera_trap = bench("camera_trap")
     paths = camera_trap.make_photos(tmp_path, 4)
@@ -439,11 +441,16 @@ def test_detection_benchmark_quick_run_finds_the_same_boxes(quick_runs):
     assert figures["images"] == 4
     assert set(figures["images_per_s"]) == {
         "detector_mmlspark",
+        "detector_mmlspark_service_on",
         "detector_mmlspark_python_backend",
         "detector_raw_python",
         "whole_image_classification_mmlspark",
     }
-    assert all(rate > 0 for rate in figures["images_per_s"].values())
+    rates = figures["images_per_s"]
+    assert all(rate > 0 for rate in rates.values())
+    # One round: the median of the per-round ratios is the ratio of the rates.
+    on, off = rates["detector_mmlspark_service_on"], rates["detector_mmlspark"]
+    assert figures["service_on_vs_off"] == pytest.approx(on / off)
     # Boxes are found at all, so that the contenders' agreeing on their count says something.
     assert figures["boxes_per_photo"] >= 1
     assert figures["same_detections_share"] >= 0.9
