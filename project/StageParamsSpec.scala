@@ -612,18 +612,6 @@ object StageParams {
           "image gives a one-channel tensor"
       )
     ),
-    ParamGroup("mmlspark.image", "ImageSetAugmenter", parents = Seq("HasInputCol", "HasOutputCol"))(
-      SharedParam(
-        "flipLeftRight",
-        ParamType.boolean,
-        "add a copy mirrored left to right"
-      ),
-      SharedParam(
-        "flipUpDown",
-        ParamType.boolean,
-        "add a copy mirrored top to bottom"
-      )
-    ),
     ParamGroup("mmlspark.image", "UnrollBinaryImage")(
       SharedParam(
         "height",
@@ -733,6 +721,22 @@ object StageParams {
         ParamType.boolean,
         "the softmax of a one-dimensional output is an ML vector, a probability column as Spark " +
           "ML's classifiers write one (false: the type of the fetched column)"
+      )
+    ),
+    ParamGroup(
+      "mmlspark.opencv",
+      "ImageSetAugmenter",
+      parents = Seq("HasInputCol", "HasOutputCol")
+    )(
+      SharedParam(
+        "flipLeftRight",
+        ParamType.boolean,
+        "add a copy mirrored left to right"
+      ),
+      SharedParam(
+        "flipUpDown",
+        ParamType.boolean,
+        "add a copy mirrored top to bottom"
       )
     ),
     ParamGroup(

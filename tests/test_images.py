@@ -20,13 +20,12 @@ from pyspark.ml import Pipeline, PipelineModel
 
 from mmlspark.image import (
     ImageDecoder,
-    ImageSetAugmenter,
     UnrollBinaryImage,
     UnrollImage,
     read_images,
     to_ndarray,
 )
-from mmlspark.opencv import ImageTransformer
+from mmlspark.opencv import ImageSetAugmenter, ImageTransformer
 
 
 @pytest.fixture(scope="module")

@@ -37,7 +37,8 @@ from test_python_images import assert_same as assert_same_images
 from test_python_stages import assert_fails_alike, assert_same, collected, pair
 
 from mmlspark._engine.batching import buffered_batches, dynamic_batches
-from mmlspark.image import ImageDecoder, ImageSetAugmenter, UnrollBinaryImage
+from mmlspark.image import ImageDecoder, UnrollBinaryImage
+from mmlspark.opencv import ImageSetAugmenter
 from mmlspark.stages import (
     BufferedMiniBatchTransformer,
     ClassBalancer,

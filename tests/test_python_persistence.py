@@ -15,9 +15,9 @@ from pyspark.ml import PipelineModel
 from pyspark.ml.feature import SQLTransformer
 
 import mmlspark
-from mmlspark.image import ImageDecoder, ImageSetAugmenter, UnrollBinaryImage
+from mmlspark.image import ImageDecoder, UnrollBinaryImage
 from mmlspark.onnx import ImageFeaturizer, ONNXModel
-from mmlspark.opencv import ImageTransformer
+from mmlspark.opencv import ImageSetAugmenter, ImageTransformer
 from mmlspark.stages import (
     BufferedMiniBatchTransformer,
     DynamicMiniBatchTransformer,
@@ -250,6 +250,45 @@ def _saved_as(folder, class_name):
     (folder / "metadata" / f".{part.name}.crc").unlink(missing_ok=True)
 
 
+def _loads_under_its_former_class_name(stage, former, df, result, same, tmp_path):
+    """Saves `stage` and a pipeline of it, renames their class to `former` (the name an earlier
+    mmlspark saved the stage under) and loads both on the JVM and on the Python backend: each
+    loads as the stage's class, with its uid and the `same` `result` of `df`; another stage's
+    save is still refused, and the stage saves again under its new name."""
+    cls = type(stage)
+    expected = result(stage.transform(df))
+    stage.write().save(str(tmp_path / "stage"))
+    PipelineModel([stage]).write().save(str(tmp_path / "pipeline"))
+    _saved_as(tmp_path / "stage", former)
+    (in_pipeline,) = (tmp_path / "pipeline" / "stages").iterdir()
+    _saved_as(in_pipeline, former)
+    ImageDecoder().write().save(str(tmp_path / "decoder"))
+
+    def check(loaded):
+        assert type(loaded) is cls and loaded.uid == stage.uid
+        same(expected, result(loaded.transform(df)))
+
+    # The JVM: the new class's load, Spark's PipelineModel.load (which finds the reader by the
+    # saved class name) and mmlspark's load_pipeline.
+    check(cls.load(str(tmp_path / "stage")))
+    check(PipelineModel.load(str(tmp_path / "pipeline")).stages[0])
+    check(mmlspark.load_pipeline(str(tmp_path / "pipeline")).stages[0])
+    with pytest.raises(Exception, match="mmlspark.image.ImageDecoder"):
+        cls.load(str(tmp_path / "decoder"))
+    mmlspark.set_backend("python")
+    try:
+        check(cls.load(str(tmp_path / "stage")))
+        check(mmlspark.load_pipeline(str(tmp_path / "pipeline")).stages[0])
+        with pytest.raises(ValueError, match="is a mmlspark.image.ImageDecoder, not a mmlspark"):
+            cls.load(str(tmp_path / "decoder"))
+        # and it saves under its new name
+        cls.load(str(tmp_path / "stage")).write().save(str(tmp_path / "again"))
+    finally:
+        mmlspark.set_backend(None)
+    again = next((tmp_path / "again" / "metadata").glob("part-*")).read_text()
+    assert json.loads(again)["class"] == cls._java_class_name
+
+
 def test_a_featurizer_saved_under_its_former_class_name_loads_on_both_backends(
     spark, photos, tmp_path
 ):
@@ -259,38 +298,49 @@ def test_a_featurizer_saved_under_its_former_class_name_loads_on_both_backends(
 
     assert mmlspark.image.ImageFeaturizer is ImageFeaturizer
     assert ImageFeaturizer._java_class_name == "mmlspark.onnx.ImageFeaturizer"
-    featurizer = _stages()[2]()
-    expected = _rows(featurizer.transform(photos))
-    featurizer.write().save(str(tmp_path / "stage"))
-    PipelineModel([featurizer]).write().save(str(tmp_path / "pipeline"))
-    _saved_as(tmp_path / "stage", "mmlspark.image.ImageFeaturizer")
-    (in_pipeline,) = (tmp_path / "pipeline" / "stages").iterdir()
-    _saved_as(in_pipeline, "mmlspark.image.ImageFeaturizer")
-    ImageDecoder().write().save(str(tmp_path / "decoder"))
+    _loads_under_its_former_class_name(
+        _stages()[2](), "mmlspark.image.ImageFeaturizer", photos, _rows, _same, tmp_path
+    )
 
-    def check(loaded):
-        assert type(loaded) is ImageFeaturizer and loaded.uid == featurizer.uid
-        _same(expected, _rows(loaded.transform(photos)))
 
-    # The JVM: the new class's load, Spark's PipelineModel.load (which finds the reader by the
-    # saved class name) and mmlspark's load_pipeline.
-    check(ImageFeaturizer.load(str(tmp_path / "stage")))
-    check(PipelineModel.load(str(tmp_path / "pipeline")).stages[0])
-    check(mmlspark.load_pipeline(str(tmp_path / "pipeline")).stages[0])
-    with pytest.raises(Exception, match="mmlspark.image.ImageDecoder"):
-        ImageFeaturizer.load(str(tmp_path / "decoder"))
-    mmlspark.set_backend("python")
-    try:
-        check(ImageFeaturizer.load(str(tmp_path / "stage")))
-        check(mmlspark.load_pipeline(str(tmp_path / "pipeline")).stages[0])
-        with pytest.raises(ValueError, match="is a mmlspark.image.ImageDecoder, not a mmlspark"):
-            ImageFeaturizer.load(str(tmp_path / "decoder"))
-        # and it saves under its new name
-        ImageFeaturizer.load(str(tmp_path / "stage")).write().save(str(tmp_path / "again"))
-    finally:
-        mmlspark.set_backend(None)
-    again = next((tmp_path / "again" / "metadata").glob("part-*")).read_text()
-    assert json.loads(again)["class"] == "mmlspark.onnx.ImageFeaturizer"
+def test_an_augmenter_saved_under_its_former_class_name_loads_on_both_backends(
+    spark, photos, tmp_path
+):
+    """ImageSetAugmenter moved from mmlspark.image to mmlspark.opencv: a stage or pipeline saved
+    under the old class name loads, as the new class, with the same uid and the same images, each
+    row's image then its flips as cv2.flip gives them."""
+    import cv2
+
+    import mmlspark.image
+
+    assert mmlspark.image.ImageSetAugmenter is ImageSetAugmenter
+    assert ImageSetAugmenter._java_class_name == "mmlspark.opencv.ImageSetAugmenter"
+    two = photos.filter(photos.path.isin("p0", "p1"))
+    images = ImageDecoder(originCol="path").transform(two).select("path", "image")
+
+    def pixels(image):
+        shape = (image["height"], image["width"], image["nChannels"])
+        return np.frombuffer(image["data"], np.uint8).reshape(shape)
+
+    def augmented(out):
+        by_path = {}
+        for r in out.collect():
+            by_path.setdefault(r["path"], []).append(pixels(r["flipped"]).tobytes())
+        return by_path
+
+    originals = {r["path"]: pixels(r["image"]) for r in images.collect()}
+    stage = ImageSetAugmenter(flipUpDown=True, outputCol="flipped")
+    assert augmented(stage.transform(images)) == {
+        path: [p.tobytes(), cv2.flip(p, 1).tobytes(), cv2.flip(p, 0).tobytes()]
+        for path, p in originals.items()
+    }
+
+    def same(expected, got):
+        assert got == expected
+
+    _loads_under_its_former_class_name(
+        stage, "mmlspark.image.ImageSetAugmenter", images, augmented, same, tmp_path
+    )
 
 
 def test_python_saves_to_local_and_databricks_mounted_paths_only():

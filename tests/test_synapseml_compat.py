@@ -248,6 +248,15 @@ def test_stages_synapseml_keeps_in_another_package_import_from_its_package_too()
     assert mmlspark.image.ImageFeaturizer is mmlspark.onnx.ImageFeaturizer
     assert "ImageFeaturizer" in mmlspark.onnx.__all__
     assert "ImageFeaturizer" in mmlspark.image.__all__
+    # SynapseML's ImageSetAugmenter is in synapse.ml.opencv, as ours is; both imports work.
+    import mmlspark.opencv
+    from mmlspark.image import ImageSetAugmenter as from_image
+    from mmlspark.opencv import ImageSetAugmenter as from_opencv
+
+    assert from_image is from_opencv
+    assert from_opencv._java_class_name == "mmlspark.opencv.ImageSetAugmenter"
+    assert "ImageSetAugmenter" in mmlspark.opencv.__all__
+    assert "ImageSetAugmenter" in mmlspark.image.__all__
 
 
 # --- ImageFeaturizer: SynapseML's param names and its handling of bad images --------------------
@@ -669,6 +678,32 @@ def test_image_transformer_then_unroll_image(photos):
     for name, bgr in arrays.items():
         expected = cv2.resize(bgr, (40, 30))[:20, :24].transpose(2, 0, 1).ravel()
         np.testing.assert_array_equal(vectors[name].toArray(), expected.astype(float))
+
+
+# --- ImageSetAugmenter: from synapse.ml.opencv, as SynapseML has it -----------------------------
+
+
+def test_image_set_augmenter_from_opencv_adds_each_images_flips(photos):
+    from mmlspark.opencv import ImageSetAugmenter
+
+    df, arrays = photos
+    aug = (
+        ImageSetAugmenter()
+        .setInputCol("image")
+        .setOutputCol("augmented")
+        .setFlipLeftRight(True)
+        .setFlipUpDown(True)
+    )
+    images = {}
+    for r in aug.transform(df).collect():
+        images.setdefault(r["path"].rsplit("/", 1)[-1], []).append(pixels(r["augmented"]))
+    assert images.keys() == arrays.keys()
+    for name, bgr in arrays.items():
+        # the image, then its left-right mirror, then its upside-down mirror
+        expected = [bgr, cv2.flip(bgr, 1), cv2.flip(bgr, 0)]
+        assert len(images[name]) == len(expected), name
+        for got, want in zip(images[name], expected, strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_lambda_takes_its_functions_by_the_params_setter_names(spark):

@@ -2,10 +2,10 @@
 """mmlspark.image: ImageDecoder, ImageFeaturizer, ImageSetAugmenter, UnrollBinaryImage, UnrollImage."""
 
 from mmlspark.image.image_decoder import ImageDecoder
-from mmlspark.image.image_set_augmenter import ImageSetAugmenter
 from mmlspark.image.unroll_binary_image import UnrollBinaryImage
 from mmlspark.image.unroll_image import UnrollImage
 from mmlspark.onnx.image_featurizer import ImageFeaturizer
+from mmlspark.opencv.image_set_augmenter import ImageSetAugmenter
 from mmlspark.image import functions as _functions
 from mmlspark.image.functions import *  # noqa: F403
 

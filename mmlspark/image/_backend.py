@@ -1,7 +1,7 @@
-"""ImageDecoder, ``read_files``, UnrollImage, UnrollBinaryImage, ImageSetAugmenter and EXIF times
-on the Python backend, driver side: the params and schemas are checked here, with the JVM stages'
-messages, and the tasks run the engine (``mmlspark._engine.images``) on the plan made here (see
-``mmlspark.opencv._backend``)."""
+"""ImageDecoder, ``read_files``, UnrollImage, UnrollBinaryImage and EXIF times on the Python
+backend, driver side: the params and schemas are checked here, with the JVM stages' messages, and
+the tasks run the engine (``mmlspark._engine.images``) on the plan made here (see
+``mmlspark.opencv._backend``, which also has ImageSetAugmenter)."""
 
 from __future__ import annotations
 
@@ -14,17 +14,15 @@ from pyspark.sql import types as T
 from mmlspark._engine.decode import COLOR_MODES
 from mmlspark._engine.files import max_file_bytes
 from mmlspark._engine.images import (
-    Augmenting,
     Decoding,
     FileReader,
     Plan,
-    augment_partition,
     taken_partition,
 )
 from mmlspark._engine.video import Sampling, frames_partition
 from mmlspark.core.arrow_map import map_in_arrow, python_udf
 from mmlspark.core.checks import require, require_absent, require_column_type, require_distinct
-from mmlspark.core.fused import Deferred, FileRead, Step, defer, run_step
+from mmlspark.core.fused import Deferred, FileRead, defer
 from mmlspark.opencv._backend import (
     IMAGE_DESCRIPTION,
     READ_KEY,
@@ -41,7 +39,6 @@ from mmlspark.opencv._backend import (
 
 if TYPE_CHECKING:
     from mmlspark.image._ImageDecoder import _ImageDecoder
-    from mmlspark.image._ImageSetAugmenter import _ImageSetAugmenter
     from mmlspark.image._UnrollBinaryImage import _UnrollBinaryImage
     from mmlspark.image._UnrollImage import _UnrollImage
 
@@ -244,29 +241,3 @@ def transform_unroll_binary(stage: _UnrollBinaryImage, dataset: Any) -> Any:
         resize=(height, width) if height else None,
     )
     return run(dataset, plan, T.ArrayType(T.DoubleType(), False), {})
-
-
-#: OpenCV's flip codes: around the vertical axis (left-right), around the horizontal (up-down).
-_FLIP_LEFT_RIGHT, _FLIP_UP_DOWN = 1, 0
-
-
-def transform_augment(stage: _ImageSetAugmenter, dataset: Any) -> Any:
-    """ImageSetAugmenter's output on the Python backend: each row repeated with the image, then
-    its left-right, then its up-down mirror (as set), one row with a null image for a null or
-    malformed one; the rows in their order, the input's columns unchanged."""
-    spec = stage._spec()
-    out = spec.outputCol
-    check_input(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
-    require_absent(stage, dataset.schema, out)
-    chosen = [(_FLIP_LEFT_RIGHT, spec.flipLeftRight), (_FLIP_UP_DOWN, spec.flipUpDown)]
-    flips = tuple(code for code, wanted in chosen if wanted)
-    images = f"__augmented_{stage.uid}"
-    plan = Augmenting(spec.inputCol, images, flips)
-    added = [T.StructField(images, T.ArrayType(image_type(), True), True)]
-
-    def finish(df: Any) -> Any:
-        # explode_outer keeps each row's images in order, and gives one row with a null image
-        # where there are none
-        return df.withColumn(out, F.explode_outer(F.col(f"`{images}`"))).drop(images)
-
-    return run_step(dataset, Step(augment_partition, plan), added, finish, ends_chain=True)

@@ -1,5 +1,6 @@
-"""The image stages on the Python backend, driver side: ImageTransformer, and what the image
-stages share (Spark's image struct type, their column checks, the plan of a stage, running it).
+"""The image stages on the Python backend, driver side: ImageTransformer, ImageSetAugmenter, and
+what the image stages share (Spark's image struct type, their column checks, the plan of a stage,
+running it).
 
 The stages' params and schemas are read and checked here, before any job, with the JVM stages'
 messages; the tasks run the engine (``mmlspark._engine.images``) on the plan made here, in an
@@ -16,7 +17,14 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from mmlspark._engine.files import MAX_FILE_BYTES_KEY, MAX_PIXELS_KEY, max_pixels
-from mmlspark._engine.images import Decoding, Plan, files_partition, partition
+from mmlspark._engine.images import (
+    Augmenting,
+    Decoding,
+    Plan,
+    augment_partition,
+    files_partition,
+    partition,
+)
 from mmlspark._engine.ops import gray_tensor, parse_ops, reduced_decode_target, tensor_shape
 from mmlspark.core.checks import require_absent, require_column_type, require_distinct
 from mmlspark.core.fused import Deferred, Step, assemble, deferred_of, run_step
@@ -24,6 +32,7 @@ from mmlspark.opencv._ImageOps import OPERATIONS
 from mmlspark.opencv.functions import image_struct_type
 
 if TYPE_CHECKING:
+    from mmlspark.opencv._ImageSetAugmenter import _ImageSetAugmenter
     from mmlspark.opencv._ImageTransformer import _ImageTransformer
 
 IMAGE_DESCRIPTION = "an image struct (origin, height, width, nChannels, mode, data)"
@@ -280,3 +289,29 @@ def _from_files(
     base = run_step(d.base, Step(files_partition, plan), added, finish)
     columns = (*d.order, plan.output_col, plan.error_col)
     return assemble(Deferred(d.base, frozenset({"image"}), read.image, d.order), base, columns)
+
+
+#: OpenCV's flip codes: around the vertical axis (left-right), around the horizontal (up-down).
+_FLIP_LEFT_RIGHT, _FLIP_UP_DOWN = 1, 0
+
+
+def transform_augment(stage: _ImageSetAugmenter, dataset: Any) -> Any:
+    """ImageSetAugmenter's output on the Python backend: each row repeated with the image, then
+    its left-right, then its up-down mirror (as set), one row with a null image for a null or
+    malformed one; the rows in their order, the input's columns unchanged."""
+    spec = stage._spec()
+    out = spec.outputCol
+    check_input(stage, dataset.schema, is_image, IMAGE_DESCRIPTION)
+    require_absent(stage, dataset.schema, out)
+    chosen = [(_FLIP_LEFT_RIGHT, spec.flipLeftRight), (_FLIP_UP_DOWN, spec.flipUpDown)]
+    flips = tuple(code for code, wanted in chosen if wanted)
+    images = f"__augmented_{stage.uid}"
+    plan = Augmenting(spec.inputCol, images, flips)
+    added = [T.StructField(images, T.ArrayType(image_type(), True), True)]
+
+    def finish(df: Any) -> Any:
+        # explode_outer keeps each row's images in order, and gives one row with a null image
+        # where there are none
+        return df.withColumn(out, F.explode_outer(F.col(f"`{images}`"))).drop(images)
+
+    return run_step(dataset, Step(augment_partition, plan), added, finish, ends_chain=True)

@@ -1,63 +1,9 @@
 package mmlspark.image
 
-import mmlspark.contracts.{SchemaUtils, StageReadable, StageWritable}
-import mmlspark.pixels.{ImageSchemaUtils, ImageStruct}
-import scala.util.Try
+import mmlspark.contracts.MovedStage
 
-import org.apache.spark.ml.Transformer
-import org.apache.spark.ml.param.ParamMap
-import org.apache.spark.ml.util.Identifiable
-import org.apache.spark.sql.{DataFrame, Dataset, Row}
-import org.apache.spark.sql.functions.{col, explode_outer, udf}
-import org.apache.spark.sql.types.StructType
-import org.opencv.core.{Core, Mat}
-
-/** Adds flipped copies of each image as extra rows: every input row is repeated with `outputCol`
-  * holding the original image, then its left-right mirror (`flipLeftRight`), then its upside-down
-  * mirror (`flipUpDown`). A null or malformed image stays one row with a null output.
+/** The augmenter's former name: the stage is `mmlspark.opencv.ImageSetAugmenter` now, where
+  * SynapseML has it. Stages and pipelines saved under this name load as that class, with `load`
+  * here, the new class's `load` or `PipelineModel.load`.
   */
-final class ImageSetAugmenter(override val uid: String)
-    extends Transformer
-    with ImageSetAugmenterDecls
-    with StageWritable {
-
-  def this() = this(Identifiable.randomUID("ImageSetAugmenter"))
-
-  setDefault(
-    inputCol -> "image",
-    outputCol -> "augmented",
-    flipLeftRight -> true,
-    flipUpDown -> false
-  )
-
-  override def transformSchema(schema: StructType): StructType = {
-    SchemaUtils.requireColumnType(this, schema, $(inputCol), ImageSchemaUtils.ImageColumn)
-    SchemaUtils.requireAbsent(this, schema, $(outputCol))
-    schema.add($(outputCol), ImageSchemaUtils.imageType)
-  }
-
-  override def transform(dataset: Dataset[_]): DataFrame = {
-    transformSchema(dataset.schema, logging = true)
-    val codes = (if ($(flipLeftRight)) Seq(1) else Nil) ++ (if ($(flipUpDown)) Seq(0) else Nil)
-    val augment = udf { (row: Row) =>
-      val original = if (row == null) None else Try(ImageSchemaUtils.toMat(row)).toOption
-      original.fold(Seq.empty[ImageStruct]) { original =>
-        try {
-          val flips = codes.map { code =>
-            val flipped = new Mat()
-            try {
-              Core.flip(original, flipped, code)
-              ImageSchemaUtils.toStruct(flipped, row.getString(0))
-            } finally flipped.release()
-          }
-          ImageSchemaUtils.toStruct(original, row.getString(0)) +: flips
-        } finally original.release()
-      }
-    }
-    dataset.withColumn($(outputCol), explode_outer(augment(col(SchemaUtils.quoted($(inputCol))))))
-  }
-
-  override def copy(extra: ParamMap): ImageSetAugmenter = defaultCopy(extra)
-}
-
-object ImageSetAugmenter extends StageReadable[ImageSetAugmenter]
+object ImageSetAugmenter extends MovedStage(mmlspark.opencv.ImageSetAugmenter)

@@ -172,6 +172,23 @@ object StageChecks extends org.scalatest.Assertions {
     dir
   }
 
+  /** Rewrites the class name in the metadata of the stage saved in `dir` to `className`, as an
+    * earlier mmlspark wrote it before the stage moved to another package.
+    */
+  def savedAs(dir: String, className: String): Unit = {
+    import org.json4s._
+    import org.json4s.jackson.JsonMethods.{compact, parse}
+    val meta = new java.io.File(dir, "metadata")
+    val part = meta.listFiles().find(f => f.getName.startsWith("part-") && f.length > 0).get
+    val saved = parse(new String(java.nio.file.Files.readAllBytes(part.toPath), "UTF-8"))
+    val renamed = saved.transformField { case ("class", JString(_)) =>
+      ("class", JString(className))
+    }
+    assert(renamed != saved, compact(saved))
+    java.nio.file.Files.write(part.toPath, compact(renamed).getBytes("UTF-8"))
+    new java.io.File(meta, s".${part.getName}.crc").delete()
+  }
+
   def checkParams(stage: Params): Unit = {
     stage.params.foreach { p =>
       assert(p.doc.trim.nonEmpty, s"${stage.uid}: param ${p.name} has no doc")

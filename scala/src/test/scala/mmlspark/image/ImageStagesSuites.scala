@@ -1,6 +1,6 @@
 package mmlspark.image
 
-import mmlspark.contracts.{StageChecks, TestObject, TransformerSuite}
+import mmlspark.contracts.{TestObject, TransformerSuite}
 import mmlspark.pixels.{ImageCodec, ImageSchemaUtils}
 import org.apache.spark.ml.linalg.Vector
 import org.apache.spark.sql.{DataFrame, Row}
@@ -136,36 +136,5 @@ class UnrollBinaryImageSuite extends TransformerSuite[UnrollBinaryImage] {
     intercept[IllegalArgumentException](
       new UnrollBinaryImage().setHeight(3).transformSchema(ImageFixtures.files.schema)
     )
-  }
-}
-
-class ImageSetAugmenterSuite extends TransformerSuite[ImageSetAugmenter] {
-  override def testObjects: Seq[TestObject[ImageSetAugmenter]] = Seq(
-    TestObject(
-      new ImageSetAugmenter().setFlipUpDown(true),
-      ImageFixtures.images,
-      out => {
-        val rows = out.collect()
-        val pattern =
-          rows.filter(_.getAs[String]("path") == "pattern.png").map(_.getAs[Row]("augmented"))
-        val (h, w) = (ImageFixtures.height, ImageFixtures.width)
-        val got = pattern.map(ImageChecks.bytes).toSet
-        val expected = Set(
-          ImageFixtures.expectedBytes(),
-          ImageFixtures.expectedBytes((y, x) => (y, w - 1 - x)),
-          ImageFixtures.expectedBytes((y, x) => (h - 1 - y, x))
-        )
-        assert(pattern.length == 3 && got == expected)
-        // Rows without an image stay, once each.
-        assert(rows.count(_.getAs[String]("path") == "notes.jpg") == 1)
-        assert(rows.length == 5)
-      }
-    )
-  )
-
-  test("the loaded stage keeps both flip switches") {
-    val loaded =
-      StageChecks.saveAndLoad(new ImageSetAugmenter().setFlipLeftRight(false).setFlipUpDown(true))
-    assert(!loaded.getFlipLeftRight && loaded.getFlipUpDown)
   }
 }

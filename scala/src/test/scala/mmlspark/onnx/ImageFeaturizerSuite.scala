@@ -1,6 +1,6 @@
 package mmlspark.onnx
 
-import mmlspark.contracts.{SparkTestSession, TestObject, TransformerSuite}
+import mmlspark.contracts.{SparkTestSession, StageChecks, TestObject, TransformerSuite}
 import mmlspark.image.{ImageChecks, ImageDecoder, ImageFixtures}
 import org.apache.spark.ml.linalg.Vector
 
@@ -88,7 +88,7 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
   }
 
   test("a stage saved before dropNa, ignoreDecodingErrors and autoConvertToColor works as it did") {
-    val dir = mmlspark.contracts.StageChecks.savedWithout(
+    val dir = StageChecks.savedWithout(
       featurizer.setFeatureTensorName("features"),
       Set("dropNa", "ignoreDecodingErrors", "autoConvertToColor"),
       "featurizer-old"
@@ -97,7 +97,7 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
     assert(!loaded.getDropNa && loaded.getIgnoreDecodingErrors && !loaded.getAutoConvertToColor)
     assert(loaded.transform(ImageFixtures.images).count() == 3)
     val fresh = ImageFeaturizer.load(
-      mmlspark.contracts.StageChecks.saveAndLoadPath(featurizer.setFeatureTensorName("features"))
+      StageChecks.saveAndLoadPath(featurizer.setFeatureTensorName("features"))
     )
     assert(fresh.getDropNa && !fresh.getIgnoreDecodingErrors && fresh.getAutoConvertToColor)
   }
@@ -131,27 +131,15 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
     assert(stage.getMessage.startsWith("ImageFeaturizer"))
   }
 
-  /** Rewrites the class name in the metadata saved in `dir`, as an earlier mmlspark wrote it. */
-  private def savedAs(dir: String, className: String): Unit = {
-    val meta = new java.io.File(dir, "metadata")
-    val part = meta.listFiles().find(f => f.getName.startsWith("part-") && f.length > 0).get
-    val text = new String(java.nio.file.Files.readAllBytes(part.toPath), "UTF-8")
-    val renamed =
-      text.replace("\"class\":\"mmlspark.onnx.ImageFeaturizer\"", s"\"class\":\"$className\"")
-    assert(renamed != text, text)
-    java.nio.file.Files.write(part.toPath, renamed.getBytes("UTF-8"))
-    new java.io.File(meta, s".${part.getName}.crc").delete()
-  }
-
   test("a stage or pipeline saved as mmlspark.image.ImageFeaturizer loads as this class") {
     import org.apache.spark.ml.{Pipeline, PipelineModel}
     val stage = featurizer.setFeatureTensorName("features").setDropNa(false)
     val expected = features(stage.transform(ImageFixtures.images))
-    val dir = mmlspark.contracts.StageChecks.saveAndLoadPath(stage)
-    savedAs(dir, "mmlspark.image.ImageFeaturizer")
+    val dir = StageChecks.saveAndLoadPath(stage)
+    StageChecks.savedAs(dir, "mmlspark.image.ImageFeaturizer")
     val pipeline = SparkTestSession.tempDir("featurizer-pipeline") + "/saved"
     new Pipeline().setStages(Array(stage)).fit(ImageFixtures.images).write.save(pipeline)
-    savedAs(
+    StageChecks.savedAs(
       new java.io.File(pipeline, "stages").listFiles().head.getPath,
       "mmlspark.image.ImageFeaturizer"
     )
@@ -165,7 +153,7 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
       assert(features(l.transform(ImageFixtures.images)) == expected)
     }
     // Another stage's save is still refused, naming the class found.
-    val decoder = mmlspark.contracts.StageChecks.saveAndLoadPath(new ImageDecoder())
+    val decoder = StageChecks.saveAndLoadPath(new ImageDecoder())
     val error = intercept[IllegalArgumentException](ImageFeaturizer.load(decoder))
     assert(error.getMessage.contains("mmlspark.image.ImageDecoder"), error.getMessage)
   }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from mmlspark.image._ImageSetAugmenter import _ImageSetAugmenter
+from mmlspark.opencv._ImageSetAugmenter import _ImageSetAugmenter
 
 
 class ImageSetAugmenter(_ImageSetAugmenter):
@@ -12,6 +12,6 @@ class ImageSetAugmenter(_ImageSetAugmenter):
     _python_backend = True
 
     def _python_transform(self, dataset: Any) -> Any:
-        from mmlspark.image import _backend
+        from mmlspark.opencv import _backend
 
         return _backend.transform_augment(self, dataset)
