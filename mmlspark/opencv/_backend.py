@@ -189,8 +189,13 @@ def read_settings(field: Any) -> Decoding | None:
         )
     except (TypeError, KeyError, ValueError):
         return None
-    full = d.reduce == 1 and d.min_h == 0 and d.min_w == 0 and d.mode != "unchanged"
-    return d if full else None
+    return d if full_size(d) else None
+
+
+def full_size(d: Decoding) -> bool:
+    """Whether a read with settings `d` decodes at full size in a mode with reduced JPEG decodes
+    (the JVM's ``ReadSettings.fullSize``): a transformer resizing after it may decode smaller."""
+    return d.reduce == 1 and d.min_h == 0 and d.min_w == 0 and d.mode != "unchanged"
 
 
 def transform_images(stage: _ImageTransformer, dataset: Any) -> Any:
@@ -253,7 +258,7 @@ def _from_files(
     read = d.read
     assert read is not None
     r = read.decoding
-    full = r.reduce == 1 and r.min_h == 0 and r.min_w == 0 and r.mode != "unchanged"
+    full = full_size(r)
     target = reduced_decode_target(ops) if stage._spec().reducedDecode and full else None
     scale = (1, *target) if target is not None else (r.reduce, r.min_h, r.min_w)
     plan = replace(
