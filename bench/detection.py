@@ -4,10 +4,12 @@
     same pass at 1/4 (1000x750, the smallest JPEG scale that covers 640) -> letterbox 640 -> a
     YOLOv5s-sized detector (bench/models.py, random weights, MegaDetector v5's output layout) ->
     decoding, per-class NMS, boxes, on local[2],
-  - detector, mmlspark, service on: the same with ONNXModel's inference service set on (off by
-    default on a CPU),
+  - detector, mmlspark, service off: the same with ONNXModel's inference service set off (on by
+    default for ObjectDetector, on a CPU too),
   - detector, mmlspark, Python backend: the same ObjectDetector with setBackend("python")
     (opencv-python and onnxruntime in Arrow UDFs, as on compute that cannot load the jar),
+  - detector, mmlspark, read_images (and its Python backend): the pipeline docs/detection.md
+    shows, read_images -> ObjectDetector, where the detector reads the files itself at 1/4,
   - detector, raw Python: opencv-python (IMREAD_REDUCED_COLOR_4, YOLOv5's letterbox) in two
     threads, onnxruntime with two intra-op threads, the same decoding and NMS in numpy, in this
     process,
@@ -44,7 +46,7 @@ import models  # noqa: E402
 import protocol  # noqa: E402
 from camera_trap import make_photos, mmlspark_pipeline  # noqa: E402
 from end_to_end import noop  # noqa: E402
-from onnx_inference import rates_of, ratios_of, report_rounds, service_on  # noqa: E402
+from onnx_inference import rates_of, ratios_of, report_rounds, service_off  # noqa: E402
 
 SIZE = 640
 BATCH = 8
@@ -156,6 +158,22 @@ def detector_pipeline(spark, folder: Path, model: bytes, backend: str = "jvm"):
     return found
 
 
+def read_images_pipeline(spark, folder: Path, model: bytes, backend: str = "jvm"):
+    """The function of the rows (path, detections, detectionError) of read_images ->
+    ObjectDetector on the photos, as docs/detection.md writes it."""
+    from mmlspark.detection import ObjectDetector
+    from mmlspark.image import read_images
+
+    stage = ObjectDetector(inputCol="image", confidenceThreshold=THRESHOLD, miniBatchSize=BATCH)
+    stage = stage.setBackend(backend).setModelPayload(model)
+
+    def found():
+        out = stage.transform(read_images(spark, str(folder), backend=backend))
+        return out.select("path", "detections", "detectionError")
+
+    return found
+
+
 def detections_of(found) -> dict[str, list[Detection]]:
     rows = found().collect()
     assert all(r.detectionError is None for r in rows), [r.detectionError for r in rows][:3]
@@ -211,18 +229,22 @@ def run(argv: list[str] | None = None) -> dict:
         paths = make_photos(folder, args.images)
         jvm = detector_pipeline(spark, folder, detector)
         python = detector_pipeline(spark, folder, detector, backend="python")
+        read = read_images_pipeline(spark, folder, detector)
+        python_read = read_images_pipeline(spark, folder, detector, backend="python")
         raw_run, raw_found = raw_python(paths, detector)
         classify = mmlspark_pipeline(spark, folder, classifier, binary=True)
 
-        def served() -> None:
-            with service_on(spark):
+        def unserved() -> None:
+            with service_off(spark):
                 noop(jvm())
 
         rounds = protocol.measure(
             {
                 "detector_mmlspark": lambda: noop(jvm()),
-                "detector_mmlspark_service_on": served,
+                "detector_mmlspark_service_off": unserved,
                 "detector_mmlspark_python_backend": lambda: noop(python()),
+                "detector_mmlspark_read_images": lambda: noop(read()),
+                "detector_mmlspark_python_read_images": lambda: noop(python_read()),
                 "detector_raw_python": raw_run,
                 "whole_image_classification_mmlspark": lambda: noop(classify()),
             },
@@ -230,6 +252,7 @@ def run(argv: list[str] | None = None) -> dict:
             rounds=args.repeats,
         )
         found, python_found = detections_of(jvm), detections_of(python)
+        read_found, python_read_found = detections_of(read), detections_of(python_read)
         spark.stop()
     figures = {
         "images": args.images,
@@ -237,6 +260,8 @@ def run(argv: list[str] | None = None) -> dict:
         "boxes_per_photo": sum(map(len, found.values())) / len(found),
         "same_detections_share": same_detections(found, raw_found),
         "python_backend_same_detections_share": same_detections(python_found, raw_found),
+        "read_images_same_detections_share": same_detections(read_found, raw_found),
+        "python_read_images_same_detections_share": same_detections(python_read_found, raw_found),
         **ratios_of(rounds, RATIOS),
     }
     report_rounds(
@@ -265,11 +290,16 @@ RATIOS = {
         "detector_mmlspark",
         "whole_image_classification_mmlspark",
     ),
-    "service_on_vs_off": ("detector_mmlspark_service_on", "detector_mmlspark"),
+    "service_on_vs_off": ("detector_mmlspark", "detector_mmlspark_service_off"),
     "detector_python_backend_vs_jvm": ("detector_mmlspark_python_backend", "detector_mmlspark"),
     "detector_python_backend_vs_raw_python": (
         "detector_mmlspark_python_backend",
         "detector_raw_python",
+    ),
+    "read_images_detector_vs_raw_python": ("detector_mmlspark_read_images", "detector_raw_python"),
+    "python_read_images_vs_jvm_read_images": (
+        "detector_mmlspark_python_read_images",
+        "detector_mmlspark_read_images",
     ),
 }
 

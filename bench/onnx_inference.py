@@ -185,6 +185,12 @@ def setting(spark, key: str, value: str):
             spark.conf.set(key, before)
 
 
+def service_off(spark):
+    """ONNXModel with the executor's inference service set off, for a stage that runs its model
+    through the service on a CPU by default (ObjectDetector): a contender beside the defaults."""
+    return setting(spark, "spark.mmlspark.onnx.inferenceService", "false")
+
+
 def service_on(spark):
     """ONNXModel with the executor's inference service set on (on a CPU it is off by default, each
     task running its own batches on the shared session): a contender beside the defaults."""

@@ -182,6 +182,9 @@ def headline(results: Path) -> list[tuple[str, float, float | None]]:
         rows.append(
             ("12 MP detection: mmlspark / raw Python", fig(r, "detector_vs_raw_python"), 1.0)
         )
+        if r.get("read_images_detector_vs_raw_python"):
+            ratio = fig(r, "read_images_detector_vs_raw_python")
+            rows.append(("12 MP detection, read_images: mmlspark / raw Python", ratio, 1.0))
         rows += service_row("12 MP detection", r)
     images = results / "images.json"
     if images.exists():
@@ -226,6 +229,13 @@ PYTHON_BACKEND = [
         1.2,
     ),
     ("detection.json", "12 MP detection", "detector_python_backend_vs_jvm", None, None),
+    (
+        "detection.json",
+        "12 MP detection, read_images",
+        "python_read_images_vs_jvm_read_images",
+        None,
+        None,
+    ),
     ("images.json", "image preprocessing", "python_backend_vs_jvm_backend", None, None),
     ("scaling.json", "scaling local[2]", "python_backend_vs_jvm_backend_local2", None, None),
 ]

@@ -441,20 +441,26 @@ def test_detection_benchmark_quick_run_finds_the_same_boxes(quick_runs):
     assert figures["images"] == 4
     assert set(figures["images_per_s"]) == {
         "detector_mmlspark",
-        "detector_mmlspark_service_on",
+        "detector_mmlspark_service_off",
         "detector_mmlspark_python_backend",
+        "detector_mmlspark_read_images",
+        "detector_mmlspark_python_read_images",
         "detector_raw_python",
         "whole_image_classification_mmlspark",
     }
     rates = figures["images_per_s"]
     assert all(rate > 0 for rate in rates.values())
     # One round: the median of the per-round ratios is the ratio of the rates.
-    on, off = rates["detector_mmlspark_service_on"], rates["detector_mmlspark"]
+    on, off = rates["detector_mmlspark"], rates["detector_mmlspark_service_off"]
     assert figures["service_on_vs_off"] == pytest.approx(on / off)
     # Boxes are found at all, so that the contenders' agreeing on their count says something.
     assert figures["boxes_per_photo"] >= 1
     assert figures["same_detections_share"] >= 0.9
     assert figures["python_backend_same_detections_share"] >= 0.9
+    assert figures["read_images_same_detections_share"] >= 0.9
+    assert figures["python_read_images_same_detections_share"] >= 0.9
+    assert figures["read_images_detector_vs_raw_python"] > 0
+    assert figures["python_read_images_vs_jvm_read_images"] > 0
     assert figures["detector_python_backend_vs_jvm"] > 0
     assert figures["detector_python_backend_vs_raw_python"] > 0
     assert (quick_runs["out"] / "detection.json").is_file() and out.is_file()

@@ -241,3 +241,40 @@ def test_a_photo_the_read_refuses_is_refused_alike_when_the_transformer_reads_it
         assert rows["second.jpg"][0] is None and len(rows["second.jpg"][2]) == 3 * SIZE * SIZE
     for name in got["python"]:
         assert got["python"][name][:2] == got["jvm"][name][:2], name
+
+
+@pytest.mark.parametrize("backend", ["jvm", "python"])
+def test_a_detector_on_read_images_decodes_each_photo_once(spark, photos, backend):
+    """read_images -> ObjectDetector (docs/detection.md): the detector reads the files itself at
+    the letterbox's scale, as on the files' bytes, so a 12 MP photo is not decoded at full size
+    unless `image` is selected; the same detections and errors as binaryFile -> ObjectDetector."""
+    from mmlspark.detection import ObjectDetector
+
+    def detector(column: str) -> ObjectDetector:
+        stage = ObjectDetector(inputCol=column, confidenceThreshold=0.3).setBackend(backend)
+        return stage.setModelPayload(onnx_models.yolo_echo())
+
+    read = read_images(spark, str(photos), backend=backend)
+    found = detector("image").transform(read)
+    assert found.columns == ["path", "image", "error", "detections", "detectionError"]
+    lean = found.select("path", "error", "detections", "detectionError")
+    # JVM: the detector's file read and its decoding of the model's output (the model is a
+    # mapPartitions), no decode of `image`; Python: one Arrow UDF.
+    assert _udfs(lean) == (2 if backend == "jvm" else 0)
+    assert _udfs(found) == _udfs(lean) + 1  # the image read: computed, as asked
+    if backend == "python":
+        assert _steps(lean) == 1
+    files = spark.read.format("binaryFile").load(str(photos))
+    expected = _by_name(detector("content").transform(files), "detections", "detectionError")
+    errors = _by_name(read_images(spark, str(photos), backend=backend), "error")
+    got = _by_name(found, "image", "error", "detections", "detectionError")
+    assert sorted(got) == sorted(errors)
+    for name, (image, error, detections, detection_error) in got.items():
+        assert error == errors[name][0], name  # the read's own error
+        if error is not None:
+            assert image is None and detections is None, name
+            assert detection_error == "no input image (null)", name
+            continue
+        assert (detections, detection_error) == expected[name], name
+    assert any(got[name][2] for name in ("camera.jpg", "second.jpg", "small.png"))
+    assert got["camera.jpg"][0]["height"] == 3000  # the full image, where selected

@@ -16,7 +16,8 @@ from typing import Any
 import numpy as np
 
 from mmlspark._engine.decode import decode
-from mmlspark._engine.files import max_pixels
+from mmlspark._engine.files import max_file_bytes, max_pixels, read_file
+from mmlspark._engine.images import Decoding
 from mmlspark._engine.java import java_max, java_min
 from mmlspark._engine.messages import row_message
 from mmlspark._engine.ops import Image, Op, apply, to_chw
@@ -246,6 +247,20 @@ def detections(
 
 
 @dataclass(frozen=True)
+class FileSource:
+    """ObjectDetector on ``read_images``' own output: each file read and decoded once, with the
+    read's settings (`decoding`) at `scale` (reduce, min height, min width), the read's refusals
+    kept; the listing's error in `listing_error_col`, the read's error written to
+    `read_error_col` (the JVM's ``ObjectDetector.fromFiles``)."""
+
+    decoding: Decoding
+    scale: tuple[int, int, int]
+    file_setting: str | None  # spark.mmlspark.image.maxFileBytes
+    listing_error_col: str
+    read_error_col: str
+
+
+@dataclass(frozen=True)
 class DetectPlan:
     """What ObjectDetector's tasks run: letterbox (`size`) -> the ONNX plan -> decode."""
 
@@ -266,6 +281,7 @@ class DetectPlan:
     output_col: str
     error_col: str
     min_rows: int  # rows per prepared batch at least (a full mini-batch), but at a batch's end
+    files: FileSource | None = None  # the files of read_images' own output, read here
 
 
 def _letterboxed(plan: DetectPlan, value: Any, limit: int) -> tuple[np.ndarray, int, int]:
@@ -278,6 +294,10 @@ def _letterboxed(plan: DetectPlan, value: Any, limit: int) -> tuple[np.ndarray, 
         pixels = decode(value, "color", True, 1, target, target, limit)
     else:
         pixels = from_struct(value)
+    return _boxed(plan, pixels)
+
+
+def _boxed(plan: DetectPlan, pixels: np.ndarray) -> tuple[np.ndarray, int, int]:
     height, width = pixels.shape[:2]
     Geometry.of(height, width, plan.size)  # an empty image fails with the JVM's words
     box = Op("letterbox", {"size": plan.size, "padValue": PAD_VALUE})
@@ -285,28 +305,73 @@ def _letterboxed(plan: DetectPlan, value: Any, limit: int) -> tuple[np.ndarray, 
     return np.divide(chw, np.float32(255), dtype=np.float32), int(height), int(width)
 
 
+def _from_file(plan: DetectPlan, files: FileSource, limit: int) -> Any:
+    """(path, the listing's error) -> ((tensor, height, width) or None, the read's error): the
+    file decoded once, after the checks of a decode with the read's settings, then letterboxed
+    (its failure raised: the image's error)."""
+    read = files.decoding
+    as_read = (read.reduce, read.min_h, read.min_w)
+    file_limit = max_file_bytes(files.file_setting)
+
+    def from_file(path: Any, listing_error: Any) -> tuple[Any, str | None]:
+        try:
+            if listing_error is not None:
+                raise RowError(listing_error)
+            if path is None:
+                raise RowError("no path (null)")
+            data = read_file(path, file_limit)
+            pixels = decode(data, read.mode, read.orientation, *files.scale, limit, read_as=as_read)
+        except Exception as error:  # noqa: BLE001 (the read's error, as the read gives it)
+            return None, describe(error)
+        return _boxed(plan, pixels), None
+
+    return from_file
+
+
 def _prepared(plan: DetectPlan, batches: Iterator[Any]) -> Iterator[Any]:
-    """The rows with their tensor, image size and image error, in batches of a few full
-    mini-batches (bounded in bytes), so the model runs full batches while memory stays bounded."""
+    """The rows with their tensor, image size and image error (on read_images' files, after the
+    read's error), in batches of a few full mini-batches (bounded in bytes), so the model runs
+    full batches while memory stays bounded."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     limit = max_pixels(plan.setting)
+    files = plan.files
     names = [plan.tensor_col, plan.height_col, plan.width_col, plan.image_error_col]
+    compute: Any
+    if files is None:
 
-    def inputs(part: Any) -> Iterator[tuple[tuple[Any], None]]:
-        for value in part.column(plan.input_col).to_pylist():
-            yield (value,), None
+        def inputs(part: Any) -> Iterator[tuple[tuple[Any, ...], None]]:
+            for value in part.column(plan.input_col).to_pylist():
+                yield (value,), None
 
-    def letterboxed(value: Any) -> tuple[np.ndarray, int, int]:
-        return _letterboxed(plan, value, limit)
+        def compute(value: Any) -> tuple[Any, None]:
+            return _letterboxed(plan, value, limit), None
 
-    def size_of(value: tuple[np.ndarray, int, int]) -> int:
-        return int(value[0].nbytes)
+    else:
+        names.insert(0, files.read_error_col)
+        compute = _from_file(plan, files, limit)
 
-    for rows, values, errors in computed(batches, inputs, letterboxed, size_of, plan.min_rows):
-        tensors, heights, widths = ([None if v is None else v[i] for v in values] for i in range(3))
+        def inputs(part: Any) -> Iterator[tuple[tuple[Any, ...], None]]:
+            paths = part.column(plan.input_col).to_pylist()
+            listed = part.column(files.listing_error_col).to_pylist()
+            for path, listing_error in zip(paths, listed, strict=True):
+                yield (path, listing_error), None
+
+    def size_of(value: tuple[Any, str | None]) -> int:
+        return 0 if value[0] is None else int(value[0][0].nbytes)
+
+    for rows, values, errors in computed(batches, inputs, compute, size_of, plan.min_rows):
+        boxed = [None if v is None else v[0] for v in values]
+        tensors, heights, widths = ([None if v is None else v[i] for v in boxed] for i in range(3))
+        read_errors = [None if v is None else v[1] for v in values]
+        # A file the read could not decode gives the detector no image, as a null image does.
+        errors = [
+            row_message("noImage") if r is not None else e
+            for r, e in zip(read_errors, errors, strict=True)
+        ]
         arrays = [
             *rows.columns,
+            *([pa.array(read_errors, pa.string())] if files is not None else []),
             list_array(tensors, pa.float32()),
             pa.array(heights, pa.int32()),
             pa.array(widths, pa.int32()),

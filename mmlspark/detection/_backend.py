@@ -17,13 +17,20 @@ from mmlspark._engine.crops import CropPlan
 from mmlspark._engine.crops import partition as crops
 from mmlspark._engine.messages import row_message
 from mmlspark._engine.ort import model_specs
-from mmlspark._engine.yolo import Decoder, DetectPlan, Layout, detect, resolve_layout
+from mmlspark._engine.yolo import (
+    Decoder,
+    DetectPlan,
+    FileSource,
+    Layout,
+    detect,
+    resolve_layout,
+)
 from mmlspark.core.checks import fail, require_absent, require_column_type, require_distinct
-from mmlspark.core.fused import Step, run_step
+from mmlspark.core.fused import Deferred, Step, assemble, deferred_of, run_step
 from mmlspark.onnx import ONNXModel
 from mmlspark.onnx._backend import plan as onnx_plan
 from mmlspark.onnx._backend import shipped
-from mmlspark.opencv._backend import binary_or_image, image_type, pixel_setting
+from mmlspark.opencv._backend import binary_or_image, full_size, image_type, pixel_setting
 
 if TYPE_CHECKING:
     from mmlspark.detection._CropDetections import _CropDetections
@@ -147,6 +154,24 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
         f"__{part}_{uid}"
         for part in ("tensor", "height", "width", "raw", "imageError", "modelError")
     )
+    # On read_images' own output the tasks read the files themselves (the JVM's fromFiles).
+    d = deferred_of(dataset)
+    read = d.read if d is not None and settings.inputCol == "image" else None
+    source = dataset if d is None or read is None else d.base
+    files = None
+    if read is not None:
+        r = read.decoding
+        reduced = settings.reducedDecode and full_size(r)
+        files = FileSource(
+            r,
+            (1, size, size) if reduced else (r.reduce, r.min_h, r.min_w),
+            read.file_setting,
+            read.listing_error_col,
+            "error",
+        )
+    passed = [*source.schema.fields]
+    if files is not None:
+        passed.append(T.StructField(files.read_error_col, T.StringType(), True))
     device = settings.deviceType.strip().lower()
     batch = settings.miniBatchSize
     onnx = ONNXModel().setBackend("python")
@@ -159,7 +184,7 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
     )
     prepared = T.StructType(
         [
-            *schema.fields,
+            *passed,
             T.StructField(
                 tensor,
                 T.ArrayType(T.FloatType(), False),
@@ -173,12 +198,12 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
     )
     scoring = shipped(dataset.sparkSession, onnx_plan(onnx, model, prepared))
     plan = DetectPlan(
-        input_col=field.name,
+        input_col=field.name if files is None else "path",
         binary=isinstance(field.dataType, T.BinaryType),
         reduced=settings.reducedDecode,
         size=size,
         setting=pixel_setting(dataset),
-        columns=len(schema.fields),
+        columns=len(passed),
         tensor_col=tensor,
         height_col=height,
         width_col=width,
@@ -196,17 +221,18 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
         output_col=output_col,
         error_col=error_col,
         min_rows=scoring.batch,
+        files=files,
     )
     added = [
+        *passed[len(source.schema.fields) :],
         T.StructField(output_col, detections_type(), True),
         T.StructField(error_col, T.StringType(), True),
     ]
-    return run_step(
-        dataset,
-        Step(detect, plan),
-        added,
-        lambda out: out,
-    )
+    out = run_step(source, Step(detect, plan), added, lambda out: out)
+    if d is None or read is None:
+        return out
+    deferred = Deferred(d.base, frozenset({"image"}), read.image, d.order)
+    return assemble(deferred, out, (*d.order, output_col, error_col))
 
 
 def transform_crops(stage: _CropDetections, dataset: Any) -> Any:

@@ -3,6 +3,7 @@ package mmlspark.detection
 import mmlspark.contracts._
 import mmlspark.onnx.{HasOnnxModel, ONNXModel, TensorSpec}
 import mmlspark.opencv.{ImageTransformer, Letterbox, LetterboxGeometry}
+import mmlspark.pixels.ImageRead
 import org.apache.spark.ml.Transformer
 import org.apache.spark.ml.param._
 import org.apache.spark.ml.util.Identifiable
@@ -17,11 +18,18 @@ import org.apache.spark.sql.types._
   * applied, at a reduced JPEG scale with `reducedDecode`) is letterboxed to `imageSize` x
   * `imageSize` (scaled keeping its aspect ratio, bilinear, padded evenly with 114), laid out as an
   * RGB CHW tensor of values / 255 and run through the model (`ONNXModel`: one session per executor,
-  * batches of `miniBatchSize` images). The output is decoded ([[YoloLayout]], `modelFormat`), boxes
-  * under `confidenceThreshold` are dropped, overlapping boxes of a class suppressed
-  * (`iouThreshold`) and at most `maxDetections` kept, the most confident first. Each detection is a
-  * struct as MegaDetector writes it: `category` (the 1-based class id as a string), `label` (from
-  * `classNames`), `conf` and `bbox` = [x_min, y_min, width, height] as fractions of the image.
+  * batches of `miniBatchSize` images; through the inference service on a CPU too, where the
+  * benchmark protocol measured detection faster with it, unless
+  * `spark.mmlspark.onnx.inferenceService` is false). The output is decoded ([[YoloLayout]],
+  * `modelFormat`), boxes under `confidenceThreshold` are dropped, overlapping boxes of a class
+  * suppressed (`iouThreshold`) and at most `maxDetections` kept, the most confident first. Each
+  * detection is a struct as MegaDetector writes it: `category` (the 1-based class id as a string),
+  * `label` (from `classNames`), `conf` and `bbox` = [x_min, y_min, width, height] as fractions of
+  * the image.
+  *
+  * On `read_images`' own output the detector reads each file itself, decoding it once at the
+  * reduced scale, as an `ImageTransformer` does there; the full-size `image` is then computed only
+  * where it is selected.
   *
   * An image with no detection over the threshold gets an empty array; a null or undecodable image
   * gets null and the reason in `errorCol`.
@@ -118,6 +126,9 @@ final class ObjectDetector(override val uid: String) extends Transformer with Ob
       .setErrorCol(modelErrorCol)
       .setMiniBatchSize($(miniBatchSize))
       .setDeviceType($(deviceType))
+      // On a CPU too, the protocol measured detection faster with the inference service
+      // (bench/detection.py): the task decodes and letterboxes its next photos while it runs.
+      .setServiceAutoOnCpu(true)
     get(modelLocation).foreach(m.setModelLocation)
     copyModelTo(m)
     m
@@ -136,26 +147,73 @@ final class ObjectDetector(override val uid: String) extends Transformer with Ob
 
   /** Letterboxes each image into a tensor, with the size of the image it came from. */
   private def letterboxed(dataset: Dataset[_], size: Int): DataFrame = {
-    val input = col(SchemaUtils.quoted($(inputCol)))
-    val encoded = dataset.schema($(inputCol)).dataType == BinaryType
     val target = if ($(reducedDecode)) Letterbox(size).minInputSize else None
-    val prepare =
-      if (encoded)
-        RowResults.udf1((bytes: Array[Byte]) =>
-          ImageTransformer.decodeAndRun(Nil, target)(bytes, ObjectDetector.toTensor(size))
-        )
-      else
-        RowResults.udf1((image: Row) =>
-          ImageTransformer.run(Nil)(image, ObjectDetector.toTensor(size))
-        )
-    val tmp = s"__prepared_$uid"
+    DeferredColumns.of(dataset) match {
+      case Some(d @ Deferred(_, _, _, _, Some(read: ImageRead))) if $(inputCol) == "image" =>
+        fromFiles(d, read, size, target)
+      case _ =>
+        val input = col(SchemaUtils.quoted($(inputCol)))
+        val prepare =
+          if (dataset.schema($(inputCol)).dataType == BinaryType)
+            RowResults.udf1((bytes: Array[Byte]) =>
+              ImageTransformer.decodeAndRun(Nil, target)(bytes, ObjectDetector.toTensor(size))
+            )
+          else
+            RowResults.udf1((image: Row) =>
+              ImageTransformer.run(Nil)(image, ObjectDetector.toTensor(size))
+            )
+        prepared(dataset.toDF().withColumn(preparedCol, prepare(input)), size)
+    }
+  }
+
+  /** Letterboxing on `read_images`' own output, `d`, as an `ImageTransformer` does there: each task
+    * reads the file at `path` and decodes it once, at the smallest JPEG scale that covers the
+    * letterbox when the read is at full size (with `reducedDecode`) or as the read decodes it;
+    * `error` is the read's error, from the same pass, and `image` stays deferred, computed only
+    * where read (a 12 MP photo is never decoded at full size unless it is selected).
+    */
+  private def fromFiles(
+      d: Deferred,
+      read: ImageRead,
+      size: Int,
+      target: Option[(Int, Int)]
+  ): DataFrame = {
+    val s = read.settings
+    val scale = target
+      .filter(_ => s.fullSize)
+      .map { case (h, w) => (1, h, w) }
+      .getOrElse((s.reduceFactor, s.minHeight, s.minWidth))
+    val fused = ImageTransformer.fileUdf(
+      read,
+      scale,
+      Nil,
+      (image: mmlspark.opencv.Image, _: String) => ObjectDetector.toTensor(size)(image)
+    )
+    val base = prepared(
+      d.base
+        .withColumn(preparedCol, fused(col("path"), col(read.listingErrorCol)))
+        .withColumn("error", col(s"$preparedCol.readError")),
+      size
+    )
+    val order = d.order ++ Seq(tensorCol, sizeCol, imageErrorCol)
+    val out = read.image(base).select(order.map(c => col(SchemaUtils.quoted(c))): _*)
+    DeferredColumns.register(out, Deferred(base, Set("image"), read.image, order))
+  }
+
+  private def preparedCol = s"__prepared_$uid"
+
+  /** `df`'s letterboxing result (a struct of a [[Letterboxed]] `value` and an `error`, in
+    * [[preparedCol]]) as the tensor, size and image error columns the model and decoding read.
+    */
+  private def prepared(df: DataFrame, size: Int): DataFrame = {
     val shape = new MetadataBuilder().putLongArray("tensorShape", Array(3L, size, size)).build()
-    dataset
-      .withColumn(tmp, prepare(input))
-      .withColumn(tensorCol, col(s"$tmp.value.tensor").as(tensorCol, shape))
-      .withColumn(sizeCol, struct(col(s"$tmp.value.height"), col(s"$tmp.value.width")))
-      .withColumn(imageErrorCol, col(s"$tmp.error"))
-      .drop(tmp)
+    df.withColumn(tensorCol, col(s"$preparedCol.value.tensor").as(tensorCol, shape))
+      .withColumn(
+        sizeCol,
+        struct(col(s"$preparedCol.value.height"), col(s"$preparedCol.value.width"))
+      )
+      .withColumn(imageErrorCol, col(s"$preparedCol.error"))
+      .drop(preparedCol)
   }
 
   override def transform(dataset: Dataset[_]): DataFrame = {

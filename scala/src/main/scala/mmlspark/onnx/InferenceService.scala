@@ -28,7 +28,8 @@ object DeviceSwitch {
   /** On for a CUDA device, off on the CPU: the benchmark protocol (bench/README.md) measured the
     * inference service and pinned outputs no faster than without them on two CPU cores; on a GPU
     * the service fills one GPU run with the rows of concurrent tasks and pinned outputs spare a
-    * device allocation per run.
+    * device allocation per run. A stage whose workload measured otherwise on a CPU says so
+    * ([[ServiceSettings.served]]).
     */
   case object Auto extends DeviceSwitch("auto") {
     def on(device: Device): Boolean = device match {
@@ -55,7 +56,8 @@ object DeviceSwitch {
   *   off, each task runs its own batches on the session it shares with the other tasks. On two CPU
   *   cores (bench/results/summary.md, 2026-11-27) the protocol measured the service on / off at
   *   0.96-1.00 (ResNet-50 1.00, tiny CNN 0.96, end to end 640x480 0.99, 12 MP photos 0.96), not at
-  *   least 1.0 on every workload, so `auto` leaves it off there
+  *   least 1.0 on every workload, so `auto` leaves it off there, except where `autoOnCpu` says the
+  *   stage's workload measured otherwise
   * @param maxWaitNanos
   *   how long the service waits for rows of other tasks to fill a batch that one task left short
   *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one
@@ -74,14 +76,26 @@ object DeviceSwitch {
   *   off on the CPU, where the protocol measured pinned / unpinned at 0.90-1.01: ResNet-50 1.01,
   *   tiny CNN 0.90); off, ONNX Runtime allocates each run's outputs, as it does for outputs of no
   *   fixed shape
+  * @param autoOnCpu
+  *   what `auto` means for the service on a CPU: on for a stage whose own workload the protocol
+  *   measured faster with the service there ([[mmlspark.detection.ObjectDetector]]: a detector's
+  *   decode and letterbox overlap its runs), off otherwise; not a Spark setting
   */
 final case class ServiceSettings(
     enabled: DeviceSwitch,
     maxWaitNanos: Long,
     batchesInFlight: Int,
     padBatches: Boolean = false,
-    pinOutputs: DeviceSwitch = DeviceSwitch.Auto
-)
+    pinOutputs: DeviceSwitch = DeviceSwitch.Auto,
+    autoOnCpu: Boolean = false
+) {
+
+  /** Whether runs on `device` go through the service. */
+  def served(device: Device): Boolean = (enabled, device) match {
+    case (DeviceSwitch.Auto, Cpu) => autoOnCpu
+    case (switch, _) => switch.on(device)
+  }
+}
 
 object ServiceSettings {
   val EnabledKey = "spark.mmlspark.onnx.inferenceService"

@@ -141,6 +141,15 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
   // tensors fetched): cutting rewrites the model and inspecting it opens a session.
   @transient private var cut: ((String, Seq[String]), ModelInfo) = _
 
+  // What `auto` means for the inference service on a CPU ([[ServiceSettings.autoOnCpu]]): set by a
+  // stage that runs its model through this one and measured its workload faster with the service.
+  private var serviceOnCpu = false
+
+  private[mmlspark] def setServiceAutoOnCpu(on: Boolean): this.type = {
+    serviceOnCpu = on
+    this
+  }
+
   /** The model as it runs: the model itself, or, when fetchDict names tensors inside it (a node's
     * output, or a node by name), the model cut so that exactly the fetched tensors are its outputs.
     */
@@ -281,7 +290,8 @@ final class ONNXModel(override val uid: String) extends Transformer with ONNXMod
 
   private def run(dataset: DataFrame): DataFrame = {
     val conf = dataset.sparkSession.conf
-    val p = plan(dataset.schema, RunLimits.from(conf), ServiceSettings.from(conf))
+    val service = ServiceSettings.from(conf).copy(autoOnCpu = serviceOnCpu)
+    val p = plan(dataset.schema, RunLimits.from(conf), service)
     val schema = outputSchema(dataset.schema, p)
     runnableInfo.ship(dataset.sparkSession)
     val arrays = p.feeds.filter(_.columnType.isInstanceOf[ArrayType]).map(_.ordinal).toSet

@@ -107,7 +107,7 @@ final case class RunPlan(
     val cores = SparkInternals.executorCores
     // The device decides what `auto` settings mean: here for the service, in BatchRunner for
     // pinned outputs.
-    val served = service.enabled.on(device)
+    val served = service.served(device)
     val (threads, workers) = device match {
       case _ if !served =>
         (if (settings.intraOpThreads > 0) settings.intraOpThreads else TaskCpus.get, 0)

@@ -317,7 +317,7 @@ object ImageTransformer extends StageReadable[ImageTransformer] {
     * `output` (of the image and its path). `scale` is (reduceFactor, minHeight, minWidth) of the
     * decode.
     */
-  private[opencv] def fileUdf[T: TypeTag](
+  private[mmlspark] def fileUdf[T: TypeTag](
       read: ImageRead,
       scale: (Int, Int, Int),
       ops: Seq[ImageOp],

@@ -155,6 +155,40 @@ class InferenceServiceSuite extends AnyFunSuite with BeforeAndAfterEach {
     assert(InferenceService.batchesRun > batches)
   }
 
+  test("`auto` means the service on a CPU where the stage says so; true and false win") {
+    import DeviceSwitch.{Auto, Off, On}
+    val measured = ServiceSettings.default.copy(autoOnCpu = true)
+    assert(measured.served(Cpu) && measured.served(Cuda(0)))
+    assert(!ServiceSettings.default.served(Cpu) && ServiceSettings.default.served(Cuda(1)))
+    for (device <- Seq(Cpu, Cuda(0)); cpu <- Seq(true, false)) {
+      assert(ServiceSettings.default.copy(enabled = On, autoOnCpu = cpu).served(device))
+      assert(!ServiceSettings.default.copy(enabled = Off, autoOnCpu = cpu).served(device))
+    }
+    assert(measured.enabled == Auto)
+  }
+
+  test("an ObjectDetector runs through the service on a CPU by default, and not when set off") {
+    import spark.implicits._
+    val mat = mmlspark.image.ImageFixtures.patternMat()
+    val png =
+      try mmlspark.image.ImageFixtures.encode(mat, ".png")
+      finally mat.release()
+    val photos = Seq.tabulate(4)(i => (s"p$i.png", png)).toDF("path", "content").repartition(2)
+    def detect(): Int = new mmlspark.detection.ObjectDetector()
+      .setModelPayload(bytes("yolo_echo.onnx"))
+      .setInputCol("content")
+      .transform(photos)
+      .filter(col("detectionError").isNull)
+      .count()
+      .toInt
+    val before = InferenceService.batchesRun
+    assert(detect() == 4)
+    assert(InferenceService.batchesRun > before)
+    val served = InferenceService.batchesRun
+    assert(withConf(ServiceSettings.EnabledKey -> "false")(detect()) == 4)
+    assert(InferenceService.batchesRun == served)
+  }
+
   test("the service and pinned outputs take auto, true or false in any case, and nothing else") {
     for (
       key <- Seq(ServiceSettings.EnabledKey, ServiceSettings.PinOutputsKey);
