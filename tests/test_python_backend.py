@@ -750,3 +750,50 @@ def test_connect_without_the_jar_fetches_zipmap_maps_like_the_jvm(spark, jarless
         assert set(g["probability"]) == set(e["probability"]) == {1, 2, 3}
         assert g["probability"] == pytest.approx(e["probability"], rel=1e-5), i
     assert "holds 5 values" in got[12]["onnxError"]
+
+
+def test_rows_of_one_shape_go_to_onnxruntime_as_one_array(monkeypatch):
+    """Flat tensors of one length are fed straight from the Arrow buffer, a mini-batch per run,
+    with no Python value per row; a batch with a row that does not fit is taken row by row, and
+    only that row fails. Both give onnxruntime's own outputs."""
+    import onnx_models
+    import onnxruntime
+    import pyarrow as pa
+    from pyspark.sql import types as T
+
+    from mmlspark._engine import ort
+    from mmlspark._engine.rows import Task
+    from mmlspark.onnx import ONNXModel
+    from mmlspark.onnx._backend import plan as onnx_plan
+
+    model = onnx_models.small_cnn(classes=3, size=8)
+    stage = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=4)
+    stage.setBackend("python").setModelPayload(model)
+    schema = T.StructType([T.StructField("tensor", T.ArrayType(T.FloatType(), False))])
+    plan = onnx_plan(stage, model, schema)
+    tensors = np.random.default_rng(3).standard_normal((10, 3 * 8 * 8), dtype=np.float32)
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    expected = session.run(None, {name: tensors.reshape(10, 3, 8, 8)})[0].reshape(10, -1)
+
+    def scored(rows):
+        batch = pa.RecordBatch.from_arrays([pa.array(rows, pa.list_(pa.float32()))], ["tensor"])
+        out = pa.Table.from_batches(list(ort.partition(plan, iter([batch]), Task(cpus=1))))
+        return out.column("logits").to_pylist(), out.column("onnxError").to_pylist()
+
+    def per_row(*args):
+        raise AssertionError("a row was taken alone")
+
+    with monkeypatch.context() as m:
+        m.setattr(ort, "row_input", per_row)
+        logits, errors = scored([list(t) for t in tensors])
+    assert errors == [None] * 10
+    np.testing.assert_allclose(np.array(logits), expected, rtol=1e-5, atol=1e-6)
+    rows = [list(t) for t in tensors]
+    rows[6] = rows[6][:-1]  # one value short
+    logits, errors = scored(rows)
+    assert logits[6] is None and "191 values" in errors[6], errors[6]
+    ok = [r for r in range(10) if r != 6]
+    assert [errors[r] for r in ok] == [None] * 9
+    got = np.array([logits[r] for r in ok])
+    np.testing.assert_allclose(got, expected[ok], rtol=1e-5, atol=1e-6)

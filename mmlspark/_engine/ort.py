@@ -18,7 +18,17 @@ import numpy as np
 
 from mmlspark._engine.messages import row_message
 from mmlspark._engine.rows import RowError, Task, list_array
-from mmlspark._engine.tensors import Feed, Fetch, Spec, column_values, row_input, spec_of, type_name
+from mmlspark._engine.tensors import (
+    Feed,
+    Fetch,
+    Spec,
+    _to_dtype,
+    column_values,
+    resolve,
+    row_input,
+    spec_of,
+    type_name,
+)
 
 #: The environment onnxruntime gets in every process that loads it, unless already set: without
 #: it, onnxruntime 1.29 writes a `mat-debug-<pid>.log` and a `.ses` file into the temporary folder
@@ -226,9 +236,72 @@ def partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
             yield _scored(plan, session, arrow_batch.slice(offset, step))
 
 
+def _uniform_inputs(plan: Plan, batch: Any) -> list[np.ndarray] | None:
+    """Each feed's rows as one array [rows, *row shape], straight from the Arrow buffer, where
+    every row of every feed is a non-null flat array of numbers of one length: the values and
+    shape ``row_input`` gives each such row, with no Python value per row. None otherwise (the
+    rows are then taken one by one)."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    n = batch.num_rows
+    blocks = []
+    for feed in plan.feeds:
+        column = batch.column(feed.column)
+        kind = column.type
+        if (
+            n == 0
+            or not feed.input.has_batch
+            or feed.source not in ("float", "int")
+            or not (pa.types.is_list(kind) or pa.types.is_large_list(kind))
+            or not (pa.types.is_integer(kind.value_type) or pa.types.is_floating(kind.value_type))
+            or column.null_count
+            or column.values.null_count
+        ):
+            return None
+        offsets = column.offsets.to_numpy()
+        lengths = np.diff(offsets)
+        if (lengths != lengths[0]).any():
+            return None
+        try:
+            shape = resolve(feed.column, feed.input, feed.template, (int(lengths[0]),))
+        except RowError:
+            return None
+        flat = column.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]]
+        blocks.append(_to_dtype(flat, feed.source, feed.dtype).reshape(n, *shape))
+    return blocks
+
+
+def _run_uniform(plan: Plan, session: Any, blocks: list[np.ndarray]) -> list[Any] | None:
+    """The rows' outputs (per row, per fetch: a flat array) of `blocks` run a mini-batch at a
+    time; None where an output is a sequence of maps or a run fails (the rows are then run as
+    ``_scored`` runs them, which finds the failing rows)."""
+    if any(f.output.map_of is not None for f in plan.fetches):
+        return None
+    n = len(blocks[0])
+    names = [f.output.name for f in plan.fetches]
+    parts: list[list[np.ndarray]] = [[] for _ in plan.fetches]
+    try:
+        for start in range(0, n, plan.batch):
+            end = min(n, start + plan.batch)
+            feeds = {f.input.name: b[start:end] for f, b in zip(plan.feeds, blocks, strict=True)}
+            for part, result in zip(parts, session.run(names, feeds), strict=True):
+                array = np.asarray(result)
+                if array.ndim == 0 or array.shape[0] != end - start:
+                    return None
+                part.append(array.reshape(end - start, -1))
+    except Exception:  # noqa: BLE001 (retried row by row, as a failing run is)
+        return None
+    outputs = [np.concatenate(part) for part in parts]
+    return [[output[r] for output in outputs] for r in range(n)]
+
+
 def _scored(plan: Plan, session: Any, batch: Any) -> Any:
     """The output rows of `batch`: its columns, then the stage's."""
     n = batch.num_rows
+    blocks = _uniform_inputs(plan, batch)
+    uniform = None if blocks is None else _run_uniform(plan, session, blocks)
+    if uniform is not None:
+        return _output_batch(plan, batch, uniform, [None] * n)
     columns = {f.column: column_values(f, batch.column(f.column)) for f in plan.feeds}
     inputs: list[list[np.ndarray] | None] = [None] * n
     shapes: list[tuple[Any, ...] | None] = [None] * n
