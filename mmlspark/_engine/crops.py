@@ -18,18 +18,33 @@ from mmlspark._engine.rows import OUT_BYTES, OUT_ROWS, ROWS_PER_SLICE, RowError,
 from mmlspark._engine.structs import from_struct, image_array, to_struct
 
 
-def crop(image: np.ndarray, bbox: Sequence[float | None] | None, square: bool) -> np.ndarray:
-    """The crop of `image` at `bbox` ([x_min, y_min, width, height] as fractions), a new array
-    (``CropChoice.crop``)."""
-    import cv2
+@dataclass(frozen=True)
+class CropRegion:
+    """Where a crop lies in its image (``CropChoice.crop``'s arithmetic): the pixels
+    [x, x + width) x [y, y + height) of the image, placed at (left, top) of a crop of
+    `crop_width` x `crop_height` (a square crop is padded with black where the image ends)."""
 
+    x: int
+    y: int
+    width: int
+    height: int
+    left: int
+    top: int
+    crop_width: int
+    crop_height: int
+
+
+def crop_region(
+    image_h: int, image_w: int, bbox: Sequence[float | None] | None, square: bool
+) -> CropRegion:
+    """The region of an `image_h` x `image_w` image that `bbox` ([x_min, y_min, width, height]
+    as fractions) crops; a RowError, with the JVM's text, for a box that crops nothing."""
     if bbox is None or len(bbox) != 4:
         shown = "None" if bbox is None else f"Some({len(bbox)})"
         raise RowError(row_message("boxSize", count=shown))
     if any(v is None for v in bbox):
         raise RowError(row_message("boxNull", box=", ".join(java_double(v) for v in bbox)))
     b = [float(v) for v in bbox]  # type: ignore[arg-type]
-    image_h, image_w = image.shape[:2]
     x = min(max(java_int(b[0] * image_w), 0), image_w - 1)
     y = min(max(java_int(b[1] * image_h), 0), image_h - 1)
     w = min(java_int(b[2] * image_w), image_w - x)
@@ -37,22 +52,31 @@ def crop(image: np.ndarray, bbox: Sequence[float | None] | None, square: bool) -
     if w <= 0 or h <= 0:
         shown = ", ".join(java_double(v) for v in bbox)
         raise RowError(row_message("boxEmpty", box=shown, width=image_w, height=image_h))
+    if not square:
+        return CropRegion(x, y, w, h, 0, 0, w, h)
     side = max(w, h)
-    if square:
-        x = max(0, min(x - (side - w) // 2, image_w - min(side, image_w)))
-        y = max(0, min(y - (side - h) // 2, image_h - min(side, image_h)))
-        w = min(side, image_w)
-        h = min(side, image_h)
-    region = np.array(image[y : y + h, x : x + w], order="C")
-    if not square or (w == side and h == side):
+    x = max(0, min(x - (side - w) // 2, image_w - min(side, image_w)))
+    y = max(0, min(y - (side - h) // 2, image_h - min(side, image_h)))
+    w = min(side, image_w)
+    h = min(side, image_h)
+    return CropRegion(x, y, w, h, (side - w) // 2, (side - h) // 2, side, side)
+
+
+def crop(image: np.ndarray, bbox: Sequence[float | None] | None, square: bool) -> np.ndarray:
+    """The crop of `image` at `bbox` ([x_min, y_min, width, height] as fractions), a new array
+    (``CropChoice.crop``)."""
+    import cv2
+
+    r = crop_region(image.shape[0], image.shape[1], bbox, square)
+    region = np.array(image[r.y : r.y + r.height, r.x : r.x + r.width], order="C")
+    if (r.width, r.height) == (r.crop_width, r.crop_height):
         return region
-    top, left = (side - h) // 2, (side - w) // 2
     return cv2.copyMakeBorder(  # type: ignore[no-any-return]
         region,
-        top,
-        side - h - top,
-        left,
-        side - w - left,
+        r.top,
+        r.crop_height - r.height - r.top,
+        r.left,
+        r.crop_width - r.width - r.left,
         cv2.BORDER_CONSTANT,
         value=(0, 0, 0, 0),
     )

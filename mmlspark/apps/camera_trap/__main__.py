@@ -10,6 +10,8 @@
         --featurizer resnet50.onnx --model-out crops-model/
     python -m mmlspark.apps.camera_trap classify --images new-photos/ --detector md_v5a.onnx \\
         --model crops-model/ --out run2/
+    python -m mmlspark.apps.camera_trap explain --images new-photos/ --detector md_v5a.onnx \\
+        --model crops-model/ --out why2/
     python -m mmlspark.apps.camera_trap export --format camtrap-dp --predictions run2/ \\
         --deployments deployments.csv --taxa taxa.csv --metadata metadata.json --out run2-dp/
 """
@@ -86,7 +88,7 @@ def run_options(p: argparse.ArgumentParser) -> None:
 
 
 def detector_options(p: argparse.ArgumentParser, action: str) -> None:
-    """The options of the two-stage commands (train and classify with a detector)."""
+    """The options of the two-stage commands (train, classify and explain with a detector)."""
     p.add_argument(
         "--detector",
         help=f"ONNX detector (YOLO layout, e.g. MegaDetector): {action} the crops of its animal "
@@ -294,6 +296,7 @@ def parser() -> argparse.ArgumentParser:
     h.add_argument(
         "--overwrite", action="store_true", help="replace an earlier explain run's files in --out"
     )
+    detector_options(h, "explain")
 
     d = sub.add_parser("demo", help="train, classify and evaluate on the embedded demo data")
     d.add_argument("--out", default="camera-trap-demo", help="directory for everything it writes")

@@ -4,6 +4,8 @@ contact sheet of them all with each photo's name, class and confidence, and expl
 
 The photos are decoded at the smallest JPEG scale that covers the model's input, as classify
 decodes them, and the explainer perturbs that image: a 12 MP photo is never decoded per sample.
+A model trained on detection crops (train --detector) takes the same detector as classify and
+is explained on each photo's deciding crop (see `explain_crops`).
 The folder's files are written whole (a temporary name, then renamed); a later run with
 --overwrite removes only the files its explanations.json lists.
 """
@@ -14,6 +16,7 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,14 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 import mmlspark
-from mmlspark.apps.camera_trap.predictions import _featurizer, _levels, classified
+from mmlspark.apps.camera_trap.detector import load_detector
+from mmlspark.apps.camera_trap.explain_crops import crop_explanations
+from mmlspark.apps.camera_trap.predictions import (
+    _featurizer,
+    _levels,
+    classified,
+    trained_on_crops,
+)
 from mmlspark.apps.camera_trap.results import check_folders
 from mmlspark.apps.camera_trap.session import _qualified
 from mmlspark.apps.camera_trap.settings import PREDICTION_INDEX, JobError, Log
@@ -51,12 +61,16 @@ def explain(
     method: str = "lime",
     cell_size: float | None = None,
     modifier: float | None = None,
+    detector: str | None = None,
+    threshold: float = 0.2,
     overwrite: bool = False,
     log: Log = print,
 ) -> dict[str, Any]:
     """Writes heatmaps of where the model in `model_dir` looked, for the `photos` photos under
     `images` it is least certain of (every photo when 0), into `out`; returns the summary
-    explanations.json holds."""
+    explanations.json holds. A model trained on crops (train --detector) needs the `detector`
+    and `threshold` classify took: each photo is explained on the crop that decides its class,
+    and a photo without one gets no heatmap (counted as `without_detection`)."""
     if photos < 0:
         raise JobError(f"--photos must be 0 (every photo) or more, not {photos}")
     if samples < 2:
@@ -76,13 +90,76 @@ def explain(
     featurizer = _featurizer(model)
     if featurizer is None:
         raise JobError(f"the model in {model_dir} has no ImageFeaturizer: not one train wrote")
-    if featurizer.getInputCol() != "image":
-        raise JobError(
-            f"the model in {model_dir} was trained on detection crops (train --detector); explain "
-            "takes models trained on whole photos"
+    root = _qualified(spark, images)
+    explaining = f"[explain] {method.upper()} with {samples} samples a photo"
+    extra: dict[str, Any] = {}
+    if trained_on_crops(model, model_dir, detector, "explain"):
+        assert detector is not None
+        found = load_detector(spark, detector)
+        explainer = _explainer(model, method, samples, cell_size, modifier, "crop")
+        pictures, extra = crop_explanations(
+            spark, root, model, found, threshold, photos, explainer, log
         )
-    height, width = featurizer.getImageHeight(), featurizer.getImageWidth()
-    read = read_images(spark, images, minHeight=height, minWidth=width)
+        log(f"{explaining}, on its deciding crop")
+        nothing = f"has an animal detection at or over {threshold} that the model classified"
+    else:
+        explainer = _explainer(model, method, samples, cell_size, modifier, "image")
+        height, width = featurizer.getImageHeight(), featurizer.getImageWidth()
+        read = read_images(spark, images, minHeight=height, minWidth=width)
+        pictures = _photo_explanations(model, read, photos, explainer, explaining, log)
+        nothing = "could be read and classified"
+    entries = _write(folder, pictures, levels, root, log)
+    if not entries:
+        raise JobError(f"no photo under {images} {nothing}")
+    _remove(folder, previous - {e["heatmap"] for e in entries})
+    sheets = _contact_sheets(folder, entries)
+    summary = {
+        "format": FORMAT,
+        "images": images,
+        "model": str(Path(model_dir).resolve()),
+        "method": method,
+        "samples": samples,
+        **extra,
+        "photos": entries,
+        "contact_sheets": sheets,
+        "files": sorted({*(e["heatmap"] for e in entries), *sheets, MANIFEST}),
+    }
+    _write_bytes(folder / MANIFEST, json.dumps(summary, indent=2).encode())
+    log(f"[explain] wrote {len(entries)} heatmaps and {', '.join(sheets)} to {folder}")
+    return summary
+
+
+def _explainer(
+    model: Any,
+    method: str,
+    samples: int,
+    cell_size: float | None,
+    modifier: float | None,
+    input_col: str,
+) -> Any:
+    from mmlspark.explainers import ImageLIME, ImageSHAP
+
+    stage = ImageLIME() if method == "lime" else ImageSHAP()
+    stage.setModel(model).setInputCol(input_col).setTargetCol("probability")
+    stage.setTargetClassesCol("_targets").setOutputCol("_weights").setNumSamples(samples)
+    stage.setSuperpixelCol("_superpixels")
+    if method == "lime":
+        stage.setMetricsCol("_r2")
+    if cell_size is not None:
+        stage.setCellSize(cell_size)
+    if modifier is not None:
+        stage.setModifier(modifier)
+    return stage
+
+
+def _photo_explanations(
+    model: Any, read: DataFrame, photos: int, explainer: Any, explaining: str, log: Log
+) -> Iterator[tuple[dict[str, Any], np.ndarray]]:
+    """The heatmaps of the `photos` photos of `read` (decoded to cover the model's input) the
+    model is least certain of (every photo when 0), as (fields, picture) pairs for `_write`, each
+    made as it arrives on the driver (one partition at a time)."""
+    from mmlspark.explainers import heatmap
+
     scored = classified(model, read).filter(F.col("probability").isNotNull())
     confidence = F.element_at(
         vector_to_array(F.col("probability")), F.col(PREDICTION_INDEX).cast("int") + 1
@@ -99,76 +176,51 @@ def explain(
     try:
         if photos:
             log(f"[explain] the {chosen.count()} photos the model is least certain of")
-        log(f"[explain] {method.upper()} with {samples} samples a photo")
-        explained = _explainer(model, method, samples, cell_size, modifier).transform(
-            chosen.withColumn("_targets", F.array("_class"))
-        )
-        entries = _write(folder, explained, levels, _qualified(spark, images), log)
+        log(explaining)
+        explained = explainer.transform(chosen.withColumn("_targets", F.array("_class")))
+        columns = ["path", "image", "_class", "confidence", "_weights", "_superpixels"]
+        if "_r2" in explained.columns:
+            columns.append("_r2")
+        for row in explained.select(*columns).toLocalIterator():
+            fields = {
+                "path": row["path"],
+                "class": row["_class"],
+                "confidence": row["confidence"],
+                "r2": row["_r2"][0] if "_r2" in columns and row["_r2"] is not None else None,
+            }
+            yield fields, heatmap(row["image"], row["_superpixels"], row["_weights"][0])
     finally:
         chosen.unpersist()
-    if not entries:
-        raise JobError(f"no photo under {images} could be read and classified")
-    _remove(folder, previous - {e["heatmap"] for e in entries})
-    sheets = _contact_sheets(folder, entries)
-    summary = {
-        "format": FORMAT,
-        "images": images,
-        "model": str(Path(model_dir).resolve()),
-        "method": method,
-        "samples": samples,
-        "photos": entries,
-        "contact_sheets": sheets,
-        "files": sorted({*(e["heatmap"] for e in entries), *sheets, MANIFEST}),
-    }
-    _write_bytes(folder / MANIFEST, json.dumps(summary, indent=2).encode())
-    log(f"[explain] wrote {len(entries)} heatmaps and {', '.join(sheets)} to {folder}")
-    return summary
 
 
-def _explainer(
-    model: Any, method: str, samples: int, cell_size: float | None, modifier: float | None
-) -> Any:
-    from mmlspark.explainers import ImageLIME, ImageSHAP
-
-    stage = ImageLIME() if method == "lime" else ImageSHAP()
-    stage.setModel(model).setInputCol("image").setTargetCol("probability")
-    stage.setTargetClassesCol("_targets").setOutputCol("_weights").setNumSamples(samples)
-    stage.setSuperpixelCol("_superpixels")
-    if method == "lime":
-        stage.setMetricsCol("_r2")
-    if cell_size is not None:
-        stage.setCellSize(cell_size)
-    if modifier is not None:
-        stage.setModifier(modifier)
-    return stage
-
-
-def _write(folder: Path, explained: DataFrame, levels: list[str], root: str, log: Log) -> list:
-    """Writes each photo's heatmap as it arrives on the driver (one partition at a time);
-    returns the photos' entries (`file` relative to `root`, the qualified --images, as
-    results.json names photos), least certain first."""
-    from mmlspark.explainers import heatmap
-
+def _write(
+    folder: Path,
+    pictures: Iterable[tuple[dict[str, Any], np.ndarray]],
+    levels: list[str],
+    root: str,
+    log: Log,
+) -> list:
+    """Writes each photo's heatmap as it comes (its fields: `path`, `class`, `confidence`, `r2`
+    or None, and a crop model's `detection`); returns the photos' entries (`file` relative to
+    `root`, the qualified --images, as results.json names photos), least certain first."""
     (folder / HEATMAPS).mkdir(parents=True, exist_ok=True)
-    columns = ["path", "image", "_class", "confidence", "_weights", "_superpixels"]
-    if "_r2" in explained.columns:
-        columns.append("_r2")
     entries = []
     names: set[str] = set()
-    for row in explained.select(*columns).toLocalIterator():
-        path = row["path"]
+    for fields, picture in pictures:
+        path = fields["path"]
         relative = path[len(root) + 1 :] if path.startswith(root + "/") else path
         name = _heatmap_name(relative, names)
-        picture = heatmap(row["image"], row["_superpixels"], row["_weights"][0])
         _write_png(folder / name, picture)
         entry = {
             "file": relative,
-            "label": levels[row["_class"]],
-            "confidence": round(float(row["confidence"]), 6),
+            "label": levels[fields["class"]],
+            "confidence": round(float(fields["confidence"]), 6),
             "heatmap": name,
         }
-        if "_r2" in columns and row["_r2"] is not None:
-            entry["r2"] = round(float(row["_r2"][0]), 6)
+        if fields["r2"] is not None:
+            entry["r2"] = round(float(fields["r2"]), 6)
+        if "detection" in fields:
+            entry["detection"] = fields["detection"]
         entries.append(entry)
         if len(entries) % 10 == 0:
             log(f"[explain] {len(entries)} heatmaps written")

@@ -19,7 +19,7 @@ The code lives in modules of this package by role, and every name callers use is
 ``run_loop`` (the resumable run, ``finish``), ``results`` (the results folder), ``bursts``,
 ``outputs`` (CSV and MegaDetector JSON), ``evaluation`` (``evaluate``), ``demo`` and
 ``camtrap_dp`` (``export``: a Camtrap DP data package of a run's results) and ``explain``
-(heatmaps of where a model looked).
+(heatmaps of where a model looked; ``explain_crops`` for models trained on detection crops).
 """
 
 from __future__ import annotations

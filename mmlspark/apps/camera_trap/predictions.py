@@ -57,6 +57,27 @@ def _featurizer(model: PipelineModel) -> ImageFeaturizer | None:
     return next((s for s in model.stages if isinstance(s, ImageFeaturizer)), None)
 
 
+def trained_on_crops(
+    model: PipelineModel, model_dir: str, detector: str | None, command: str
+) -> bool:
+    """Whether `model` was trained on detection crops (`train --detector`: its featurizer reads
+    the 'crop' column). `command` (classify, explain) refuses such a model without a `detector`,
+    and a model trained on whole photos with one."""
+    featurizer = _featurizer(model)
+    on_crops = featurizer is not None and featurizer.getInputCol() == "crop"
+    if on_crops and detector is None:
+        raise JobError(
+            f"the model in {model_dir} was trained on detection crops (train --detector); "
+            f"{command} with it needs --detector, the same detector"
+        )
+    if detector is not None and not on_crops:
+        raise JobError(
+            f"the model in {model_dir} was trained on whole photos; {command} --detector needs "
+            "a model trained on crops: train --detector"
+        )
+    return on_crops
+
+
 def featurizer_size(model: PipelineModel) -> tuple[int, int]:
     """The image size the model's featurizer resizes to (0, 0 when it has none)."""
     stage = _featurizer(model)
@@ -100,9 +121,9 @@ def score(read: DataFrame, model: PipelineModel, levels: list[str], ensemble: bo
             "path",
             "length",
             "modificationTime",
-            unless_failed(
-                F.expr("element_at(levels, CAST(array_position(final, array_max(final)) AS INT))")
-            ).alias("predicted_label"),
+            unless_failed(F.expr(f"element_at(levels, {best_position('final')})")).alias(
+                "predicted_label"
+            ),
             unless_failed(F.array_max("final")).cast("double").alias("confidence"),
             unless_failed(top_k).cast(TOP_K_TYPE).alias("top_k"),
             unless_failed(F.col("prediction")).alias("image_label"),
@@ -116,6 +137,12 @@ def score(read: DataFrame, model: PipelineModel, levels: list[str], ensemble: bo
 def _sql_strings(values: list[str]) -> str:
     """`values` as a Spark SQL array literal."""
     return "array(" + ", ".join(json.dumps(v).replace("'", "\\'") for v in values) + ")"
+
+
+def best_position(probabilities: str) -> str:
+    """SQL of the position (from 1) of the most probable class in the array expression
+    `probabilities` (the first of equals): a photo's class."""
+    return f"CAST(array_position({probabilities}, array_max({probabilities})) AS INT)"
 
 
 def _top_k_sql(probabilities: str, levels: list[str]) -> str:
@@ -136,15 +163,12 @@ def _max_conf(detections: str) -> Any:
     return F.coalesce(F.array_max(F.transform(detections, lambda d: d["conf"])), F.lit(0.0))
 
 
-def score_two_stage(
-    crops: DataFrame, levels: list[str], threshold: float, ensemble: bool
-) -> DataFrame:
-    """The rows of `TWO_STAGE_SCHEMA` (without `commit`) from the classified crop rows of a chunk
-    of photos (CropDetections with keepUncropped, then the model): a photo's class is the species
-    of its most confident classified detection; else the label of its most confident detection
-    at or over `threshold` that was not cropped (e.g. person); else empty. With `ensemble`, the
-    species probabilities of a burst's photos are averaged and every photo of a burst with an
-    animal gets the burst's species; `image_label` keeps the photo's own class."""
+def photos_of_crops(crops: DataFrame, carried: tuple[str, ...] = ()) -> DataFrame:
+    """The classified crop rows of photos (CropDetections with keepUncropped, then the model)
+    grouped back into one row per photo (per video frame where `crops` has `frame_number`):
+    `path`, the first of the `carried` columns, `detections`, `failure` (the photo's read or
+    detection error, else its first crop's that failed) and `classified`, the (index, probs) of
+    the crops classified. A photo with a failure gets no class."""
     classified = F.when(
         F.col("detectionIndex").isNotNull() & F.col("features").isNotNull(),
         F.struct(
@@ -155,26 +179,43 @@ def score_two_stage(
     crop_failure = F.when(
         F.col("detectionIndex").isNotNull(), F.coalesce("cropError", "featurizeError")
     )
-    # A photo, or a video's frame: its crops' rows grouped back together.
-    photos = crops.groupBy("path", "frame_number").agg(
-        *[
-            F.first(c).alias(c)
-            for c in ("length", "modificationTime", "burst", "unit", "frame_time", "frame_rate")
-        ],
+    keys = ["path", "frame_number"] if "frame_number" in crops.columns else ["path"]
+    photos = crops.groupBy(*keys).agg(
+        *[F.first(c).alias(c) for c in carried],
         F.first("detections").alias("detections"),
         F.first(F.coalesce("error", "detectionError")).alias("photo_failure"),
         F.first(crop_failure, ignorenulls=True).alias("crop_failure"),
         F.collect_list(classified).alias("classified"),
     )
-    failure = F.coalesce("photo_failure", "crop_failure")
-    # The most confident classified detection (the first of equals).
-    own = F.expr(
-        "array_max(transform(classified, c -> named_struct('conf', detections[c.index].conf, "
-        "'first', -c.index, 'probs', c.probs))).probs"
+    return photos.withColumn("failure", F.coalesce("photo_failure", "crop_failure")).drop(
+        "photo_failure", "crop_failure"
     )
-    photos = photos.withColumn("failure", failure).withColumn(
-        "own", F.when(F.col("failure").isNull(), own)
-    )
+
+
+#: SQL of the crop that decides a photo's class (of `photos_of_crops`' rows): the classified crop
+#: of its most confident detection (the first of equals), as a struct of the detection's `conf`,
+#: `first` (minus its index), `index` and the crop's `probs`; null when none was classified.
+DECIDING_CROP = (
+    "array_max(transform(classified, c -> named_struct('conf', detections[c.index].conf, "
+    "'first', -c.index, 'index', c.index, 'probs', c.probs)))"
+)
+
+
+def score_two_stage(
+    crops: DataFrame, levels: list[str], threshold: float, ensemble: bool
+) -> DataFrame:
+    """The rows of `TWO_STAGE_SCHEMA` (without `commit`) from the classified crop rows of a chunk
+    of photos (CropDetections with keepUncropped, then the model): a photo's class is the species
+    of its deciding crop (`DECIDING_CROP`: its most confident classified detection's); else the
+    label of its most confident detection at or over `threshold` that was not cropped (e.g.
+    person); else empty. With `ensemble`, the species probabilities of a burst's photos are
+    averaged and every photo of a burst with an animal gets the burst's species; `image_label`
+    keeps the photo's own class."""
+    # A photo, or a video's frame: its crops' rows grouped back together.
+    carried = ("length", "modificationTime", "burst", "unit", "frame_time", "frame_rate")
+    photos = photos_of_crops(crops, carried)
+    own = F.expr(f"{DECIDING_CROP}.probs")
+    photos = photos.withColumn("own", F.when(F.col("failure").isNull(), own))
     if ensemble:
         # A photo that failed is a burst of its own, so it cannot spoil its neighbours' mean.
         unit = F.when(F.col("failure").isNull(), F.col("unit")).otherwise(F.col("path"))
@@ -197,8 +238,8 @@ def score_two_stage(
     def label(probabilities: str) -> Any:
         return F.expr(
             f"CASE WHEN failure IS NOT NULL THEN NULL WHEN {probabilities} IS NOT NULL THEN "
-            f"element_at({_sql_strings(levels)}, CAST(array_position({probabilities}, "
-            f"array_max({probabilities})) AS INT)) WHEN size({confident}) > 0 THEN {other}.label "
+            f"element_at({_sql_strings(levels)}, {best_position(probabilities)}) "
+            f"WHEN size({confident}) > 0 THEN {other}.label "
             f"ELSE {json.dumps(EMPTY)} END"
         )
 

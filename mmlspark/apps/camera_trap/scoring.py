@@ -31,13 +31,13 @@ from mmlspark.apps.camera_trap.outputs import (
 )
 from mmlspark.apps.camera_trap.predictions import (
     FRAMES,
-    _featurizer,
     _levels,
     _max_conf,
     classified,
     featurizer_size,
     score,
     score_two_stage,
+    trained_on_crops,
 )
 from mmlspark.apps.camera_trap.results import _model_identity, check_folders
 from mmlspark.apps.camera_trap.run_loop import _locked_run
@@ -125,19 +125,7 @@ def classify(
         levels = _levels(model)
     except Exception as e:  # noqa: BLE001 - any failure to load is reported the same way
         raise JobError(f"cannot load a camera-trap model from {model_dir}: {e}") from None
-    featurizer = _featurizer(model)
-    # A model trained on detections (train --detector) featurizes the 'crop' column.
-    on_crops = featurizer is not None and featurizer.getInputCol() == "crop"
-    if on_crops and detector is None:
-        raise JobError(
-            f"the model in {model_dir} was trained on detection crops (train --detector); "
-            "classify with it needs --detector, the same detector"
-        )
-    if detector is not None and not on_crops:
-        raise JobError(
-            f"the model in {model_dir} was trained on whole photos; classify --detector needs a "
-            "model trained on crops: train --detector"
-        )
+    trained_on_crops(model, model_dir, detector, "classify")
     run: dict[str, Any] = {
         "images": _qualified(spark, images),
         "model": str(Path(model_dir).resolve()),
