@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 import sys
 
 import numpy as np
@@ -797,3 +798,37 @@ def test_rows_of_one_shape_go_to_onnxruntime_as_one_array(monkeypatch):
     assert [errors[r] for r in ok] == [None] * 9
     got = np.array([logits[r] for r in ok])
     np.testing.assert_allclose(got, expected[ok], rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_on_plain_columns_sends_python_only_its_inputs(spark):
+    """An ONNXModel that starts no chain runs as an Arrow UDF over its input columns where Spark
+    has them (4.1 on): the other columns stay in the JVM and only the outputs come back; the
+    outputs are onnxruntime's either way."""
+    import onnx_models
+    import onnxruntime
+    import pyspark
+
+    model = onnx_models.two_in_two_out()
+    rng = np.random.default_rng(5)
+    a, b = (rng.standard_normal((6, 3), dtype=np.float32) for _ in range(2))
+    rows = [(i, f"note {i}", a[i].tolist(), b[i].tolist()) for i in range(6)]
+    df = spark.createDataFrame(rows, "id long, note string, a array<float>, b array<float>")
+    stage = ONNXModel(feedDict={"a": "a", "b": "b"}, fetchDict={"s": "sum", "p": "product"})
+    out = stage.setBackend("python").setModelPayload(model).transform(df)
+    assert out.columns[:4] == ["id", "note", "a", "b"] and out.columns[-1] == "onnxError"
+    assert sorted(out.columns[4:-1]) == ["p", "s"]
+    plan = str(out._jdf.queryExecution().optimizedPlan().toString())
+    if tuple(int(v) for v in pyspark.__version__.split(".")[:2]) >= (4, 1):
+        assert "MapInArrow" not in plan and plan.count("ArrowEvalPython") == 1, plan
+        sent = re.search(r"ArrowEvalPython \[columns\(([^)]*)\)", plan)
+        assert sent is not None, plan
+        assert [c.split("#")[0] for c in sent.group(1).split(", ")] == ["a", "b"], plan
+    else:
+        assert "MapInArrow" in plan, plan
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    expected_sum, expected_product, _ = session.run(None, {"a": a, "b": b})
+    got = sorted(out.collect(), key=lambda r: r["id"])
+    assert [r["note"] for r in got] == [f"note {i}" for i in range(6)]
+    assert all(r["onnxError"] is None for r in got)
+    np.testing.assert_allclose([r["s"] for r in got], expected_sum, rtol=1e-6)
+    np.testing.assert_allclose([r["p"] for r in got], expected_product, rtol=1e-6)

@@ -113,6 +113,40 @@ def python_udf(spark: Any, function: Callable[..., Any], return_type: Any) -> An
     return F.udf(function, return_type, useArrow=transfer_of(spark) == "arrow")
 
 
+def column_udf(
+    spark: Any,
+    function: Callable[[Iterator[Any]], Iterator[Any]],
+    columns: int,
+    return_type: Any,
+) -> Any:
+    """`function` of `columns` input columns (an iterator of their Arrow arrays, a tuple of them
+    where there are several, to an iterator of Arrow arrays) as an Arrow UDF over columns: Spark
+    sends it only the columns it reads and keeps the rest on its side, where the session has
+    Arrow UDFs (Spark 4.1 on) and its transfer is ``arrow``; None elsewhere. Marked
+    nondeterministic, so that reading several fields of its struct runs it once."""
+    from pyspark import cloudpickle
+    from pyspark.sql import functions as F
+
+    arrow_udf = getattr(F, "arrow_udf", None)
+    if arrow_udf is None or transfer_of(spark) != "arrow":
+        return None
+    import inspect
+    import typing
+
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    cloudpickle.register_pickle_by_value(_engine)
+    # Spark tells the kind of Arrow UDF from the type hints (an iterator of arrays, or of tuples
+    # of them, to an iterator of arrays); this module's hints are strings, so they are set here.
+    arrays: Any = pa.Array if columns == 1 else tuple[(pa.Array, ...)]
+    (name,) = inspect.signature(function).parameters
+    function.__annotations__ = {
+        name: typing.Iterator[arrays],
+        "return": typing.Iterator[pa.Array],
+    }
+    return arrow_udf(function, return_type).asNondeterministic()
+
+
 # --- In the workers ---------------------------------------------------------------------------
 
 

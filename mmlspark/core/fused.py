@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mmlspark._engine.rows import Partition, Task
-from mmlspark.core.arrow_map import map_in_arrow
+from mmlspark.core.arrow_map import column_udf, map_in_arrow
 
 __all__ = [
     "Deferred",
@@ -167,6 +167,34 @@ def reordered(df: Any, order: list[str]) -> Any:
     return out
 
 
+def _by_column(dataset: Any, step: Step, added: list[Any], reads: tuple[str, ...]) -> Any:
+    """`dataset` with the columns `added` by `step`, run as an Arrow UDF over the columns it
+    `reads` only (``column_udf``): the rows' other columns stay in the JVM, and only the new
+    columns come back. None where the session has no such UDFs."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    names = [f.name for f in added]
+
+    def columns(arrays: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa  # type: ignore[import-untyped]
+
+        batches = (
+            pa.RecordBatch.from_arrays(list(a) if isinstance(a, tuple) else [a], names=list(reads))
+            for a in arrays
+        )
+        for out in step.run(step.plan, batches, _task()):
+            yield pa.StructArray.from_arrays([out.column(n) for n in names], names=names)
+
+    udf = column_udf(dataset.sparkSession, columns, len(reads), T.StructType(list(added)))
+    if udf is None:
+        return None
+    result = f"__columns_{id(step)}"
+    out = dataset.withColumn(result, udf(*[F.col(_quoted(c)) for c in reads]))
+    fields = [F.col(result).getField(n).alias(n) for n in names]
+    return out.select(*[F.col(_quoted(c)) for c in dataset.columns], *fields)
+
+
 def run_step(
     dataset: Any,
     step: Step,
@@ -175,6 +203,7 @@ def run_step(
     ends_chain: bool = False,
     keep: tuple[str, ...] | None = None,
     reads: tuple[str, ...] | None = None,
+    by_column: bool = False,
 ) -> Any:
     """`dataset` with the columns `added` (StructFields) computed by `step` in an Arrow UDF, then
     `finish` applied (metadata, filters); fused with the steps that made `dataset` when it is
@@ -182,14 +211,16 @@ def run_step(
     engine: see ``map_in_arrow``). `ends_chain`: `finish` changes column types, so no later step
     may join this chain. `keep`: the columns of `dataset` the step passes on (default: all).
     `reads`: the columns the step reads (default: any); when `dataset` has deferred columns and
-    the step reads none of them, it runs on the columns under them, which stay deferred."""
+    the step reads none of them, it runs on the columns under them, which stay deferred.
+    `by_column`: the step gives each row of its input one row of output, in order, so where it
+    starts a chain it may run over the columns it `reads` alone (``_by_column``)."""
     from pyspark import cloudpickle
     from pyspark.sql import types as T
 
     d = deferred_of(dataset)
     if d is not None and reads is not None and keep is None:
         if all(c not in d.deferred and c in d.base.columns for c in reads):
-            out = run_step(d.base, step, added, finish, ends_chain)
+            out = run_step(d.base, step, added, finish, ends_chain, by_column=by_column)
             new = [c for c in out.columns if c not in d.order and c not in d.base.columns]
             return assemble(d, out, (*d.order, *new))
     cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -201,9 +232,13 @@ def run_step(
     else:
         source, steps = prior.source, (*prior.steps, step)
         finishes = (*prior.finishes, finish)
-    kept = [f for f in dataset.schema.fields if keep is None or f.name in keep]
-    schema = T.StructType(kept + list(added))
-    out = map_in_arrow(source, lambda batches: _chained(steps, batches), schema)
+    out = None
+    if by_column and prior is None and keep is None and reads:
+        out = _by_column(dataset, step, added, reads)
+    if out is None:
+        kept = [f for f in dataset.schema.fields if keep is None or f.name in keep]
+        schema = T.StructType(kept + list(added))
+        out = map_in_arrow(source, lambda batches: _chained(steps, batches), schema)
     for apply in finishes:
         out = apply(out)
     if not ends_chain:

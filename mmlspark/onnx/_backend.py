@@ -323,4 +323,5 @@ def transform(stage: ONNXModel, model: bytes, dataset: Any) -> Any:
         finish,
         ends_chain=bool(vectors),
         reads=tuple(feed.column for feed in the_plan.feeds),
+        by_column=True,
     )
