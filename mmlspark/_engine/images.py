@@ -167,26 +167,38 @@ def partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
         yield _output_batch(plan, rows, values, errors)
 
 
+def file_decoder(
+    read: Decoding, scale: tuple[int, int, int], file_setting: str | None, limit: int
+) -> Callable[[Any, Any], np.ndarray]:
+    """(path, the listing's error) -> the pixels of ``read_images``' file, read and decoded once
+    at `scale` (reduce, min height, min width) after the checks of a decode with the read's
+    settings `read`: a file the read refuses is refused with its reason, raised."""
+    as_read = (read.reduce, read.min_h, read.min_w)
+    file_limit = max_file_bytes(file_setting)
+
+    def decoded(path: Any, listing_error: Any) -> np.ndarray:
+        if listing_error is not None:
+            raise RowError(listing_error)
+        if path is None:
+            raise RowError("no path (null)")
+        data = read_file(path, file_limit)
+        return decode(data, read.mode, read.orientation, *scale, limit, read_as=as_read)
+
+    return decoded
+
+
 def _from_file(plan: Plan, limit: int) -> Callable[[Any, Any], tuple[Any, Any, Any]]:
     """ImageTransformer's row on ``read_images``' own output: (path, the listing's error) ->
-    (output, error, the read's error). The file is read and decoded once, at the plan's scale,
-    after the checks of a decode with the read's settings (a file the read refuses is refused with
-    its reason); a file that cannot be read gives the transformer a missing image (the JVM's
+    (output, error, the read's error). The file is read and decoded once (``file_decoder``); a
+    file that cannot be read gives the transformer a missing image (the JVM's
     ``ImageTransformer.fileUdf``)."""
-    read, scale = plan.reread, plan.scale
-    assert read is not None and scale is not None
-    as_read = (read.reduce, read.min_h, read.min_w)
-    file_limit = max_file_bytes(plan.file_setting)
+    assert plan.reread is not None and plan.scale is not None
+    decoded = file_decoder(plan.reread, plan.scale, plan.file_setting, limit)
     ops, order = plan.ops, plan.tensor_order
 
     def from_file(path: Any, listing_error: Any) -> tuple[Any, Any, Any]:
         try:
-            if listing_error is not None:
-                raise RowError(listing_error)
-            if path is None:
-                raise RowError("no path (null)")
-            data = read_file(path, file_limit)
-            first = decode(data, read.mode, read.orientation, *scale, limit, read_as=as_read)
+            first = decoded(path, listing_error)
         except Exception as error:  # noqa: BLE001 (the read's error, as the read gives it)
             return None, row_message("noImage"), describe(error)
         try:

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from mmlspark._engine.decode import decode
-from mmlspark._engine.files import max_file_bytes, max_pixels, read_file
-from mmlspark._engine.images import Decoding
+from mmlspark._engine.files import max_pixels
+from mmlspark._engine.images import Decoding, file_decoder
 from mmlspark._engine.java import java_max, java_min
 from mmlspark._engine.messages import row_message
 from mmlspark._engine.ops import Image, Op, apply, to_chw
@@ -309,18 +309,11 @@ def _from_file(plan: DetectPlan, files: FileSource, limit: int) -> Any:
     """(path, the listing's error) -> ((tensor, height, width) or None, the read's error): the
     file decoded once, after the checks of a decode with the read's settings, then letterboxed
     (its failure raised: the image's error)."""
-    read = files.decoding
-    as_read = (read.reduce, read.min_h, read.min_w)
-    file_limit = max_file_bytes(files.file_setting)
+    decoded = file_decoder(files.decoding, files.scale, files.file_setting, limit)
 
     def from_file(path: Any, listing_error: Any) -> tuple[Any, str | None]:
         try:
-            if listing_error is not None:
-                raise RowError(listing_error)
-            if path is None:
-                raise RowError("no path (null)")
-            data = read_file(path, file_limit)
-            pixels = decode(data, read.mode, read.orientation, *files.scale, limit, read_as=as_read)
+            pixels = decoded(path, listing_error)
         except Exception as error:  # noqa: BLE001 (the read's error, as the read gives it)
             return None, describe(error)
         return _boxed(plan, pixels), None
