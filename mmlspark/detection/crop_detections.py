@@ -32,3 +32,14 @@ class CropDetections(_CropDetections):
         from mmlspark.detection import _backend
 
         return _backend.transform_crops(self, dataset)
+
+    @staticmethod
+    def region(height: int, width: int, bbox: list[float], square: bool) -> Any:
+        """Where the crop of `bbox` ([x_min, y_min, width, height] as fractions, as detections
+        give it) lies in a `height` x `width` image, as this stage cuts it: the image's pixels
+        [x, x + width) x [y, y + height), placed at (left, top) of a crop of crop_width x
+        crop_height (a square crop padded with black where the image ends). A ValueError, with
+        the stage's row error, for a box that crops nothing."""
+        from mmlspark._engine.crops import crop_region
+
+        return crop_region(height, width, bbox, square)

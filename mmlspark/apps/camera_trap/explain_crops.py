@@ -170,13 +170,13 @@ def crop_heatmap(photo: Any, bbox: list[float], superpixels: Any, weights: Any) 
     outlined."""
     import cv2  # opencv-python: mmlspark[cpu] or [gpu]
 
-    from mmlspark._engine.crops import RowError, crop_region
+    from mmlspark.detection import CropDetections
     from mmlspark.explainers import heatmap
 
     image_h, image_w = int(photo["height"]), int(photo["width"])
     try:
-        r = crop_region(image_h, image_w, bbox, True)
-    except RowError as e:
+        r = CropDetections.region(image_h, image_w, bbox, True)
+    except ValueError as e:
         raise JobError(f"{photo['origin']}: {e}") from None
     # Where a photo pixel lies in the image the superpixels were computed on: in the crop (its
     # pixels moved by the crop's corner and padding), then through the explainer's own mapping.
