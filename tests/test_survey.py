@@ -1345,10 +1345,11 @@ def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, par
     ]
     random.Random(0).shuffle(names)
     todo = spark.createDataFrame([(n, i) for i, n in enumerate(names)], "unit string, id int")
-    ranked = ranked_units(todo.repartition(5), partitions)
+    units = ranked_units(todo.repartition(5), partitions)
     try:
-        got = {r["unit"]: r["_unit"] for r in ranked.collect()}
-        assert ranked.count() == len(got) == len(set(names))
+        got = {r["unit"]: r["_unit"] for r in units.ranked.collect()}
+        assert units.ranked.count() == len(got) == len(set(names)) == units.count
     finally:
-        ranked.unpersist()
+        units.cached.unpersist()
     assert got == {name: rank for rank, name in enumerate(sorted(set(names)))}
+    assert units.rows == len(names)

@@ -85,6 +85,7 @@ def _run(
 ) -> dict[str, Any]:
     start = time.perf_counter()
     bursts = run.get("bursts", "off").split(":")[0]
+    table = committed(spark, folder, work.schema)
     try:
         listing = _with_hidden(spark, list_files(spark, run["images"]), run, settings)
         if bursts != "off":
@@ -98,13 +99,13 @@ def _run(
             .withColumn("unit", F.coalesce("burst", "path"))
             .cache()
         )
-        empty = listing.isEmpty()
+        # Only where results could be replaced: a new run's listing is read by its numbering.
+        empty = (table is not None or overwrite) and listing.isEmpty()
     except JobError:
         raise
     except Exception as e:  # noqa: BLE001 - a path that is not there, or cannot be listed
         raise JobError(f"cannot list --images {run['images']}: {_first_line(e)}") from None
-    table = committed(spark, folder)
-    if empty and (table is not None or overwrite):
+    if empty:
         listing.unpersist()
         why = f"{folder.folder} holds results" if table is not None else "--overwrite was asked"
         raise JobError(

@@ -8,6 +8,7 @@ import errno
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -69,14 +70,26 @@ def disk_full(e: BaseException) -> bool:
     )
 
 
-def ranked_units(todo: DataFrame, partitions: int) -> DataFrame:
-    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...), cached.
-    Ranked without a window over one partition (a survey has up to 10^6 units): the units are
+@dataclass(frozen=True)
+class Units:
+    """The units of a run's photos, numbered: `ranked` (unit, `_unit`), how many there are, how
+    many rows they hold, and the cached table `ranked` is computed from (to unpersist)."""
+
+    ranked: DataFrame
+    count: int
+    rows: int
+    cached: DataFrame
+
+
+def ranked_units(todo: DataFrame, partitions: int) -> Units:
+    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...). Ranked
+    without a window over one partition (a survey has up to 10^6 units): the units are
     range-partitioned and sorted within their partitions, and a unit's rank is the number of
-    units in the partitions before its own plus its place in its own."""
+    units in the partitions before its own plus its place in its own. The partitions' sizes,
+    collected to place them, also count the units and their rows: no other job counts them."""
     units = (
-        todo.select("unit")
-        .distinct()
+        todo.groupBy("unit")
+        .agg(F.count(F.lit(1)).alias("_rows"))
         .repartitionByRange(max(1, partitions), "unit")
         .sortWithinPartitions("unit")
         .withColumn("_part", F.spark_partition_id())
@@ -87,16 +100,16 @@ def ranked_units(todo: DataFrame, partitions: int) -> DataFrame:
         )
         .cache()
     )
-    counted = units.groupBy("_part").agg(F.count("*").alias("n")).collect()
-    sizes = {r["_part"]: r["n"] for r in counted}
-    offset, before = F.lit(0).cast("long"), 0
+    counted = units.groupBy("_part").agg(F.count("*").alias("n"), F.sum("_rows").alias("rows"))
+    sizes = {r["_part"]: (r["n"], r["rows"]) for r in counted.collect()}
+    offset, before, rows = F.lit(0).cast("long"), 0, 0
     for part in sorted(sizes):
         offset = F.when(F.col("_part") == part, F.lit(before)).otherwise(offset)
-        before += sizes[part]
-    ranked = units.select("unit", (offset + F.col("_place")).alias("_unit")).cache()
-    ranked.count()
-    units.unpersist()
-    return ranked
+        before += sizes[part][0]
+        rows += sizes[part][1]
+    return Units(
+        units.select("unit", (offset + F.col("_place")).alias("_unit")), before, rows, units
+    )
 
 
 class Scorer:
@@ -133,10 +146,11 @@ class Scorer:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
         died on) in sixteenths of a chunk and one photo at a time. `planned` (the photos committed
         by earlier runs) marks a call of the run itself, whose photos count in its progress."""
-        numbered = ranked_units(todo, default_parallelism(self.spark))
-        work = todo.join(numbered, "unit").cache()
+        units = ranked_units(todo, default_parallelism(self.spark))
+        count, photos = units.count, units.rows
+        # Cached by the first commit's job, which reads every partition of it.
+        work = todo.join(units.ranked, "unit").cache()
         try:
-            photos, count = (work.count(), numbered.count())
             if planned is not None and photos:
                 self.progress.planned(photos, planned)
             if not count:
@@ -154,7 +168,7 @@ class Scorer:
                 first = last
         finally:
             work.unpersist()
-            numbered.unpersist()
+            units.cached.unpersist()
 
     def commit(
         self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False
