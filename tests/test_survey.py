@@ -1335,7 +1335,8 @@ def test_a_jpeg_without_its_image_data_is_a_failure_row(spark, model, tmp_path):
 def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, partitions):
     """The scoring loop's numbering of bursts or photos (0, 1, ... in name order), which it
     commits in ranges: every distinct unit once, ranked as Python's sorted() orders them, with
-    the units spread over range partitions instead of one window partition."""
+    the units spread over range partitions instead of one window partition; the units and rows
+    counted, and a range of ranks giving every row of its units."""
     import random
 
     from mmlspark.apps.camera_trap.scorer import ranked_units
@@ -1349,7 +1350,10 @@ def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, par
     try:
         got = {r["unit"]: r["_unit"] for r in units.ranked.collect()}
         assert units.ranked.count() == len(got) == len(set(names)) == units.count
+        chunk = {(r["unit"], r["id"], r["_unit"]) for r in units.chunk(10, 20).collect()}
     finally:
-        units.cached.unpersist()
+        units.unpersist()
     assert got == {name: rank for rank, name in enumerate(sorted(set(names)))}
     assert units.rows == len(names)
+    # A chunk holds every row of its units, with their rank.
+    assert chunk == {(n, i, got[n]) for i, n in enumerate(names) if 10 <= got[n] < 20}

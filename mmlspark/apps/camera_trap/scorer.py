@@ -72,24 +72,39 @@ def disk_full(e: BaseException) -> bool:
 
 @dataclass(frozen=True)
 class Units:
-    """The units of a run's photos, numbered: `ranked` (unit, `_unit`), how many there are, how
-    many rows they hold, and the cached table `ranked` is computed from (to unpersist)."""
+    """The units of work of a run (bursts, or photos) ranked in name order, each with its rows:
+    `count` units holding `rows` rows, in a cached table (`unpersist` drops it)."""
 
-    ranked: DataFrame
+    table: DataFrame  # unit, _unit (its rank), _rows (its rows)
     count: int
     rows: int
     cached: DataFrame
 
+    @property
+    def ranked(self) -> DataFrame:
+        """unit, _unit."""
+        return self.table.select("unit", "_unit")
+
+    def chunk(self, first: int, last: int) -> DataFrame:
+        """The rows of the units ranked `first` to `last` (excluded), with their `_unit`."""
+        ranks = (F.col("_unit") >= first) & (F.col("_unit") < last)
+        rows = self.table.filter(ranks).select(F.explode("_rows").alias("_row"), "_unit")
+        return rows.select("_row.*", "_unit")
+
+    def unpersist(self) -> None:
+        self.cached.unpersist()
+
 
 def ranked_units(todo: DataFrame, partitions: int) -> Units:
-    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...). Ranked
-    without a window over one partition (a survey has up to 10^6 units): the units are
-    range-partitioned and sorted within their partitions, and a unit's rank is the number of
+    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...) and their
+    rows. Ranked without a window over one partition (a survey has up to 10^6 units): the units
+    are range-partitioned and sorted within their partitions, and a unit's rank is the number of
     units in the partitions before its own plus its place in its own. The partitions' sizes,
-    collected to place them, also count the units and their rows: no other job counts them."""
+    collected to place them, also count the units and their rows; and as each unit carries its
+    rows (a listing's few columns), a commit takes them from the cached units, with no join."""
     units = (
         todo.groupBy("unit")
-        .agg(F.count(F.lit(1)).alias("_rows"))
+        .agg(F.collect_list(F.struct(*todo.columns)).alias("_rows"))
         .repartitionByRange(max(1, partitions), "unit")
         .sortWithinPartitions("unit")
         .withColumn("_part", F.spark_partition_id())
@@ -100,16 +115,17 @@ def ranked_units(todo: DataFrame, partitions: int) -> Units:
         )
         .cache()
     )
-    counted = units.groupBy("_part").agg(F.count("*").alias("n"), F.sum("_rows").alias("rows"))
+    counted = units.groupBy("_part").agg(
+        F.count("*").alias("n"), F.sum(F.size("_rows")).alias("rows")
+    )
     sizes = {r["_part"]: (r["n"], r["rows"]) for r in counted.collect()}
     offset, before, rows = F.lit(0).cast("long"), 0, 0
     for part in sorted(sizes):
         offset = F.when(F.col("_part") == part, F.lit(before)).otherwise(offset)
         before += sizes[part][0]
         rows += sizes[part][1]
-    return Units(
-        units.select("unit", (offset + F.col("_place")).alias("_unit")), before, rows, units
-    )
+    table = units.select("unit", (offset + F.col("_place")).alias("_unit"), "_rows")
+    return Units(table, before, rows, units)
 
 
 class Scorer:
@@ -148,8 +164,6 @@ class Scorer:
         by earlier runs) marks a call of the run itself, whose photos count in its progress."""
         units = ranked_units(todo, default_parallelism(self.spark))
         count, photos = units.count, units.rows
-        # Cached by the first commit's job, which reads every partition of it.
-        work = todo.join(units.ranked, "unit").cache()
         try:
             if planned is not None and photos:
                 self.progress.planned(photos, planned)
@@ -163,12 +177,10 @@ class Scorer:
                 n = self._chunk_photos()
                 n = {0: n, 1: max(1, n // 16), 2: 1}[min(level, 2)]
                 last = min(count, first + max(1, round(n / per_unit)))
-                chunk = work.filter((F.col("_unit") >= first) & (F.col("_unit") < last))
-                self.commit(chunk, level, vanished=vanished)
+                self.commit(units.chunk(first, last), level, vanished=vanished)
                 first = last
         finally:
-            work.unpersist()
-            units.cached.unpersist()
+            units.unpersist()
 
     def commit(
         self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False
