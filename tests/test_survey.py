@@ -607,8 +607,8 @@ def test_a_large_survey_is_written_in_few_files_with_bounded_driver_memory(
     tracemalloc.start()
     levels = ["deer", "empty"]
 
-    def outputs(spark, rows, folder):
-        job.write_outputs(spark, rows, folder, levels, "file:/survey")
+    def outputs(spark, rows, folder, videos):
+        job.write_outputs(spark, rows, folder, levels, "file:/survey", ordered=True, videos=videos)
 
     summary = job.finish(spark, folder, listing, outputs, log=print)
     _, peak = tracemalloc.get_traced_memory()
@@ -628,6 +628,65 @@ def test_a_large_survey_is_written_in_few_files_with_bounded_driver_memory(
         json.loads(entries[7 * (n // 400)].rstrip().rstrip(","))["failure"]
         == "not a decodable image"
     )
+
+
+def test_the_end_of_a_run_computes_its_current_rows_once(spark, tmp_path):
+    """`finish` (the table compacted, predictions.csv and results.json) computes the current rows
+    once and writes everything from them: at most 12 Spark jobs (23 when each output read the
+    table again), with the rows a plain replay of the commits gives."""
+    levels = ["deer", "empty", "fox"]
+    commits = [
+        [("a.jpg", "deer", 0.9), ("b.jpg", "empty", 0.8), ("c.jpg", None, None)],
+        [("d.jpg", "fox", 0.55), ("e.jpg", "deer", 0.6)],
+        [("b.jpg", "deer", 0.7), ("f.jpg", "empty", 0.99)],  # b.jpg scored again
+    ]
+    folder = store.RunFolder(tmp_path / "run")
+    folder.start({"images": "file:/s"})
+    latest = {}
+    for number, photos in enumerate(commits, start=1):
+        rows = [
+            (f"file:/s/{name}", 10, None, label, conf,
+             None if label is None else [{"label": label, "probability": conf}], label, None,
+             "not a JPEG" if label is None else None, None, None, None, number)
+            for name, label, conf in photos
+        ]  # fmt: skip
+        latest.update({row[0]: row for row in rows})
+        staged = folder.staged("test")
+        spark.createDataFrame(rows, job.SCHEMA).repartition(1).write.parquet(str(staged))
+        folder.commit(staged, number)
+    # e.jpg is no longer listed: kept, and counted as missing.
+    listing = spark.createDataFrame([(p,) for p in latest if "e.jpg" not in p], "path string")
+
+    def outputs(spark, rows, folder, videos):
+        job.write_outputs(spark, rows, folder, levels, "file:/s", ordered=True, videos=videos)
+
+    sc = spark.sparkContext
+    group = f"finish-{tmp_path.name}"
+    sc.setJobGroup(group, "the end of a run")
+    try:
+        summary = job.finish(spark, folder, listing, outputs, log=print)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    sc._jsc.sc().listenerBus().waitUntilEmpty()  # the status tracker has every job's start
+    jobs = len(sc.statusTracker().getJobIdsForGroup(group))
+    assert 0 < jobs <= 12, jobs
+
+    expected = [latest[path] for path in sorted(latest)]
+    assert summary == {"photos": 6, "failures": 1, "removed": 0, "missing": 1}
+    assert len(folder.parts()) == 1
+    table = pq.read_table(folder.parts()[0]).to_pylist()
+    assert [(r["path"], r["predicted_label"], r["commit"]) for r in table] == [
+        (row[0], row[3], row[12]) for row in expected
+    ]
+    written = list(csv.DictReader((folder.folder / "predictions.csv").open(newline="")))
+    assert [(r["path"], r["predicted_label"], r["confidence"], r["failure"]) for r in written] == [
+        (row[0][len("file:/s/") :], row[3] or "", "" if row[4] is None else f"{row[4]:.4f}",
+         row[8] or "")
+        for row in expected
+    ]  # fmt: skip
+    images = json.loads((folder.folder / "results.json").read_text())["images"]
+    assert [image["file"] for image in images] == [r["path"] for r in written]
+    assert not (folder.folder / "video_results.json").exists()
 
 
 def reference_entry(relative: str, row: dict, levels: list[str]) -> dict:
@@ -1276,7 +1335,8 @@ def test_a_jpeg_without_its_image_data_is_a_failure_row(spark, model, tmp_path):
 def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, partitions):
     """The scoring loop's numbering of bursts or photos (0, 1, ... in name order), which it
     commits in ranges: every distinct unit once, ranked as Python's sorted() orders them, with
-    the units spread over range partitions instead of one window partition."""
+    the units spread over range partitions instead of one window partition; the units and rows
+    counted, and a range of ranks giving every row of its units."""
     import random
 
     from mmlspark.apps.camera_trap.scorer import ranked_units
@@ -1286,10 +1346,14 @@ def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, par
     ]
     random.Random(0).shuffle(names)
     todo = spark.createDataFrame([(n, i) for i, n in enumerate(names)], "unit string, id int")
-    ranked = ranked_units(todo.repartition(5), partitions)
+    units = ranked_units(todo.repartition(5), partitions)
     try:
-        got = {r["unit"]: r["_unit"] for r in ranked.collect()}
-        assert ranked.count() == len(got) == len(set(names))
+        got = {r["unit"]: r["_unit"] for r in units.ranked.collect()}
+        assert units.ranked.count() == len(got) == len(set(names)) == units.count
+        chunk = {(r["unit"], r["id"], r["_unit"]) for r in units.chunk(10, 20).collect()}
     finally:
-        ranked.unpersist()
+        units.unpersist()
     assert got == {name: rank for rank, name in enumerate(sorted(set(names)))}
+    assert units.rows == len(names)
+    # A chunk holds every row of its units, with their rank.
+    assert chunk == {(n, i, got[n]) for i, n in enumerate(names) if 10 <= got[n] < 20}

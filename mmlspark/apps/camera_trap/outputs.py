@@ -20,13 +20,22 @@ from mmlspark.apps.camera_trap.videos import is_video
 
 
 def write_outputs(
-    spark: SparkSession, rows: DataFrame, folder: RunFolder, levels: list[str], root: str
+    spark: SparkSession,
+    rows: DataFrame,
+    folder: RunFolder,
+    levels: list[str],
+    root: str,
+    *,
+    ordered: bool = False,
+    videos: bool | None = None,
 ) -> None:
     """predictions.csv and the MegaDetector-format results.json, rendered by Spark from the
     table (sorted by path) and moved into place with a rename: the driver only streams text
-    through, so its memory does not grow with the survey."""
-    ordered = _relative_files(rows, root)
-    _write_predictions(folder, ordered)
+    through, so its memory does not grow with the survey. `ordered`: the rows are sorted by
+    path and frame number already, their partitions in that order. `videos`: whether video
+    files are among them (None: a job finds out)."""
+    files = _relative_files(rows, root, ordered)
+    _write_predictions(folder, files)
     items = _whole_image_items(levels)
     rest = {
         "detection_categories": {"1": "animal"},
@@ -37,8 +46,8 @@ def write_outputs(
             "classification_completion_time": time.strftime("%Y-%m-%d %H:%M:%S"),
         },
     }
-    _write_json(folder, entries(ordered, megadetector_entry(levels), items), rest)
-    _write_video_summary(folder, ordered, items, rest)
+    _write_json(folder, entries(files, megadetector_entry(levels), items, videos), rest)
+    _write_video_summary(folder, files, items, rest, videos)
     folder.clean_staging()
 
 
@@ -113,13 +122,16 @@ def megadetector_entry(levels: list[str]) -> Any:
 FORMAT_VERSION = "1.6"
 
 
-def _relative_files(rows: DataFrame, root: str) -> DataFrame:
-    """`rows` with `file`, the path relative to `root`, sorted by path into one partition."""
+def _relative_files(rows: DataFrame, root: str, ordered: bool = False) -> DataFrame:
+    """`rows` with `file`, the path relative to `root`, sorted by path into one partition (sorted
+    already when `ordered`: sorted by path and frame number, their partitions in that order)."""
     prefix = root + "/"
     relative = F.when(
         F.col("path").startswith(prefix), F.expr(f"substring(path, {len(prefix) + 1})")
     ).otherwise(F.col("path"))
-    return rows.withColumn("file", relative).orderBy("path", "frame_number").coalesce(1)
+    if not ordered:
+        rows = rows.orderBy("path", "frame_number")
+    return rows.withColumn("file", relative).coalesce(1)
 
 
 def _write_csv(folder: RunFolder, table: DataFrame, name: str) -> None:
@@ -164,11 +176,17 @@ def _whole_image_items(levels: list[str]) -> Any:
 
 
 def _write_video_summary(
-    folder: RunFolder, ordered: DataFrame, items: Any, rest: dict[str, Any]
+    folder: RunFolder,
+    ordered: DataFrame,
+    items: Any,
+    rest: dict[str, Any],
+    videos: bool | None = None,
 ) -> None:
     """video_results.json, the per-video summary (see `video_results`), when the run has
-    videos; an earlier one of this job goes when it has none."""
-    if ordered.filter(is_video("path")).isEmpty():
+    videos (`videos`; None: a job finds out); an earlier one of this job goes when it has none."""
+    if videos is None:
+        videos = not ordered.filter(is_video("path")).isEmpty()
+    if not videos:
         if "video_results.json" in folder.written:
             folder.drop_parts([folder.folder / "video_results.json"])
         return
@@ -301,12 +319,16 @@ def write_detections(
     names: list[str],
     root: str,
     detector_name: str,
+    *,
+    ordered: bool = False,
+    videos: bool | None = None,
 ) -> None:
-    """detections.csv and the MegaDetector-format results.json of a detect run."""
-    ordered = _relative_files(rows, root)
-    _write_csv(folder, _detections_table(ordered, species=False), "detections.csv")
+    """detections.csv and the MegaDetector-format results.json of a detect run (`ordered` and
+    `videos` as `write_outputs` takes them)."""
+    files = _relative_files(rows, root, ordered)
+    _write_csv(folder, _detections_table(files, species=False), "detections.csv")
     rest = {"detection_categories": _categories(names, 1), "info": _detection_info(detector_name)}
     items = _detection_items(None)
-    _write_json(folder, entries(ordered, _detection_entries(None), items), rest)
-    _write_video_summary(folder, ordered, items, rest)
+    _write_json(folder, entries(files, _detection_entries(None), items, videos), rest)
+    _write_video_summary(folder, files, items, rest, videos)
     folder.clean_staging()

@@ -108,29 +108,39 @@ def begin(folder: RunFolder, run: dict[str, Any], overwrite: bool, log: Log) -> 
     folder.clean_staging()
 
 
-def committed(spark: SparkSession, folder: RunFolder) -> DataFrame | None:
+def committed(
+    spark: SparkSession, folder: RunFolder, schema: str | None = None
+) -> DataFrame | None:
     """Every committed row (a file may have several: the latest commit is current). Parts
-    written before videos were read lack the frame columns: they read as null."""
+    written before videos were read lack the frame columns: they read as null. Given the table's
+    `schema` (the run's, which every part was written with, less columns added since) the parts
+    are read with it; otherwise Spark reads the parts' footers to merge their schemas, a job."""
     parts = folder.parts()
     if not parts:
         return None
-    table = spark.read.option("mergeSchema", "true").parquet(*[str(p) for p in parts])
+    files = [str(p) for p in parts]
+    if schema is not None:
+        return spark.read.schema(schema).parquet(*files)
+    table = spark.read.option("mergeSchema", "true").parquet(*files)
     for name, kind in (("frame_number", "int"), ("frame_time", "double"), ("frame_rate", "double")):
         if name not in table.columns:
             table = table.withColumn(name, F.lit(None).cast(kind))
     return table
 
 
-def current(table: DataFrame) -> DataFrame:
+def current(table: DataFrame, *, marked: bool = False) -> DataFrame:
     """The current rows: a photo's (or a failed video's) one row, a video's sampled frames, all
     from the file's latest commit. A row committed twice under one number (a compaction that
-    stopped between its renames and its deletes) counts once."""
-    latest = F.max("commit").over(Window.partitionBy("path"))
+    stopped between its renames and its deletes) counts once. With `marked`, every row, marked
+    instead: `_current`, and `_first`, true on one current row of each file."""
+    by_file = Window.partitionBy("path")
     once = Window.partitionBy("path", "frame_number").orderBy(F.col("commit").desc())
-    return (
-        table.withColumn("_latest", latest)
-        .filter(F.col("commit") == F.col("_latest"))
-        .withColumn("_rank", F.row_number().over(once))
-        .filter("_rank = 1")
-        .drop("_latest", "_rank")
+    rows = table.withColumn(
+        "_current",
+        (F.col("commit") == F.max("commit").over(by_file)) & (F.row_number().over(once) == 1),
     )
+    if not marked:
+        return rows.filter("_current").drop("_current")
+    # Every file has current rows (its newest commit's): one of them comes first in this order.
+    first = by_file.orderBy(F.col("_current").desc(), F.col("frame_number").asc_nulls_first())
+    return rows.withColumn("_first", F.row_number().over(first) == 1)

@@ -27,6 +27,7 @@ from mmlspark.apps.camera_trap.settings import (
     _Work,
 )
 from mmlspark.apps.camera_trap.store import FolderError, OutputLock, RunFolder
+from mmlspark.apps.camera_trap.videos import is_video
 from mmlspark.core.session import default_parallelism
 from mmlspark.image import list_files
 
@@ -84,6 +85,7 @@ def _run(
 ) -> dict[str, Any]:
     start = time.perf_counter()
     bursts = run.get("bursts", "off").split(":")[0]
+    table = committed(spark, folder, work.schema)
     try:
         listing = _with_hidden(spark, list_files(spark, run["images"]), run, settings)
         if bursts != "off":
@@ -97,13 +99,13 @@ def _run(
             .withColumn("unit", F.coalesce("burst", "path"))
             .cache()
         )
-        empty = listing.isEmpty()
+        # Only where results could be replaced: a new run's listing is read by its numbering.
+        empty = (table is not None or overwrite) and listing.isEmpty()
     except JobError:
         raise
     except Exception as e:  # noqa: BLE001 - a path that is not there, or cannot be listed
         raise JobError(f"cannot list --images {run['images']}: {_first_line(e)}") from None
-    table = committed(spark, folder)
-    if empty and (table is not None or overwrite):
+    if empty:
         listing.unpersist()
         why = f"{folder.folder} holds results" if table is not None else "--overwrite was asked"
         raise JobError(
@@ -236,18 +238,23 @@ def _rescore_suspects(
 ROWS_PER_FILE = 100_000
 
 
-def _counts(kept: DataFrame) -> Any:
-    """The files (a video has a row per sampled frame), rows and failure rows of `kept`, all of
-    them and those still listed (`_listed` set), in one pass over the table."""
+def _counts(marked: DataFrame, present: Any, kept: Any) -> Any:
+    """In one pass over the committed table `marked` (every row, with `_current`, `_first` and
+    `_listed`): its rows; the files (a video has a row per sampled frame), rows and failure rows
+    that are `kept`, all of them and those still listed; and the video files among those
+    `present` (those the outputs are written from)."""
     listed = F.col("_listed").isNotNull()
     failed = F.col("failure").isNotNull()
-    return kept.agg(
-        F.countDistinct("path").alias("files"),
-        F.countDistinct(F.when(listed, F.col("path"))).alias("listed_files"),
-        F.count(F.lit(1)).alias("rows"),
-        F.count("_listed").alias("listed_rows"),
-        F.count(F.when(failed, 1)).alias("failures"),
-        F.count(F.when(failed & listed, 1)).alias("listed_failures"),
+    first = F.col("_first")
+    return marked.agg(
+        F.count(F.lit(1)).alias("table_rows"),
+        F.count(F.when(kept & first, 1)).alias("files"),
+        F.count(F.when(kept & first & listed, 1)).alias("listed_files"),
+        F.count(F.when(kept, 1)).alias("rows"),
+        F.count(F.when(kept & listed, 1)).alias("listed_rows"),
+        F.count(F.when(kept & failed, 1)).alias("failures"),
+        F.count(F.when(kept & failed & listed, 1)).alias("listed_failures"),
+        F.count(F.when(present & first & is_video("path"), 1)).alias("videos"),
     ).first()
 
 
@@ -255,50 +262,68 @@ def finish(
     spark: SparkSession,
     folder: RunFolder,
     listing: DataFrame,
-    outputs: Callable[[SparkSession, DataFrame, RunFolder], None],
+    outputs: Callable[[SparkSession, DataFrame, RunFolder, bool], None],
     log: Log,
     schema: str = SCHEMA,
     *,
     prune: bool = False,
 ) -> dict[str, Any]:
     """Rewrites the committed table as one current row per photo (few large files), then
-    rebuilds the CSV and results.json from it (`outputs`; an empty table of `schema` when nothing
-    was committed), each written atomically. Photos no longer in `listing` keep their rows and
-    are counted as missing; with `prune` their rows are dropped."""
-    table = committed(spark, folder)
-    photos = removed = missing = failures = 0
-    if table is not None:
-        old = folder.parts()
-        latest = current(table)
-        paths = listing.select("path").dropDuplicates(["path"]).withColumn("_listed", F.lit(1))
-        flagged = latest.join(paths, "path", "left")
-        # A hidden name's "skipped" row that is no longer listed (--include-hidden now lists
-        # what is under it) was never a result: it goes whatever the flags.
-        skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
-        listed = F.col("_listed").isNotNull()
-        kept = flagged.filter(listed | ~skipped)
-        counts = _counts(kept)
+    rebuilds the CSV and results.json (`outputs`, given the rows sorted by path and whether
+    videos are among them; an empty table of `schema` when nothing was committed), each written
+    atomically. Photos no longer in `listing` keep their rows and are counted as missing; with
+    `prune` their rows are dropped.
+
+    The sorted current rows are computed once, cached, and both written as the new table and
+    rendered as the outputs; the parts they replace are deleted only once the outputs are
+    written, so that the rows stay readable from the files they come from until then."""
+    table = committed(spark, folder, schema)
+    if table is None:
+        outputs(spark, spark.createDataFrame([], schema), folder, False)
+        return {"photos": 0, "failures": 0, "removed": 0, "missing": 0}
+    old = folder.parts()
+    paths = listing.select("path").dropDuplicates(["path"]).withColumn("_listed", F.lit(1))
+    # Partitioned by path into a partition a core, which the windows of `current` keep: Spark
+    # does not coalesce the shuffles of a plan it caches (each would run
+    # spark.sql.shuffle.partitions tasks, most of them empty).
+    by_path = table.repartition(default_parallelism(spark), "path")
+    marked = current(by_path, marked=True).join(paths, "path", "left").cache()
+    # A hidden name's "skipped" row that is no longer listed (--include-hidden now lists what is
+    # under it) was never a result: it goes whatever the flags.
+    skipped = F.coalesce(F.col("failure"), F.lit("")).startswith(HIDDEN_SKIPPED)
+    listed = F.col("_listed").isNotNull()
+    kept = F.col("_current") & (listed | ~skipped)
+    present = kept & listed if prune else kept
+    try:
+        counts = _counts(marked, present, kept)
         total, missing = counts["files"], counts["files"] - counts["listed_files"]
-        present = (kept.filter(listed) if prune else kept).select(*latest.columns)
         current_rows = counts["listed_rows"] if prune else counts["rows"]
         failures = counts["listed_failures"] if prune else counts["failures"]
         removed = missing if prune else 0
         missing -= removed
-        photos = total - removed
-        if (
-            len(old) > max(1, -(-current_rows // ROWS_PER_FILE))
-            or removed
-            or current_rows < table.count()
-        ):
-            number = folder.next_commit()
-            staged = folder.staged(f"compact-{number:08d}")
-            files = max(1, -(-current_rows // ROWS_PER_FILE))
-            ordered = present.repartitionByRange(files, "path")
-            ordered.sortWithinPartitions("path", "frame_number").write.parquet(str(staged))
-            # The new files hold the same rows (commit numbers kept) as the old ones, so a reader
-            # between the renames and the deletes sees a photo's current row twice, never zero.
-            folder.commit(staged, number)
-            folder.drop_parts(old)
-    rows = committed(spark, folder) or spark.createDataFrame([], schema)
-    outputs(spark, rows, folder)
-    return {"photos": photos, "failures": failures, "removed": removed, "missing": missing}
+        files = max(1, -(-current_rows // ROWS_PER_FILE))
+        rows = (
+            marked.filter(present)
+            .select(*table.columns)
+            .repartitionByRange(files, "path")
+            .sortWithinPartitions("path", "frame_number")
+            .cache()
+        )
+        try:
+            compact = len(old) > files or removed or current_rows < counts["table_rows"]
+            if compact:
+                number = folder.next_commit()
+                staged = folder.staged(f"compact-{number:08d}")
+                rows.write.parquet(str(staged))
+                # The new files hold the same rows (commit numbers kept) as the old ones, so a
+                # reader between the renames and the deletes sees a photo's current row twice,
+                # never zero.
+                folder.commit(staged, number)
+            outputs(spark, rows, folder, counts["videos"] > 0)
+            if compact:
+                folder.drop_parts(old)
+        finally:
+            rows.unpersist()
+    finally:
+        marked.unpersist()
+    return {"photos": total - removed, "failures": failures, "removed": removed, "missing": missing}

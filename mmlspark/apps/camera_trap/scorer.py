@@ -8,6 +8,7 @@ import errno
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
@@ -69,14 +70,41 @@ def disk_full(e: BaseException) -> bool:
     )
 
 
-def ranked_units(todo: DataFrame, partitions: int) -> DataFrame:
-    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...), cached.
-    Ranked without a window over one partition (a survey has up to 10^6 units): the units are
-    range-partitioned and sorted within their partitions, and a unit's rank is the number of
-    units in the partitions before its own plus its place in its own."""
+@dataclass(frozen=True)
+class Units:
+    """The units of work of a run (bursts, or photos) ranked in name order, each with its rows:
+    `count` units holding `rows` rows, in a cached table (`unpersist` drops it)."""
+
+    table: DataFrame  # unit, _unit (its rank), _rows (its rows)
+    count: int
+    rows: int
+    cached: DataFrame
+
+    @property
+    def ranked(self) -> DataFrame:
+        """unit, _unit."""
+        return self.table.select("unit", "_unit")
+
+    def chunk(self, first: int, last: int) -> DataFrame:
+        """The rows of the units ranked `first` to `last` (excluded), with their `_unit`."""
+        ranks = (F.col("_unit") >= first) & (F.col("_unit") < last)
+        rows = self.table.filter(ranks).select(F.explode("_rows").alias("_row"), "_unit")
+        return rows.select("_row.*", "_unit")
+
+    def unpersist(self) -> None:
+        self.cached.unpersist()
+
+
+def ranked_units(todo: DataFrame, partitions: int) -> Units:
+    """The distinct units of `todo` with their rank in name order (`_unit`: 0, 1, ...) and their
+    rows. Ranked without a window over one partition (a survey has up to 10^6 units): the units
+    are range-partitioned and sorted within their partitions, and a unit's rank is the number of
+    units in the partitions before its own plus its place in its own. The partitions' sizes,
+    collected to place them, also count the units and their rows; and as each unit carries its
+    rows (a listing's few columns), a commit takes them from the cached units, with no join."""
     units = (
-        todo.select("unit")
-        .distinct()
+        todo.groupBy("unit")
+        .agg(F.collect_list(F.struct(*todo.columns)).alias("_rows"))
         .repartitionByRange(max(1, partitions), "unit")
         .sortWithinPartitions("unit")
         .withColumn("_part", F.spark_partition_id())
@@ -87,16 +115,17 @@ def ranked_units(todo: DataFrame, partitions: int) -> DataFrame:
         )
         .cache()
     )
-    counted = units.groupBy("_part").agg(F.count("*").alias("n")).collect()
-    sizes = {r["_part"]: r["n"] for r in counted}
-    offset, before = F.lit(0).cast("long"), 0
+    counted = units.groupBy("_part").agg(
+        F.count("*").alias("n"), F.sum(F.size("_rows")).alias("rows")
+    )
+    sizes = {r["_part"]: (r["n"], r["rows"]) for r in counted.collect()}
+    offset, before, rows = F.lit(0).cast("long"), 0, 0
     for part in sorted(sizes):
         offset = F.when(F.col("_part") == part, F.lit(before)).otherwise(offset)
-        before += sizes[part]
-    ranked = units.select("unit", (offset + F.col("_place")).alias("_unit")).cache()
-    ranked.count()
-    units.unpersist()
-    return ranked
+        before += sizes[part][0]
+        rows += sizes[part][1]
+    table = units.select("unit", (offset + F.col("_place")).alias("_unit"), "_rows")
+    return Units(table, before, rows, units)
 
 
 class Scorer:
@@ -133,10 +162,9 @@ class Scorer:
         """Commits `todo` in chunks of whole bursts; at `level` 1 and 2 (photos an earlier run
         died on) in sixteenths of a chunk and one photo at a time. `planned` (the photos committed
         by earlier runs) marks a call of the run itself, whose photos count in its progress."""
-        numbered = ranked_units(todo, default_parallelism(self.spark))
-        work = todo.join(numbered, "unit").cache()
+        units = ranked_units(todo, default_parallelism(self.spark))
+        count, photos = units.count, units.rows
         try:
-            photos, count = (work.count(), numbered.count())
             if planned is not None and photos:
                 self.progress.planned(photos, planned)
             if not count:
@@ -149,12 +177,10 @@ class Scorer:
                 n = self._chunk_photos()
                 n = {0: n, 1: max(1, n // 16), 2: 1}[min(level, 2)]
                 last = min(count, first + max(1, round(n / per_unit)))
-                chunk = work.filter((F.col("_unit") >= first) & (F.col("_unit") < last))
-                self.commit(chunk, level, vanished=vanished)
+                self.commit(units.chunk(first, last), level, vanished=vanished)
                 first = last
         finally:
-            work.unpersist()
-            numbered.unpersist()
+            units.unpersist()
 
     def commit(
         self, chunk: DataFrame, level: int, *, vanished: int = 0, retried: bool = False

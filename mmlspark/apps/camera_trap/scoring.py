@@ -67,9 +67,10 @@ def _classify_work(
         rows = union([score(part, model, levels, ensemble) for part in parts])
         return settle(rows) if videos else rows
 
-    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
+    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder, videos: bool) -> None:
         assert folder.manifest is not None
-        write_outputs(spark, rows, folder, levels, folder.manifest["images"])
+        root = folder.manifest["images"]
+        write_outputs(spark, rows, folder, levels, root, ordered=True, videos=videos)
 
     return _Work(
         "classify",
@@ -209,9 +210,10 @@ def _detect_work(found: LoadedDetector, sampling: VideoSampling) -> _Work:
         rows = union([detected(part) for part in read_units(listed, decoder, sampling, videos)])
         return settle(rows) if videos else rows
 
-    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
+    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder, videos: bool) -> None:
         assert folder.manifest is not None
-        write_detections(spark, rows, folder, names, folder.manifest["images"], found.name)
+        root = folder.manifest["images"]
+        write_detections(spark, rows, folder, names, root, found.name, ordered=True, videos=videos)
 
     return _Work("detect", DETECT_SCHEMA, score, outputs)
 
@@ -236,9 +238,9 @@ def _two_stage_work(
         rows = score_two_stage(crops, levels, threshold, ensemble)
         return settle(rows) if videos else rows
 
-    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder) -> None:
+    def outputs(spark: SparkSession, rows: DataFrame, folder: RunFolder, videos: bool) -> None:
         assert folder.manifest is not None
-        ordered = _relative_files(rows, folder.manifest["images"])
+        ordered = _relative_files(rows, folder.manifest["images"], ordered=True)
         _write_predictions(folder, ordered)
         _write_csv(folder, _detections_table(ordered, species=True), "detections.csv")
         rest = {
@@ -252,8 +254,8 @@ def _two_stage_work(
             },
         }
         items = _detection_items(levels)
-        _write_json(folder, entries(ordered, _detection_entries(levels), items), rest)
-        _write_video_summary(folder, ordered, items, rest)
+        _write_json(folder, entries(ordered, _detection_entries(levels), items, videos), rest)
+        _write_video_summary(folder, ordered, items, rest, videos)
         folder.clean_staging()
 
     return _Work("classify", TWO_STAGE_SCHEMA, score, outputs)

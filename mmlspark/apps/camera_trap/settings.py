@@ -53,12 +53,13 @@ class _Work:
     files (path, length, modificationTime, burst, unit; with True when video files are among
     them) into rows of `schema` without its `commit` column (a photo's row, a video's sampled
     frames' rows, or a file's one failure row), and `outputs` writes the result files from the
-    committed table."""
+    committed table's current rows (sorted by path and frame number, their partitions in that
+    order; with True when video files are among them)."""
 
     command: str
     schema: str
     score: Callable[[DataFrame, bool], DataFrame]
-    outputs: Callable[[SparkSession, DataFrame, RunFolder], None]
+    outputs: Callable[[SparkSession, DataFrame, RunFolder, bool], None]
 
 
 TOP_K_TYPE = "array<struct<label:string,probability:double>>"

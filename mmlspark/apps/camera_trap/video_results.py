@@ -72,13 +72,19 @@ def _entry(detections: str) -> Column:
     return F.when(F.col("failure").isNotNull(), failed).otherwise(found).alias("entry")
 
 
-def entries(ordered: DataFrame, photo_entry: Column, items: Column) -> DataFrame:
+def entries(
+    ordered: DataFrame, photo_entry: Column, items: Column, videos: bool | None = None
+) -> DataFrame:
     """(path, entry) per file, in path order in one partition: a photo's `photo_entry`; a
-    video's entry from its frame rows, whose detections `items` gives per row."""
+    video's entry from its frame rows, whose detections `items` gives per row. `ordered` is in
+    path order in one partition; with `videos` False (no video files among its rows) its rows
+    are the entries as they are, sorted already."""
+    if videos is False:
+        return ordered.select("path", photo_entry.alias("entry"))
     video = is_video("path")
     photos = ordered.filter(~video).select("path", photo_entry.alias("entry"))
-    videos = _framed(ordered.filter(video), items).select("path", _entry("dets"))
-    return photos.unionByName(videos).orderBy("path").coalesce(1)
+    framed = _framed(ordered.filter(video), items).select("path", _entry("dets"))
+    return photos.unionByName(framed).orderBy("path").coalesce(1)
 
 
 def summaries(ordered: DataFrame, items: Column) -> DataFrame:
