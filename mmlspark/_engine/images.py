@@ -31,6 +31,20 @@ class Decoding:
     min_h: int
     min_w: int
 
+    @property
+    def full_size(self) -> bool:
+        """Whether this decode is at full size in a mode with reduced JPEG decodes (the JVM's
+        ``ReadSettings.fullSize``): a stage resizing after it may decode smaller."""
+        return self.reduce == 1 and self.min_h == 0 and self.min_w == 0 and self.mode != "unchanged"
+
+    def scale_for(self, target: tuple[int, int] | None) -> tuple[int, int, int]:
+        """(reduce, min height, min width) for a stage that reads this decode's files again:
+        the smallest JPEG scale covering `target` (height, width) where this decode is at full
+        size, else this decode's own (the JVM's ``ReadSettings.scaleFor``)."""
+        if target is not None and self.full_size:
+            return (1, *target)
+        return (self.reduce, self.min_h, self.min_w)
+
 
 @dataclass(frozen=True)
 class Plan:

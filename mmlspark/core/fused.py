@@ -35,6 +35,7 @@ __all__ = [
     "FileRead",
     "Step",
     "assemble",
+    "deferred_over",
     "defer",
     "deferred_of",
     "reordered",
@@ -155,6 +156,15 @@ def assemble(deferred: Deferred, base: Any, order: tuple[str, ...]) -> Any:
     `order`; recorded so, for the stages after it."""
     out = deferred.restore(base).select(*[_quoted(c) for c in order])
     return defer(out, Deferred(base, deferred.deferred, deferred.restore, order))
+
+
+def deferred_over(d: Deferred, base: Any, added: tuple[str, ...]) -> Any:
+    """A stage's output on ``read_images``' own output `d`, where the stage read the files
+    itself: `base` (`d`'s base with the stage's columns) with ``image`` still deferred, its
+    columns `d`'s then `added` (the JVM's ``ImageRead.deferredOver``)."""
+    assert d.read is not None
+    deferred = Deferred(d.base, frozenset({"image"}), d.read.image, d.order)
+    return assemble(deferred, base, (*d.order, *added))
 
 
 def reordered(df: Any, order: list[str]) -> Any:

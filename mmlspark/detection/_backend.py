@@ -26,11 +26,11 @@ from mmlspark._engine.yolo import (
     resolve_layout,
 )
 from mmlspark.core.checks import fail, require_absent, require_column_type, require_distinct
-from mmlspark.core.fused import Deferred, Step, assemble, deferred_of, run_step
+from mmlspark.core.fused import Step, deferred_of, deferred_over, run_step
 from mmlspark.onnx import ONNXModel
 from mmlspark.onnx._backend import plan as onnx_plan
 from mmlspark.onnx._backend import shipped
-from mmlspark.opencv._backend import binary_or_image, full_size, image_type, pixel_setting
+from mmlspark.opencv._backend import binary_or_image, image_type, pixel_setting
 
 if TYPE_CHECKING:
     from mmlspark.detection._CropDetections import _CropDetections
@@ -161,10 +161,9 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
     files = None
     if read is not None:
         r = read.decoding
-        reduced = settings.reducedDecode and full_size(r)
         files = FileSource(
             r,
-            (1, size, size) if reduced else (r.reduce, r.min_h, r.min_w),
+            r.scale_for((size, size) if settings.reducedDecode else None),
             read.file_setting,
             read.listing_error_col,
             "error",
@@ -231,8 +230,7 @@ def transform_detector(stage: ObjectDetector, dataset: Any) -> Any:
     out = run_step(source, Step(detect, plan), added, lambda out: out)
     if d is None or read is None:
         return out
-    deferred = Deferred(d.base, frozenset({"image"}), read.image, d.order)
-    return assemble(deferred, out, (*d.order, output_col, error_col))
+    return deferred_over(d, out, (output_col, error_col))
 
 
 def transform_crops(stage: _CropDetections, dataset: Any) -> Any:

@@ -27,7 +27,7 @@ from mmlspark._engine.images import (
 )
 from mmlspark._engine.ops import gray_tensor, parse_ops, reduced_decode_target, tensor_shape
 from mmlspark.core.checks import require_absent, require_column_type, require_distinct
-from mmlspark.core.fused import Deferred, Step, assemble, deferred_of, run_step
+from mmlspark.core.fused import Deferred, Step, deferred_of, deferred_over, run_step
 from mmlspark.opencv._ImageOps import OPERATIONS
 from mmlspark.opencv.functions import image_struct_type
 
@@ -189,13 +189,7 @@ def read_settings(field: Any) -> Decoding | None:
         )
     except (TypeError, KeyError, ValueError):
         return None
-    return d if full_size(d) else None
-
-
-def full_size(d: Decoding) -> bool:
-    """Whether a read with settings `d` decodes at full size in a mode with reduced JPEG decodes
-    (the JVM's ``ReadSettings.fullSize``): a transformer resizing after it may decode smaller."""
-    return d.reduce == 1 and d.min_h == 0 and d.min_w == 0 and d.mode != "unchanged"
+    return d if d.full_size else None
 
 
 def transform_images(stage: _ImageTransformer, dataset: Any) -> Any:
@@ -258,9 +252,7 @@ def _from_files(
     read = d.read
     assert read is not None
     r = read.decoding
-    full = full_size(r)
-    target = reduced_decode_target(ops) if stage._spec().reducedDecode and full else None
-    scale = (1, *target) if target is not None else (r.reduce, r.min_h, r.min_w)
+    scale = r.scale_for(reduced_decode_target(ops) if stage._spec().reducedDecode else None)
     plan = replace(
         stage_plan(
             stage,
@@ -292,8 +284,7 @@ def _from_files(
         return out.withColumn(plan.output_col, column).withMetadata(plan.output_col, metadata)
 
     base = run_step(d.base, Step(files_partition, plan), added, finish)
-    columns = (*d.order, plan.output_col, plan.error_col)
-    return assemble(Deferred(d.base, frozenset({"image"}), read.image, d.order), base, columns)
+    return deferred_over(d, base, (plan.output_col, plan.error_col))
 
 
 #: OpenCV's flip codes: around the vertical axis (left-right), around the horizontal (up-down).

@@ -178,11 +178,7 @@ final class ObjectDetector(override val uid: String) extends Transformer with Ob
       size: Int,
       target: Option[(Int, Int)]
   ): DataFrame = {
-    val s = read.settings
-    val scale = target
-      .filter(_ => s.fullSize)
-      .map { case (h, w) => (1, h, w) }
-      .getOrElse((s.reduceFactor, s.minHeight, s.minWidth))
+    val scale = read.settings.scaleFor(target)
     val fused = ImageTransformer.fileUdf(
       read,
       scale,
@@ -195,9 +191,7 @@ final class ObjectDetector(override val uid: String) extends Transformer with Ob
         .withColumn("error", col(s"$preparedCol.readError")),
       size
     )
-    val order = d.order ++ Seq(tensorCol, sizeCol, imageErrorCol)
-    val out = read.image(base).select(order.map(c => col(SchemaUtils.quoted(c))): _*)
-    DeferredColumns.register(out, Deferred(base, Set("image"), read.image, order))
+    read.deferredOver(d, base, Seq(tensorCol, sizeCol, imageErrorCol))
   }
 
   private def preparedCol = s"__prepared_$uid"

@@ -244,9 +244,7 @@ final class ImageTransformer(override val uid: String)
   private def fromFiles(d: Deferred, read: ImageRead, target: Option[(Int, Int)]): DataFrame = {
     val ops = getOps
     val tensorOrder = if (grayTensor(ops)) "GRAY" else Choices.channelOrder($(tensorChannelOrder))
-    val s = read.settings
-    val scale =
-      target.map { case (h, w) => (1, h, w) }.getOrElse((s.reduceFactor, s.minHeight, s.minWidth))
+    val scale = read.settings.scaleFor(target)
     val fused = if ($(toTensor)) {
       ImageTransformer.fileUdf(
         read,
@@ -264,9 +262,7 @@ final class ImageTransformer(override val uid: String)
       .withColumn($(outputCol), col(s"$tmp.value").as($(outputCol), outputMetadata))
       .withColumn($(errorCol), col(s"$tmp.error"))
       .drop(tmp)
-    val order = d.order ++ Seq($(outputCol), $(errorCol))
-    val out = read.image(base).select(order.map(c => col(SchemaUtils.quoted(c))): _*)
-    DeferredColumns.register(out, Deferred(base, Set("image"), read.image, order))
+    read.deferredOver(d, base, Seq($(outputCol), $(errorCol)))
   }
 
   override def copy(extra: ParamMap): ImageTransformer = defaultCopy(extra)

@@ -2,9 +2,10 @@ package mmlspark.pixels
 
 import scala.util.Try
 
-import mmlspark.contracts.Deferred
+import mmlspark.contracts.{Deferred, DeferredColumns, SchemaUtils}
 import org.apache.spark.broadcast.Broadcast
 import org.apache.spark.sql.DataFrame
+import org.apache.spark.sql.functions.col
 import org.apache.spark.sql.types.{Metadata, MetadataBuilder, StructField}
 import org.apache.spark.util.SerializableConfiguration
 
@@ -25,6 +26,16 @@ final case class ReadSettings(
   /** The read decodes at full size, in a mode that has reduced JPEG decodes. */
   def fullSize: Boolean =
     reduceFactor == 1 && minHeight == 0 && minWidth == 0 && colorMode != "unchanged"
+
+  /** (reduceFactor, minHeight, minWidth) for a stage that reads this read's files again: the
+    * smallest JPEG scale covering `target` (height, width) where the read is at full size, else the
+    * read's own.
+    */
+  def scaleFor(target: Option[(Int, Int)]): (Int, Int, Int) =
+    target
+      .filter(_ => fullSize)
+      .map { case (h, w) => (1, h, w) }
+      .getOrElse((reduceFactor, minHeight, minWidth))
 
   def toMetadata: Metadata = new MetadataBuilder()
     .putMetadata(
@@ -69,4 +80,15 @@ final case class ImageRead(
     listingErrorCol: String,
     conf: Broadcast[SerializableConfiguration],
     image: DataFrame => DataFrame
-) extends Deferred.Source
+) extends Deferred.Source {
+
+  /** A stage's output on `d`, this read's own output, where the stage read the files itself: `base`
+    * (`d`'s base with the stage's columns) with `image` still deferred, its columns `d`'s then
+    * `added`.
+    */
+  def deferredOver(d: Deferred, base: DataFrame, added: Seq[String]): DataFrame = {
+    val order = d.order ++ added
+    val out = image(base).select(order.map(c => col(SchemaUtils.quoted(c))): _*)
+    DeferredColumns.register(out, Deferred(base, Set("image"), image, order))
+  }
+}
