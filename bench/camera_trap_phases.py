@@ -1,6 +1,6 @@
 """Benchmark: the fixed costs of one `classify` run, phase by phase, with the Spark jobs of each.
 
-`setup` makes a survey of 12 MP JPEGs (camera_trap.make_photos, copies of 8 pictures) and trains
+`setup` makes a survey of distinct 12 MP JPEGs (camera_trap.make_survey) and trains
 a model with the CLI (ResNet-50 architecture, random weights, cut at its pooled features, as
 camera_trap.py's CLI contender). `compare` then runs `classify` of the survey into a new folder in
 a fresh process per run, alternating the code of two checkouts (`--old`, `--new`: their
@@ -42,12 +42,11 @@ def setup(work: Path, photos: int) -> None:
     work.mkdir(parents=True, exist_ok=True)
     _, model = models.classifier(False)
     (work / "resnet50.onnx").write_bytes(model)
-    paths = camera_trap.make_photos(work / "train", 16)
-    camera_trap.survey(paths, work / "survey", photos)
-    cli = [sys.executable, "-m", "mmlspark.apps.camera_trap", "--master", "local[2]", "train"]
-    cli += ["--images", str(work / "train"), "--featurizer", str(work / "resnet50.onnx")]
-    cli += ["--feature-node", camera_trap.feature_node(model), "--image-size", "224"]
-    subprocess.run([*cli, "--model-out", str(work / "model")], check=True, cwd=ROOT)
+    camera_trap.make_photos(work / "train", 16)
+    camera_trap.make_survey(work / "survey", photos)
+    node = camera_trap.feature_node(model)
+    trained = camera_trap.train_cli(work / "train", work / "resnet50.onnx", work, node)
+    trained.rename(work / "model")
 
 
 def one_run(work: Path, out: Path) -> dict:

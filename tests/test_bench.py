@@ -392,6 +392,14 @@ def test_camera_trap_benchmark_takes_the_cli_rate_only_of_the_whole_survey():
         cli_rate("[classify] stopped", 960)
 
 
+def test_camera_trap_benchmark_survey_holds_distinct_12_megapixel_photos(tmp_path):
+    paths = bench("camera_trap").make_survey(tmp_path, 3)
+    assert len(paths) == 3 and all(p.is_relative_to(tmp_path) for p in paths)
+    assert len({hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}) == 3
+    shapes = {cv2.imread(str(p), cv2.IMREAD_REDUCED_COLOR_8).shape for p in paths}
+    assert shapes == {(375, 500, 3)}  # 4000x3000 at 1/8
+
+
 @pytest.mark.system
 @quick_run_of("where_time_goes")
 def test_profile_splits_the_cpu_of_both_workloads_by_thread_and_phase(quick_runs):
