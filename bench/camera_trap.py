@@ -271,7 +271,8 @@ def run(argv: list[str] | None = None) -> dict:
     parser.add_argument(
         "--only-cli",
         action="store_true",
-        help="only the CLI against raw Python over the survey (its table and JSON to --out)",
+        help="only the CLI against raw Python over the survey (camera_trap_cli.md and .json"
+        " beside --out)",
     )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "camera_trap.md"))
     args = parser.parse_args(argv)
@@ -341,6 +342,7 @@ def run(argv: list[str] | None = None) -> dict:
         spark.stop()
         if with_cli:
             cli = cli_comparison(args, folder, model, model_path, Path(tmp))
+            write_cli(args, model_name, cli)
             peak_rss_mb["camera_trap_cli"] = cli.pop("peak_rss_mb")
     figures = {
         "images": args.images,
@@ -409,7 +411,7 @@ def cli_comparison(args, folder: Path, model: bytes, model_path: Path, work: Pat
 
 
 def only_cli(args) -> dict:
-    """`--only-cli`: the CLI comparison alone, its figures written to --out (.md and .json)."""
+    """`--only-cli`: the CLI comparison alone, written as `write_cli` writes it."""
     model_name, model = models.classifier(False)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "photos"
@@ -417,17 +419,24 @@ def only_cli(args) -> dict:
         model_path = Path(tmp) / "classifier.onnx"
         model_path.write_bytes(model)
         cli = cli_comparison(args, folder, model, model_path, Path(tmp))
+    return write_cli(args, model_name, cli)
+
+
+def write_cli(args, model_name: str, cli: dict) -> dict:
+    """The CLI comparison's table and JSON, camera_trap_cli.md and .json beside --out (by
+    `--only-cli` or by the whole benchmark: bench/summary.py's CLI row reads them)."""
     figures = {"model": model_name, "cli": cli, "cli_ratio_vs_raw_python": cli["ratio"]["median"]}
     spread = protocol.Spread
     lines = [
         "# Camera-trap CLI benchmark",
         "",
-        f"`python bench/camera_trap.py --only-cli --survey {args.survey} --images {args.images}"
-        f" --repeats {args.repeats} --warmups {args.warmups}` on {os.cpu_count()} cores,"
-        f" {time.strftime('%Y-%m-%d')}: `classify` (a logistic regression trained by `train` on"
-        f" {args.images} photos over {model_name}'s pooled features) and raw Python over"
-        f" {args.survey} distinct {WIDTH}x{HEIGHT} JPEGs, the same warm-ups and rounds, order"
-        " reversed every round; photos/s of the median round (slowest - fastest).",
+        f"`python bench/camera_trap.py{' --only-cli' if args.only_cli else ''} --survey"
+        f" {args.survey} --images {args.images} --repeats {args.repeats} --warmups"
+        f" {args.warmups}` on {os.cpu_count()} cores, {time.strftime('%Y-%m-%d')}: `classify` (a"
+        f" logistic regression trained by `train` on {args.images} photos over {model_name}'s"
+        f" pooled features) and raw Python over {args.survey} distinct {WIDTH}x{HEIGHT} JPEGs,"
+        " the same warm-ups and rounds, order reversed every round; photos/s of the median round"
+        " (slowest - fastest).",
         "",
         "| contender | photos/s |",
         "|---|---|",
@@ -440,7 +449,7 @@ def only_cli(args) -> dict:
         f" JVM RSS of the CLI: {cli['peak_rss_mb']:.0f} MB.",
         "",
     ]
-    out = Path(args.out)
+    out = Path(args.out).with_name("camera_trap_cli.md")
     out.write_text("\n".join(lines))
     out.with_suffix(".json").write_text(json.dumps(figures, indent=2) + "\n")
     return figures
