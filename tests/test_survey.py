@@ -1080,6 +1080,40 @@ def hold_lock(folder: Path, log: Path, seconds: float) -> subprocess.Popen:
 
 
 @pytest.mark.system
+def test_a_waiting_run_is_not_refused_for_the_holders_manifest_in_flight(
+    spark, model, tmp_path, capsys
+):
+    """A run that holds the folder writes its manifest through a temporary file and a rename; a
+    run started then sees that file beside no manifest. It waits for the lock (or says the folder
+    is in use) instead of refusing the folder as not this job's."""
+    images = tmp_path / "survey"
+    photos = copy_photos(images, per_label=1)
+    out, log = tmp_path / "run", tmp_path / "log"
+    out.mkdir()
+    holder = hold_lock(out, log, 600)
+    wait_for(lambda: log.exists() and "in" in log.read_text(), 60, "the holder")
+    in_flight = out / ".run.json.0123abcd.tmp"  # the holder's manifest, mid-write
+    in_flight.write_text("{")
+    try:
+        capsys.readouterr()
+        assert cli.main(classify_args(images, model, out)) == 2
+        assert "in use by another run of this job" in capsys.readouterr().err
+        codes: list[int] = []
+        waiter = threading.Thread(
+            target=lambda: codes.append(cli.main(classify_args(images, model, out, "--wait")))
+        )
+        waiter.start()
+        time.sleep(2)
+        assert not codes  # waiting, not refused
+        in_flight.unlink()  # the holder's rename, then its end
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    waiter.join(timeout=600)
+    assert codes == [0] and len(rows_of(out)) == len(photos)
+
+
+@pytest.mark.system
 def test_the_lock_goes_with_a_killed_holder_and_is_never_held_twice(tmp_path):
     for racers in (2, 3, 5):
         folder, log = tmp_path / f"run{racers}", tmp_path / f"log{racers}"

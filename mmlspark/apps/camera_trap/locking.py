@@ -40,6 +40,26 @@ class OutputLock:
         self._exclusive = False
 
     @staticmethod
+    def held(folder: Path) -> bool:
+        """Whether a run of this job holds `folder`'s lock now (probed without writing: a folder
+        whose lock nobody holds is left byte for byte as it was)."""
+        if (folder / EXCLUSIVE_LOCK).exists():
+            return True
+        try:
+            fd = os.open(folder / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return False
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        finally:
+            os.close(fd)  # and with it the probe's shared lock
+
+    @staticmethod
     def _me() -> bytes:
         holder = {"host": socket.gethostname(), "pid": os.getpid(), "started": time.time()}
         return json.dumps(holder).encode()

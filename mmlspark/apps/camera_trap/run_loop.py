@@ -47,7 +47,13 @@ def _locked_run(
     """Runs `work` on the photos of `run` into `out`, holding the folder's lock."""
     out_dir = Path(out)
     if out_dir.is_dir():
-        open_folder(out_dir, run, overwrite)  # refuses a folder not ours before writing a lock
+        try:
+            open_folder(out_dir, run, overwrite)  # refuses a folder not ours before writing a lock
+        except JobError:
+            # A folder a run of this job holds now may show that run's files in flight (its
+            # manifest, mid-rename): it is judged under the lock, below, where no run writes.
+            if not OutputLock.held(out_dir):
+                raise
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         lock = OutputLock(out_dir, wait=wait).__enter__()
