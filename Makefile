@@ -64,14 +64,7 @@ PHASE := scripts/phase
 # fills within minutes (then it stops compiling): the cache is the default JIT's 240 MB. Results
 # are the same; `make test TEST_JVM_OPTS=` tests with the default JIT.
 TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m
-# They also map the classes of a Spark JVM from one archive (scripts/jvm_archive.py), made from
-# the jar and the virtualenv of this checkout: each starts in about half the time. A JVM of
-# another Java or class path (the other Spark lines, JDK 21), or with no archive, ignores it.
-JVM_ARCHIVE := target/test-jvm.jsa
-JVM_ARCHIVE_OPTS = -XX:SharedArchiveFile=$(CURDIR)/$(JVM_ARCHIVE) -Xlog:cds=off -Xlog:cds+dynamic=off
-test test-python test-fast test-lines $(JVM_ARCHIVE): export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS) $(JVM_ARCHIVE_OPTS)
-$(JVM_ARCHIVE): $(VENV)/.installed $(wildcard mmlspark/jars/repo/mmlspark/*/*/*.jar)
-	$(PY) scripts/jvm_archive.py $@
+test test-python test-fast test-lines: export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS)
 # Both chains check the one run of the camera-trap notebook that the first to need it makes
 # (tests/conftest.py's demo_notebook): it is not run twice. Not under .lines/exchange, which
 # scripts/spark_lines.py clears of everything but the primary line's results.
@@ -82,7 +75,6 @@ test: venv
 	$(PHASE) "other lines' compile venvs" $(PY) scripts/spark_lines.py compile-venvs
 	$(PHASE) "jars and the Scala suites' classes" env SPARK_JARS_DIR=$(spark_jars) $(SBT) scalafmtCheckAll scalafmtSbtCheck Test/compile "+core/exportPackagedJar"
 	$(PHASE) wheel $(MAKE) package-wheel
-	$(PHASE) "the test JVMs' class archive" $(MAKE) $(JVM_ARCHIVE)
 	rm -rf .lines/exchange .lines/demo-notebook
 	$(PHASE) "the two chains, side by side" $(PY) scripts/side_by_side.py \
 	  "primary pytest=$(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange SECOND_CHAIN='$(SECOND_CHAIN)'" \
@@ -106,13 +98,13 @@ test: SECOND_CHAIN = $(SECOND_CHAIN_FILES)
 # With LINES_EXCHANGE, the suite runs its cross-line tests (tests/test_lines.py) first and leaves
 # their results there for the other lines (make test); without, in a temporary folder.
 LINES_EXCHANGE ?=
-test-python: venv browser $(JVM_ARCHIVE)
+test-python: venv browser
 	MMLSPARK_LINES_EXCHANGE=$(LINES_EXCHANGE) $(PY) -m pytest tests $(SECOND_CHAIN:%=--ignore=%) --durations=30
 
 # The inner loop: the unit and integration tiers (no test that starts processes of its own or
 # runs the whole demo, and the line tests only in their run on every line), against the jar
 # built last.
-test-fast: venv $(JVM_ARCHIVE)
+test-fast: venv
 	$(PY) -m pytest tests -m "unit or integration" --durations=15
 
 # The cross-line tests on the primary line, the line tests (pytest -m lines) on every other Spark
