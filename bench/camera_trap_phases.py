@@ -57,19 +57,17 @@ def one_run(work: Path, out: Path) -> dict:
     marks: dict[str, list[float]] = {"commits": []}
     run, finish, commit = run_loop._run, run_loop.finish, scorer.Scorer.commit
 
-    def timed_run(*args, **kwargs):
-        marks["run"] = [time.time()]
-        try:
-            return run(*args, **kwargs)
-        finally:
-            marks["run"].append(time.time())
+    def timed(name: str, function):
+        """`function`, recording in marks[name] when its call started and ended."""
 
-    def timed_finish(*args, **kwargs):
-        marks["finish"] = [time.time()]
-        try:
-            return finish(*args, **kwargs)
-        finally:
-            marks["finish"].append(time.time())
+        def wrapped(*args, **kwargs):
+            marks[name] = [time.time()]
+            try:
+                return function(*args, **kwargs)
+            finally:
+                marks[name].append(time.time())
+
+        return wrapped
 
     def timed_commit(self, *args, **kwargs):
         started = time.time()
@@ -78,7 +76,8 @@ def one_run(work: Path, out: Path) -> dict:
         finally:
             marks["commits"].append([started, time.time()])
 
-    run_loop._run, run_loop.finish, scorer.Scorer.commit = timed_run, timed_finish, timed_commit
+    run_loop._run, run_loop.finish = timed("run", run), timed("finish", finish)
+    scorer.Scorer.commit = timed_commit
     spark = spark_session("local[2]", verbose=False)
     lines: list[str] = []
     summary = scoring.classify(spark, str(work / "survey"), str(work / "model"), str(out),
