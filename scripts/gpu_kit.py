@@ -348,7 +348,9 @@ def build(out: Path, mini: bool, part_mib: float, preset: int) -> dict:
             log(f"staged {name}")
         blobs_dir = stage / "blobs"
         blobs_dir.mkdir()
-        names = ["jre", "spark", "jars", "ort"]
+        # ONNX Runtime first: its blob is whole after the first parts, so a call before the run can
+        # try the CUDA provider on the machine while the rest is still to come.
+        names = ["ort", "jre", "jars", "spark"]
         with ProcessPoolExecutor(max_workers=min(4, os.cpu_count() or 1)) as pool:
             blobs = list(pool.map(pack, [(stage, n, blobs_dir, preset) for n in names]))
         log("packed " + ", ".join(f"{b.name} {b.stat().st_size / 2**20:.1f} MiB" for b in blobs))

@@ -449,6 +449,36 @@ def photos(spark, args, work: Path) -> dict:
     }
 
 
+def probe(device: str) -> dict:
+    """No Spark: the tiny CNN on `device` with onnxruntime in Python (its logits against the CPU
+    provider's) and with ONNX Runtime Java (bench/RawOrt.java in the kit's JVM), to find a
+    provider that does not load before the run."""
+    import onnxruntime as ort
+
+    build, size, _ = FULL["tiny"]
+    n = 256
+    figures: dict = {"device": device, "python_providers": ort.get_available_providers()}
+    with tempfile.TemporaryDirectory(prefix="gpu-probe-") as tmp:
+        model = Path(tmp) / "tiny.onnx"
+        model.write_bytes(build())
+        tensors = np.random.default_rng(4).standard_normal((n, 3, size, size), dtype=np.float32)
+        tensor_file = Path(tmp) / "tiny.f32"
+        tensors.astype("<f4").tofile(tensor_file)
+        started = time.monotonic()
+        found = run_all(ort_session(model, device, 1), tensors, 64)
+        figures["python_seconds"] = round(time.monotonic() - started, 2)
+        reference = run_all(ort_session(model, "cpu", 1), tensors, 64)
+        figures["python_outputs"] = compare(found, reference, 1e-2)
+        started = time.monotonic()
+        java = RawOrtJava(model, tensor_file, (n, 3, size, size), 64, 1, device)
+        try:
+            figures["java_first_run_seconds"] = round(java().seconds, 3)
+        finally:
+            java.close()
+        figures["java_seconds"] = round(time.monotonic() - started, 2)
+    return figures
+
+
 def spread(d: dict, digits: int = 1) -> str:
     return protocol.Spread(**d).text(digits)
 
@@ -544,7 +574,11 @@ def main() -> None:
     parser.add_argument("--budget-s", type=float, default=400, help="skip what would not fit")
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu.md")
     parser.add_argument("--copy-to", type=Path, default=None, help="also write the results here")
+    parser.add_argument("--probe", action="store_true", help="only try the provider (no Spark)")
     args = parser.parse_args()
+    if args.probe:
+        print(json.dumps(probe(args.device), indent=1), flush=True)
+        return
     if args.device == "cpu":
         args.warmups, args.rounds, args.jobs = 1, 2, 3
     results = Results(args.out, args.copy_to, args)

@@ -4,6 +4,8 @@
 # in bench/README.md, "The GPU proof").
 #
 #   scripts/gpu_proof.sh --take gpu-kit/part-01            # on the machine: one part per call
+#   scripts/gpu_proof.sh --take gpu-kit/part-04 --probe    # and, once ONNX Runtime, Java and the
+#                                                          # jars are in, try CUDA from both
 #   scripts/gpu_proof.sh --take gpu-kit/part-06 --run      # the last part, then the measurements
 #   scripts/gpu_proof.sh --dry-run [--kit gpu-kit]         # here, on the CPU: every step but CUDA
 #
@@ -14,7 +16,9 @@
 # also into $OUT where the device tool sets it, with the log. --dry-run makes a mini kit from this
 # venv and the built jars (or takes every part of --kit), then runs the same steps with
 # deviceType=cpu on tiny sizes into bench/results/gpu-dry-run.md (or --out). Arguments after `--`
-# go to scripts/gpu_proof.py.
+# go to scripts/gpu_proof.py. --probe (no Spark, a few seconds) runs a tiny model on the device
+# with onnxruntime in Python and ONNX Runtime Java (bench/RawOrt.java), so that a provider that
+# does not load is found while parts are still to come; the dry run probes first too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +29,7 @@ py=python3
 py=$(command -v "${GPU_PROOF_PYTHON:-$py}")
 takes=()
 run=false
+probe=false
 dry=false
 kit=
 out=
@@ -33,6 +38,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --take) takes+=("$2"); shift 2 ;;
     --run) run=true; shift ;;
+    --probe) probe=true; shift ;;
     --dry-run) dry=true; shift ;;
     --kit) kit=$2; shift 2 ;;
     --home) home=$2; shift 2 ;;
@@ -53,14 +59,15 @@ if $dry; then
   fi
   takes=("$kit"/part-*)
   run=true
+  probe=true
 fi
 
 if [ ${#takes[@]} -gt 0 ]; then
   "$py" scripts/gpu_kit.py take "${takes[@]}" --home "$home"
 fi
-$run || exit 0
+$run || $probe || exit 0
 
-if ! left=$("$py" scripts/gpu_kit.py missing --home "$home"); then
+if $run && ! left=$("$py" scripts/gpu_kit.py missing --home "$home"); then
   echo "gpu_proof.sh: the kit in $home lacks $left: take the other parts first" >&2
   exit 1
 fi
@@ -85,6 +92,18 @@ else
 fi
 [ -n "${OUT:-}" ] && args+=(--copy-to "$OUT")
 echo "[gpu-proof] kit ready after $((SECONDS - start)) s; java: $("$JAVA_HOME/bin/java" -version 2>&1 | head -1)"
+if $probe; then
+  device=cuda
+  $dry && device=cpu
+  for lib in "$MMLSPARK_GPUKIT"/site/onnxruntime/capi/libonnxruntime_providers_*.so; do
+    [ -e "$lib" ] || continue
+    echo "[gpu-proof] $(basename "$lib"): $(ldd "$lib" | grep -c 'not found') libraries not found"
+    ldd "$lib" | grep 'not found' || true
+  done
+  timeout 120 "$py" scripts/gpu_proof.py --probe --device $device
+  echo "[gpu-proof] probe done after $((SECONDS - start)) s"
+fi
+$run || exit 0
 status=0
 if [ -n "${OUT:-}" ]; then
   set -o pipefail
