@@ -121,6 +121,7 @@ def session(cores: int, memory: str):
         .config("spark.driver.extraJavaOptions", options)
         .config("spark.driver.memory", memory)
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", str(cores))
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
@@ -131,6 +132,70 @@ def session(cores: int, memory: str):
 
 def noop(frame) -> None:
     frame.write.format("noop").mode("overwrite").save()
+
+
+#: ONNXModel's variants that --variants measures beside its defaults: (Spark settings, param
+#: setter name and value) each; what the GPU's rate depends on besides the model.
+VARIANTS: dict[str, tuple[dict[str, str], tuple[str, str] | None]] = {
+    "padBatches": ({"spark.mmlspark.onnx.padBatches": "true"}, None),
+    "cuDNN HEURISTIC": ({}, ("setCudnnConvAlgoSearch", "HEURISTIC")),
+    "service off": ({"spark.mmlspark.onnx.inferenceService": "false"}, None),
+}
+
+
+def with_conf(spark, conf: dict[str, str], run: Callable[[], object]) -> Callable[[], object]:
+    """`run` with the Spark settings `conf` in force while it plans and runs its job."""
+
+    def go() -> object:
+        before = {k: spark.conf.get(k, None) for k in conf}
+        for k, v in conf.items():
+            spark.conf.set(k, v)
+        try:
+            return run()
+        finally:
+            for k, v in before.items():
+                if v is None:
+                    spark.conf.unset(k)
+                else:
+                    spark.conf.set(k, v)
+
+    return go
+
+
+def onnx_variants(spark, args, make: Callable[[], object], job: Callable[[object], None]) -> dict:
+    """ONNXModel's contenders: its defaults, and with --variants each of VARIANTS; `make` makes a
+    stage, `job` runs one on the section's data."""
+    stage = make()
+    found: dict[str, Callable[[], object]] = {"ONNXModel": lambda: job(stage)}
+    if args.variants:
+        for name, (conf, setter) in VARIANTS.items():
+            variant = make()
+            if setter:
+                getattr(variant, setter[0])(setter[1])
+            found[f"ONNXModel, {name}"] = with_conf(spark, conf, lambda v=variant: job(v))
+    return found
+
+
+def service_batches(spark, contenders: dict[str, Callable[[], object]]) -> dict:
+    """For each ONNXModel contender, one more run: the inference service's batches and the most
+    rows one of them held (0 and 0 where the run did not use the service)."""
+    try:
+        service = spark.sparkContext._jvm.mmlspark.onnx.InferenceService
+        service.batchesRun()
+    except Exception as e:  # noqa: BLE001 - a figure to explain the rates, not one of them
+        return {"unavailable": f"{type(e).__name__}: {str(e)[:200]}"}
+    found = {}
+    for name, run in contenders.items():
+        if not name.startswith("ONNXModel") or "Python" in name:
+            continue
+        before = service.batchesRun()
+        service.resetLargestBatch()
+        run()
+        found[name] = {
+            "batches": int(service.batchesRun() - before),
+            "largest": int(service.largestBatch()),
+        }
+    return found
 
 
 class RawOrtJava(protocol.Answering):
@@ -246,7 +311,7 @@ def inference(spark, name: str, args, work: Path) -> dict:
     )
     try:
         contenders: dict[str, Callable[[], object]] = {
-            "ONNXModel": lambda: noop(jvm_stage.transform(df)),
+            **onnx_variants(spark, args, lambda: stage("jvm"), lambda s: noop(s.transform(df))),
             "ONNXModel, Python backend": lambda: noop(python_stage.transform(df)),
             "raw ORT Java": raw_java,
             "raw ORT Python": lambda: run_all(raw_python, tensors, args.batch),
@@ -266,9 +331,12 @@ def inference(spark, name: str, args, work: Path) -> dict:
         "Python backend / raw ORT Python": ("ONNXModel, Python backend", "raw ORT Python"),
         "Python backend / ONNXModel": ("ONNXModel, Python backend", "ONNXModel"),
     }
+    pairs.update({f"{k} / raw ORT Java": (k, "raw ORT Java") for k in rounds if ", " in k
+                  and k.startswith("ONNXModel") and "Python" not in k})  # fmt: skip
     figures["ratios"] = {
         k: protocol.ratio(rounds[a], rounds[b]).as_dict() for k, (a, b) in pairs.items()
     }
+    figures["service"] = service_batches(spark, contenders)
 
     reference = run_all(ort_session(model, "cpu", os.cpu_count() or 1), tensors, args.batch)
     tolerance = 1e-2 if args.device == "cuda" else 1e-5  # CUDA convolutions may use TF32
@@ -417,28 +485,45 @@ def photos(spark, args, work: Path) -> dict:
         .centerCrop(size, size)
         .normalize(mean=MEAN, std=STD, colorScaleFactor=1 / 255)
     )
-    onnx = ONNXModel(
-        feedDict=json.dumps({"image": "tensor"}),
-        fetchDict=json.dumps({"logits": "logits"}),
-        argMaxDict=json.dumps({"logits": "top"}),
-        miniBatchSize=args.batch,
-        deviceType=args.device,
-    ).setModelPayload(build())
+    payload = build()
+
+    def make():
+        return ONNXModel(
+            feedDict=json.dumps({"image": "tensor"}),
+            fetchDict=json.dumps({"logits": "logits"}),
+            argMaxDict=json.dumps({"logits": "top"}),
+            miniBatchSize=args.batch,
+            deviceType=args.device,
+        ).setModelPayload(payload)
+
+    onnx = make()
 
     def tensors():
         return transform.transform(read_images(spark, str(folder)))
 
-    contenders = {
+    def scored_job(stage) -> None:
+        noop(stage.transform(tensors()).select("path", "top"))
+
+    contenders: dict[str, Callable[[], object]] = {
         "decode and transform": lambda: noop(tensors().select("path", "tensor")),
-        f"decode, transform, {name} on {args.device}": lambda: noop(
-            onnx.transform(tensors()).select("path", "top")
-        ),
+        **{
+            k.replace("ONNXModel", f"decode, transform, {name} on {args.device}"): v
+            for k, v in onnx_variants(spark, args, make, scored_job).items()
+        },
     }
     rounds = protocol.measure(contenders, warmups=args.warmups, rounds=args.rounds)
     scored = onnx.transform(tensors()).select("path", "top").collect()
     rates = {k: r.rate(count).as_dict() for k, r in rounds.items()}
     names = list(rounds)
     return {
+        "partitions": tensors().rdd.getNumPartitions(),
+        "service": service_batches(
+            spark,
+            {
+                k.replace(f"decode, transform, {name} on {args.device}", "ONNXModel"): v
+                for k, v in contenders.items()
+            },
+        ),
         "photos": count,
         "size": f"{width}x{height}",
         "made_s": round(made, 1),
@@ -446,6 +531,9 @@ def photos(spark, args, work: Path) -> dict:
         "rates": rates,
         "per_core": {k: v["median"] / args.cores for k, v in rates.items()},
         "scored_over_decode": protocol.ratio(rounds[names[1]], rounds[names[0]]).as_dict(),
+        "variants_over_decode": {
+            k: protocol.ratio(rounds[k], rounds[names[0]]).as_dict() for k in names[2:]
+        },
     }
 
 
@@ -481,6 +569,21 @@ def probe(device: str) -> dict:
 
 def spread(d: dict, digits: int = 1) -> str:
     return protocol.Spread(**d).text(digits)
+
+
+def service_line(service: dict) -> str:
+    """The inference service's batches per run of each ONNXModel contender, as a sentence."""
+    if not service:
+        return ""
+    if "unavailable" in service:
+        return f"The inference service's batch counts: unavailable ({service['unavailable']})."
+    return (
+        "The inference service, one more run each: "
+        + "; ".join(
+            f"{k}: {v['batches']} batches, largest {v['largest']} rows" for k, v in service.items()
+        )
+        + "."
+    )
 
 
 def markdown(figures: dict, args) -> str:
@@ -526,6 +629,7 @@ def markdown(figures: dict, args) -> str:
             f" {'yes' if v['within_tolerance'] else 'NO'} |"
             for k, v in s["outputs"].items()
         ]
+        lines += ["", service_line(s.get("service", {}))]
         lines.append("")
     m = sections.get("memory")
     if m:
@@ -553,7 +657,13 @@ def markdown(figures: dict, args) -> str:
         lines += [
             "",
             f"Scored over decode-only: {spread(p['scored_over_decode'], 2)} (near 1:"
-            " decoding bounds the rate).",
+            " decoding bounds the rate)"
+            + "".join(
+                f"; {k}: {spread(v, 2)}" for k, v in p.get("variants_over_decode", {}).items()
+            )
+            + f". {p.get('partitions', '?')} partitions.",
+            "",
+            service_line(p.get("service", {})),
             "",
         ]
     for note in figures["notes"]:
@@ -575,6 +685,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu.md")
     parser.add_argument("--copy-to", type=Path, default=None, help="also write the results here")
     parser.add_argument("--probe", action="store_true", help="only try the provider (no Spark)")
+    parser.add_argument(
+        "--sections", default="resnet50,tiny,memory,photos", help="what to measure, in order"
+    )
+    parser.add_argument(
+        "--variants", action="store_true", help="ONNXModel's variants (VARIANTS) beside it"
+    )
     args = parser.parse_args()
     if args.probe:
         print(json.dumps(probe(args.device), indent=1), flush=True)
@@ -593,6 +709,8 @@ def main() -> None:
         ("memory", lambda w: memory(spark, args, w)),
         ("photos", lambda w: photos(spark, args, w)),
     ]
+    wanted = args.sections.split(",")
+    plan = [(n, step) for n, step in plan if n.split()[-1] in wanted]
     failed = False
     with tempfile.TemporaryDirectory(prefix="gpu-proof-") as tmp:
         for name, step in plan:

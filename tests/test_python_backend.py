@@ -249,29 +249,65 @@ def test_onnx_runtime_leaves_no_telemetry_files_in_the_temporary_folder(spark):
 
 def test_the_engine_runs_on_the_gpu_and_cpus_its_task_was_given(monkeypatch):
     """The engine reads no TaskContext: the task's gpu addresses and CPUs come in a Task
-    (mmlspark.core.fused builds it in the worker), and choose the providers and threads."""
+    (mmlspark.core.fused builds it in the worker), and choose the providers and threads. The
+    providers are checked by onnxruntime's own normalizer (the one its InferenceSession calls),
+    not by their form here: a form it refuses made it fall back to the CPU on a GPU machine."""
+    import onnxruntime
+    from onnxruntime.capi.onnxruntime_inference_collection import (
+        check_and_normalize_provider_args,
+    )
+
+    from mmlspark._engine import ort
+    from mmlspark._engine.rows import Task
+    from mmlspark.onnx._backend import cuda_options
+
+    names = ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    def device_of(providers):
+        """(provider names, the CUDA provider's options or None) as onnxruntime reads them."""
+        found, options = check_and_normalize_provider_args(
+            ort._provider_args(providers), None, names
+        )
+        return found, (options[0] if found[0] == names[0] else None)
+
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: names[:1])
+    options = cuda_options("HEURISTIC", 1 << 30)
+    assert device_of(ort._providers("auto", Task(gpus=("3", "1")), options)) == (
+        names,
+        {"device_id": "3", "cudnn_conv_algo_search": "HEURISTIC",
+         "arena_extend_strategy": "kSameAsRequested", "gpu_mem_limit": str(1 << 30)},
+    )  # fmt: skip
+    assert device_of(ort._providers("auto", Task(gpus=()))) == (names, {"device_id": "0"})
+    assert device_of(ort._providers("auto", Task())) == (names[1:], None)  # no gpu given
+    assert device_of(ort._providers("cuda", Task()))[1] == {"device_id": "0"}
+    assert device_of(ort._providers("cpu", Task(gpus=("1",)))) == (names[1:], None)
+    assert dict(cuda_options("EXHAUSTIVE", 0))["cudnn_conv_algo_search"] == "EXHAUSTIVE"
+    assert "gpu_mem_limit" not in dict(cuda_options("EXHAUSTIVE", 0))
+    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: names[1:])
+    assert device_of(ort._providers("auto", Task(gpus=("1",)))) == (names[1:], None)
+    with pytest.raises(RuntimeError, match="deviceType is 'cuda' but this onnxruntime has no CUDA"):
+        ort._providers("cuda", Task(gpus=("1",)))
+    assert [ort._threads(2, Task(cpus=3)), ort._threads(0, Task(cpus=3))] == [2, 3]
+    assert [ort._threads(0, Task(cpus=0)), ort._threads(0, Task())] == [1, 1]
+
+
+def test_a_session_that_did_not_get_the_gpu_fails_instead_of_running_on_the_cpu(monkeypatch):
+    """onnxruntime makes a CPU session where the CUDA provider cannot start (here: this build
+    has none, though the listing says so); the engine refuses it as the JVM's session fails."""
     import onnxruntime
 
     from mmlspark._engine import ort
     from mmlspark._engine.rows import Task
 
-    cpu = ("CPUExecutionProvider",)
-
-    def cuda(device_id):
-        return (("CUDAExecutionProvider", (("device_id", device_id),)), *cpu)
-
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: ["CUDAExecutionProvider"])
-    assert ort._providers("auto", Task(gpus=("3", "1"))) == cuda(3)
-    assert ort._providers("auto", Task(gpus=())) == cuda(0)  # a gpu resource, no address
-    assert ort._providers("auto", Task()) == cpu  # no gpu given to the task
-    assert ort._providers("cuda", Task()) == cuda(0)
-    assert ort._providers("cpu", Task(gpus=("1",))) == cpu
-    monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: list(cpu))
-    assert ort._providers("auto", Task(gpus=("1",))) == cpu
-    with pytest.raises(RuntimeError, match="deviceType is 'cuda' but this onnxruntime has no CUDA"):
-        ort._providers("cuda", Task(gpus=("1",)))
-    assert [ort._threads(2, Task(cpus=3)), ort._threads(0, Task(cpus=3))] == [2, 3]
-    assert [ort._threads(0, Task(cpus=0)), ort._threads(0, Task())] == [1, 1]
+    model = onnx_models.small_cnn(classes=3, size=4)
+    providers = ort._providers("cuda", Task())
+    digest = hashlib.sha256(model).hexdigest() + "-cuda-test"
+    with pytest.raises(RuntimeError, match=r"could not start CUDAExecutionProvider \(the session "
+                       r"has CPUExecutionProvider\).*deviceType to 'cpu'"):  # fmt: skip
+        ort._session(model, digest, providers, ("all", 1))
+    session = ort._session(model, digest, ort._providers("cpu", Task()), ("all", 1))
+    assert session.get_providers() == ["CPUExecutionProvider"]
 
 
 def test_the_python_workers_tell_the_engine_their_task(spark):

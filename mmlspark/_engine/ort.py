@@ -102,7 +102,20 @@ def _session(
                 source: Any = files(model_file)  # shipped once per executor
             else:
                 source = model
-            found = ort.InferenceSession(source, sess_options=options, providers=list(providers))
+            found = ort.InferenceSession(
+                source, sess_options=options, providers=_provider_args(providers)
+            )
+            asked = [p[0] for p in providers if isinstance(p, tuple)]
+            missing = [p for p in asked if p not in found.get_providers()]
+            if missing:
+                # onnxruntime falls back to the CPU where a provider fails to load; the JVM's
+                # session fails instead, and a run that was asked for a GPU must not crawl on a CPU.
+                raise RuntimeError(
+                    f"onnxruntime could not start {', '.join(missing)} (the session has "
+                    f"{', '.join(found.get_providers())}); its message is above in the worker's "
+                    "log. Check that onnxruntime-gpu and its CUDA libraries are installed on the "
+                    "executors, or set deviceType to 'cpu'"
+                )
             cache.sessions[key] = found
             cache.created.append(key)
         return found
@@ -154,11 +167,21 @@ class Plan:
     device: str
     settings: tuple[Any, ...]
     model_file: str | None = None  # the name the task's `files` finds the shipped model under
+    cuda_options: tuple[tuple[str, str], ...] = ()  # the CUDA provider's, but the device
 
 
-def _providers(device: str, task: Task) -> tuple[Any, ...]:
+def _provider_args(providers: tuple[Any, ...]) -> list[Any]:
+    """`providers` (hashable, a session's cache key) as onnxruntime takes them: a name, or a
+    (name, options dict) pair."""
+    return [(p[0], dict(p[1])) if isinstance(p, tuple) else p for p in providers]
+
+
+def _providers(
+    device: str, task: Task, cuda_options: tuple[tuple[str, str], ...] = ()
+) -> tuple[Any, ...]:
     """The execution providers for `device` ("auto", "cpu", "cuda"): CUDA on the task's GPU
-    where asked, or where "auto" finds both a CUDA provider and a GPU given to the task."""
+    where asked, or where "auto" finds both a CUDA provider and a GPU given to the task, with
+    `cuda_options` (the stage's cuDNN search, memory limit)."""
     ort = onnxruntime()
     cuda = "CUDAExecutionProvider" in ort.get_available_providers()
     gpus = task.gpus
@@ -169,7 +192,8 @@ def _providers(device: str, task: Task) -> tuple[Any, ...]:
         )
     if device == "cuda" or (device == "auto" and cuda and gpus is not None):
         address = int(gpus[0]) if gpus else 0
-        return (("CUDAExecutionProvider", (("device_id", address),)), "CPUExecutionProvider")
+        options = (("device_id", str(address)), *cuda_options)
+        return (("CUDAExecutionProvider", options), "CPUExecutionProvider")
     return ("CPUExecutionProvider",)
 
 
@@ -225,7 +249,7 @@ def _run(plan: Plan, session: Any, rows: list[list[np.ndarray]]) -> list[list[An
 
 def partition(plan: Plan, batches: Iterator[Any], task: Task) -> Iterator[Any]:
     """The rows of `batches` with the fetched (and softmax, argmax and error) columns."""
-    providers = _providers(plan.device, task)
+    providers = _providers(plan.device, task, plan.cuda_options)
     settings = (plan.settings[0], _threads(plan.settings[1], task))
     session = _session(plan.model, plan.digest, providers, settings, plan.model_file, task.files)
     # Arrow hands up to spark.sql.execution.arrow.maxRecordsPerBatch (10,000) rows at once; only

@@ -204,7 +204,18 @@ def plan(stage: ONNXModel, model: bytes, schema: Any) -> Plan:
         vectors=settings.vectorOutputs,
         device=settings.deviceType,
         settings=(settings.optimizationLevel, settings.intraOpThreads),
+        cuda_options=cuda_options(settings.cudnnConvAlgoSearch, settings.cudaMemoryLimit),
     )
+
+
+def cuda_options(search: str, memory_limit: int) -> tuple[tuple[str, str], ...]:
+    """The CUDA provider's options that the JVM's session sets too (OrtSessions.scala): the cuDNN
+    convolution search, the arena grown by what a run asks for (not to the next power of two),
+    and the memory limit where one is set."""
+    options = [("cudnn_conv_algo_search", search), ("arena_extend_strategy", "kSameAsRequested")]
+    if memory_limit > 0:
+        options.append(("gpu_mem_limit", str(memory_limit)))
+    return tuple(options)
 
 
 _SPARK_TYPES = {
