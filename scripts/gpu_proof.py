@@ -134,11 +134,13 @@ def noop(frame) -> None:
     frame.write.format("noop").mode("overwrite").save()
 
 
-#: ONNXModel's variants that --variants measures beside its defaults: (Spark settings, param
+#: ONNXModel's variants that --variants NAMES measures beside its defaults: (Spark settings, param
 #: setter name and value) each; what the GPU's rate depends on besides the model.
+SERVICE_ON = {"spark.mmlspark.onnx.inferenceService": "true"}
 VARIANTS: dict[str, tuple[dict[str, str], tuple[str, str] | None]] = {
-    "padBatches": ({"spark.mmlspark.onnx.padBatches": "true"}, None),
-    "cuDNN HEURISTIC": ({}, ("setCudnnConvAlgoSearch", "HEURISTIC")),
+    "service on": (SERVICE_ON, None),
+    "service on + padBatches": ({**SERVICE_ON, "spark.mmlspark.onnx.padBatches": "true"}, None),
+    "service on + cuDNN HEURISTIC": (SERVICE_ON, ("setCudnnConvAlgoSearch", "HEURISTIC")),
     "service off": ({"spark.mmlspark.onnx.inferenceService": "false"}, None),
 }
 
@@ -167,12 +169,12 @@ def onnx_variants(spark, args, make: Callable[[], object], job: Callable[[object
     stage, `job` runs one on the section's data."""
     stage = make()
     found: dict[str, Callable[[], object]] = {"ONNXModel": lambda: job(stage)}
-    if args.variants:
-        for name, (conf, setter) in VARIANTS.items():
-            variant = make()
-            if setter:
-                getattr(variant, setter[0])(setter[1])
-            found[f"ONNXModel, {name}"] = with_conf(spark, conf, lambda v=variant: job(v))
+    for name in filter(None, args.variants.split(",")):
+        conf, setter = VARIANTS[name]
+        variant = make()
+        if setter:
+            getattr(variant, setter[0])(setter[1])
+        found[f"ONNXModel, {name}"] = with_conf(spark, conf, lambda v=variant: job(v))
     return found
 
 
@@ -689,7 +691,7 @@ def main() -> None:
         "--sections", default="resnet50,tiny,memory,photos", help="what to measure, in order"
     )
     parser.add_argument(
-        "--variants", action="store_true", help="ONNXModel's variants (VARIANTS) beside it"
+        "--variants", default="", help="ONNXModel's variants beside it: VARIANTS' names, by commas"
     )
     args = parser.parse_args()
     if args.probe:
@@ -710,7 +712,10 @@ def main() -> None:
         ("photos", lambda w: photos(spark, args, w)),
     ]
     wanted = args.sections.split(",")
-    plan = [(n, step) for n, step in plan if n.split()[-1] in wanted]
+    plan = sorted(
+        [(n, step) for n, step in plan if n.split()[-1] in wanted],
+        key=lambda p: wanted.index(p[0].split()[-1]),
+    )
     failed = False
     with tempfile.TemporaryDirectory(prefix="gpu-proof-") as tmp:
         for name, step in plan:
