@@ -107,8 +107,16 @@ def test_dry_run_of_a_mini_kit(spark, tmp_path: Path) -> None:
     assert half.returncode == 1 and "take the other parts first" in half.stderr
 
     out = tmp_path / "gpu.md"
-    dry = run(["scripts/gpu_proof.sh", "--dry-run", "--kit", str(kit), "--out", str(out)])
+    dry = run(
+        ["scripts/gpu_proof.sh", "--dry-run", "--kit", str(kit), "--out", str(out)]
+        + ["--", "--variants", "service on"]
+    )
     assert dry.returncode == 0, dry.stdout[-5000:] + dry.stderr[-5000:]
+    # The probe (no Spark) ran the tiny CNN with onnxruntime and with ONNX Runtime Java first.
+    printed = dry.stdout[dry.stdout.index('{\n "device"') : dry.stdout.index("[gpu-proof] probe")]
+    probe = json.loads(printed)
+    assert probe["device"] == "cpu" and probe["python_outputs"]["max_abs"] == 0.0
+    assert probe["java_first_run_seconds"] > 0
     assert "DRY RUN" in out.read_text()
     figures = json.loads(out.with_suffix(".json").read_text())
     assert figures["dry_run"] is True
@@ -138,11 +146,15 @@ def test_dry_run_of_a_mini_kit(spark, tmp_path: Path) -> None:
         assert found["weighted_sum"] == pytest.approx(weighted, rel=1e-4, abs=1e-3), name
     assert set(section["rates"]) == {
         "ONNXModel",
+        "ONNXModel, service on",
         "ONNXModel, Python backend",
         "raw ORT Java",
         "raw ORT Python",
     }
     assert all(r["median"] > 0 for r in section["rates"].values())
+    # By default on this CPU the tasks run their own batches; the variant goes through the service.
+    assert section["service"]["ONNXModel"] == {"batches": 0, "largest": 0}
+    assert section["service"]["ONNXModel, service on"]["batches"] > 0
 
     memory = figures["sections"]["memory"]
     assert memory["source"] == "JVM RSS" and len(memory["after_each_mib"]) == memory["jobs"] == 3

@@ -25,11 +25,9 @@ object DeviceSwitch {
   case object On extends DeviceSwitch("true") { def on(device: Device): Boolean = true }
   case object Off extends DeviceSwitch("false") { def on(device: Device): Boolean = false }
 
-  /** On for a CUDA device, off on the CPU: the benchmark protocol (bench/README.md) measured the
-    * inference service and pinned outputs no faster than without them on two CPU cores; on a GPU
-    * the service fills one GPU run with the rows of concurrent tasks and pinned outputs spare a
-    * device allocation per run. A stage whose workload measured otherwise on a CPU says so
-    * ([[ServiceSettings.served]]).
+  /** On for a CUDA device, off on the CPU: the rule of pinned outputs, which the benchmark protocol
+    * (bench/README.md) measured no faster on two CPU cores and which spare a device allocation per
+    * run on a GPU. The inference service's `auto` has its own rule ([[ServiceSettings.served]]).
     */
   case object Auto extends DeviceSwitch("auto") {
     def on(device: Device): Boolean = device match {
@@ -52,12 +50,12 @@ object DeviceSwitch {
   *
   * @param enabled
   *   whether runs go through the service (`spark.mmlspark.onnx.inferenceService`: auto, true or
-  *   false; default auto, which is on for a CUDA device and off on the CPU, see [[DeviceSwitch]]);
-  *   off, each task runs its own batches on the session it shares with the other tasks. On two CPU
-  *   cores (bench/results/summary.md, 2026-11-27) the protocol measured the service on / off at
-  *   0.96-1.00 (ResNet-50 1.00, tiny CNN 0.96, end to end 640x480 0.99, 12 MP photos 0.96), not at
-  *   least 1.0 on every workload, so `auto` leaves it off there, except where `autoOnCpu` says the
-  *   stage's workload measured otherwise
+  *   false; default auto, see [[served]]); off, each task runs its own batches on the session it
+  *   shares with the other tasks. On two CPU cores (bench/results/summary.md, 2026-11-27) the
+  *   protocol measured the service on / off at 0.96-1.00 (ResNet-50 1.00, tiny CNN 0.96, end to end
+  *   640x480 0.99, 12 MP photos 0.96), not at least 1.0 on every workload, so `auto` leaves it off
+  *   there, except where `autoOnCpu` says the stage's workload measured otherwise; on a GPU it
+  *   measured slower on every workload (bench/results/gpu-variants.md), so `auto` leaves it off
   * @param maxWaitNanos
   *   how long the service waits for rows of other tasks to fill a batch that one task left short
   *   (`spark.mmlspark.onnx.inferenceService.maxWait`, default 2ms); it never waits while only one

@@ -25,20 +25,21 @@ import org.json4s.jackson.JsonMethods.{compact, parse, render}
   * `ImageTransformer` writes it). Outputs become arrays of the matching type (vectors with
   * `vectorOutputs`), or scalars when a row's output is one value.
   *
-  * Every executor JVM creates one ONNX Runtime session per model content, device and settings. On a
-  * GPU it is run by an inference service (`spark.mmlspark.onnx.inferenceService`: auto, true or
-  * false; default auto, on for a CUDA device and off on the CPU): its worker threads alone call the
-  * session (one on a GPU, one per executor core on a CPU), the executor's tasks hand them their
-  * rows, batches are filled with the rows of all of them into direct buffers the workers reuse, and
-  * each task reads and prepares its next rows while the current batch runs (settings in
-  * [[ServiceSettings]]). With the service off, as on a CPU by default, tasks share the session and
-  * each runs its own batches: on two CPU cores the benchmark protocol measured the service no
-  * faster (on / off 0.96-1.00, bench/results/summary.md). Outputs of a declared shape are written
-  * into reused buffers by the same rule (`spark.mmlspark.onnx.pinOutputs`, default auto: on for
-  * CUDA, off on the CPU, where pinned / unpinned measured 0.90-1.01). A row whose input is null or
-  * has the wrong number of values gets null outputs and a message in `errorCol`; a model that
-  * cannot be loaded, or inputs, outputs and columns that do not match, fail in `transformSchema`
-  * before any job runs.
+  * Every executor JVM creates one ONNX Runtime session per model content, device and settings, and
+  * by default its tasks share it, each running its own batches: on two CPU cores the benchmark
+  * protocol measured the inference service no faster (on / off 0.96-1.00,
+  * bench/results/summary.md), and on an H200 with 16 task threads slower (0.20-0.64,
+  * bench/results/gpu-variants.md). Set on (`spark.mmlspark.onnx.inferenceService=true`; default
+  * auto, on only for an ObjectDetector on the CPU), its worker threads alone call the session (one
+  * on a GPU, one per executor core on a CPU), the executor's tasks hand them their rows, batches
+  * are filled with the rows of all of them into direct buffers the workers reuse, and each task
+  * reads and prepares its next rows while the current batch runs (settings in [[ServiceSettings]]);
+  * on a GPU it holds less device memory (one calling thread: 3.2 GiB for ResNet-50 where 16 task
+  * threads held 15.4 GiB, bench/results/gpu.md). Outputs of a declared shape are written into
+  * reused buffers (`spark.mmlspark.onnx.pinOutputs`, default auto: on for CUDA, off on the CPU,
+  * where pinned / unpinned measured 0.90-1.01). A row whose input is null or has the wrong number
+  * of values gets null outputs and a message in `errorCol`; a model that cannot be loaded, or
+  * inputs, outputs and columns that do not match, fail in `transformSchema` before any job runs.
   *
   * Memory per run is bounded by two Spark settings, read when the transform starts: the input and
   * output tensors of one run hold at most `spark.mmlspark.onnx.maxBatchBytes` (default 256m; a

@@ -91,10 +91,10 @@ final case class RunPlan(
 
   /** The output rows of a partition: each input row, its outputs and its error, in input order.
     * Rows are read a mini-batch at a time and given back a run at a time, so that the outputs of
-    * one run (per batch in flight) at most are held at once. With the inference service (by default
-    * on a GPU, not on a CPU: [[DeviceSwitch.Auto]]) the executor's service runs the batches, and
-    * the task reads and prepares the rows of the next batch meanwhile; without it, the task runs
-    * its own.
+    * one run (per batch in flight) at most are held at once. With the inference service (off by
+    * default but for an ObjectDetector on a CPU: [[ServiceSettings.served]]) the executor's service
+    * runs the batches, and the task reads and prepares the rows of the next batch meanwhile;
+    * without it, the task runs its own.
     */
   def run(rows: Iterator[Row]): Iterator[Row] = {
     if (!rows.hasNext) return Iterator.empty // no session for an empty partition
