@@ -18,9 +18,9 @@ import org.apache.spark.sql.types._
   * applied, at a reduced JPEG scale with `reducedDecode`) is letterboxed to `imageSize` x
   * `imageSize` (scaled keeping its aspect ratio, bilinear, padded evenly with 114), laid out as an
   * RGB CHW tensor of values / 255 and run through the model (`ONNXModel`: one session per executor,
-  * batches of `miniBatchSize` images; through the inference service on a CPU too, where the
-  * benchmark protocol measured detection faster with it, unless
-  * `spark.mmlspark.onnx.inferenceService` is false). The output is decoded ([[YoloLayout]],
+  * batches of `miniBatchSize` images; on a CPU through the inference service, where the benchmark
+  * protocol measured detection faster with it, unless `spark.mmlspark.onnx.inferenceService` is
+  * false; on a GPU without it, as every ONNXModel). The output is decoded ([[YoloLayout]],
   * `modelFormat`), boxes under `confidenceThreshold` are dropped, overlapping boxes of a class
   * suppressed (`iouThreshold`) and at most `maxDetections` kept, the most confident first. Each
   * detection is a struct as MegaDetector writes it: `category` (the 1-based class id as a string),
