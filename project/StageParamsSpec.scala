@@ -688,8 +688,8 @@ object StageParams {
         "intraOpThreads",
         ParamType.int,
         "threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), " +
-          "as by default, and with the inference service on, one on a CPU (the service runs as many " +
-          "batches at once as the executor has cores) and the executor's cores on a GPU (at least 0)",
+          "and with the inference service on, one on a CPU (the service runs as many batches at " +
+          "once as the executor has cores) and the executor's cores on a GPU (at least 0)",
         gtEq(0)
       ),
       SharedParam(

@@ -63,7 +63,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     inputCol : str, optional
         name of the input column.
     intraOpThreads : int, optional
-        threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), as by default, and with the inference service on, one on a CPU (the service runs as many batches at once as the executor has cores) and the executor's cores on a GPU (at least 0). Default: ``0``.
+        threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), and with the inference service on, one on a CPU (the service runs as many batches at once as the executor has cores) and the executor's cores on a GPU (at least 0). Default: ``0``.
     miniBatchSize : int, optional
         number of rows grouped into one batch (at least 1). Default: ``64``.
     modelLocation : str, optional
@@ -143,7 +143,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
     intraOpThreads: "Param[int]" = Param(
         Params._dummy(),
         "intraOpThreads",
-        "threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), as by default, and with the inference service on, one on a CPU (the service runs as many batches at once as the executor has cores) and the executor's cores on a GPU (at least 0)",
+        "threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), and with the inference service on, one on a CPU (the service runs as many batches at once as the executor has cores) and the executor's cores on a GPU (at least 0)",
         typeConverter=TypeConverters.toInt,
     )
 
@@ -316,7 +316,7 @@ class _ONNXModel(MMLTransformer, HasInputCol, HasOutputCol, HasErrorCol, HasMini
         return self.getOrDefault(self.intraOpThreads)
 
     def setIntraOpThreads(self: _P, value: int) -> _P:
-        """Sets ``intraOpThreads``: threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), as by default, and with the inference service on, one on a CPU (the service runs as many batches at once as the executor has cores) and the executor's cores on a GPU (at least 0)."""
+        """Sets ``intraOpThreads``: threads ONNX Runtime uses within one run; 0 means the task's CPU share (spark.task.cpus), and with the inference service on, one on a CPU (the service runs as many batches at once as the executor has cores) and the executor's cores on a GPU (at least 0)."""
         return self._set(intraOpThreads=value)
 
     def getModelLocation(self) -> str:
