@@ -167,7 +167,7 @@ class Plan:
     device: str
     settings: tuple[Any, ...]
     model_file: str | None = None  # the name the task's `files` finds the shipped model under
-    cuda_options: tuple[tuple[str, str], ...] = ()  # the CUDA provider's, but the device
+    cuda_options: tuple[tuple[str, str], ...] = ()  # the CUDA provider options but device_id
 
 
 def _provider_args(providers: tuple[Any, ...]) -> list[Any]:
