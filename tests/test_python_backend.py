@@ -271,7 +271,8 @@ def test_the_engine_runs_on_the_gpu_and_cpus_its_task_was_given(monkeypatch):
         return found, (options[0] if found[0] == names[0] else None)
 
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: names[:1])
-    options = cuda_options("HEURISTIC", 1 << 30)
+    stage = ONNXModel(cudnnConvAlgoSearch="HEURISTIC", cudaMemoryLimit=1 << 30)
+    options = cuda_options(stage._spec())
     assert device_of(ort._providers("auto", Task(gpus=("3", "1")), options)) == (
         names,
         {"device_id": "3", "cudnn_conv_algo_search": "HEURISTIC",
@@ -281,8 +282,9 @@ def test_the_engine_runs_on_the_gpu_and_cpus_its_task_was_given(monkeypatch):
     assert device_of(ort._providers("auto", Task())) == (names[1:], None)  # no gpu given
     assert device_of(ort._providers("cuda", Task()))[1] == {"device_id": "0"}
     assert device_of(ort._providers("cpu", Task(gpus=("1",)))) == (names[1:], None)
-    assert dict(cuda_options("EXHAUSTIVE", 0))["cudnn_conv_algo_search"] == "EXHAUSTIVE"
-    assert "gpu_mem_limit" not in dict(cuda_options("EXHAUSTIVE", 0))
+    defaults = dict(cuda_options(ONNXModel()._spec()))  # the JVM's defaults, no memory limit
+    assert defaults == {"cudnn_conv_algo_search": "EXHAUSTIVE",
+                        "arena_extend_strategy": "kSameAsRequested"}  # fmt: skip
     monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: names[1:])
     assert device_of(ort._providers("auto", Task(gpus=("1",)))) == (names[1:], None)
     with pytest.raises(RuntimeError, match="deviceType is 'cuda' but this onnxruntime has no CUDA"):

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from mmlspark._engine._CudaOptions import FIXED, FROM_SETTINGS
 from mmlspark._engine.messages import row_message
 from mmlspark._engine.ort import Plan, model_specs, partition, softmax_is_double
 from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec, is_transposed, show
@@ -204,18 +205,19 @@ def plan(stage: ONNXModel, model: bytes, schema: Any) -> Plan:
         vectors=settings.vectorOutputs,
         device=settings.deviceType,
         settings=(settings.optimizationLevel, settings.intraOpThreads),
-        cuda_options=cuda_options(settings.cudnnConvAlgoSearch, settings.cudaMemoryLimit),
+        cuda_options=cuda_options(settings),
     )
 
 
-def cuda_options(search: str, memory_limit: int) -> tuple[tuple[str, str], ...]:
-    """The CUDA provider's options that the JVM's session sets too (OrtSessions.scala): the cuDNN
-    convolution search, the arena grown by what a run asks for (not to the next power of two),
-    and the memory limit where one is set."""
-    options = [("cudnn_conv_algo_search", search), ("arena_extend_strategy", "kSameAsRequested")]
-    if memory_limit > 0:
-        options.append(("gpu_mem_limit", str(memory_limit)))
-    return tuple(options)
+def cuda_options(settings: Any) -> tuple[tuple[str, str], ...]:
+    """The CUDA provider's options besides the device for the stage's `settings` (its spec), by
+    the table the JVM's sessions use (mmlspark.onnx.CudaOptions, generated)."""
+    options = []
+    for option, setting, when_positive in FROM_SETTINGS:
+        value = getattr(settings, setting)
+        if not (when_positive and value <= 0):
+            options.append((option, str(value)))
+    return (*options, *FIXED)
 
 
 _SPARK_TYPES = {

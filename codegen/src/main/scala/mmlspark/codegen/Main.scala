@@ -86,7 +86,8 @@ object Main {
       "mmlspark/core/shared_params.py" -> SharedParamsCodeGen.pythonSource(),
       "mmlspark/_version.py" -> version,
       ImageOpsCodeGen.path -> ImageOpsCodeGen.pythonSource,
-      "mmlspark/_engine/_RowMessages.py" -> rowMessages
+      "mmlspark/_engine/_RowMessages.py" -> rowMessages,
+      "mmlspark/_engine/_CudaOptions.py" -> cudaOptions
     ) ++ perStage ++ perArea ++ registry).toMap
   }
 
@@ -122,6 +123,27 @@ object Main {
        |
        |TEMPLATES: dict[str, str] = {
        |${rows.mkString}}
+       |""".stripMargin
+  }
+
+  /** The CUDA provider's options (mmlspark.onnx.CudaOptions), for the Python engine. */
+  def cudaOptions: String = {
+    import mmlspark.onnx.CudaOptions
+    def lit(s: String) = PyCodeGen.stringLiteral(s)
+    val settings = CudaOptions.fromSettings.map { f =>
+      s"    (${lit(f.option)}, ${lit(f.setting)}, ${if (f.whenPositive) "True" else "False"}),\n"
+    }
+    val fixed = CudaOptions.fixed.map { case (k, v) => s"    (${lit(k)}, ${lit(v)}),\n" }
+    s"""${PyCodeGen.header("the CUDA provider's options of mmlspark.onnx.CudaOptions")}
+       |\"\"\"The CUDA provider's options an ONNX Runtime session sets besides the device, as the JVM's
+       |sessions set them: (option, the setting it comes from, set only for a value over 0) and
+       |(option, value).\"\"\"
+       |
+       |FROM_SETTINGS: tuple[tuple[str, str, bool], ...] = (
+       |${settings.mkString})
+       |
+       |FIXED: tuple[tuple[str, str], ...] = (
+       |${fixed.mkString})
        |""".stripMargin
   }
 

@@ -48,11 +48,14 @@ final case class SessionSettings(
         case Cuda(id) =>
           if (tensorRT) options.addTensorrt(id)
           val cuda = new OrtCUDAProviderOptions(id)
-          if (cudaMemoryLimit > 0) cuda.add("gpu_mem_limit", cudaMemoryLimit.toString)
-          cuda.add("cudnn_conv_algo_search", cudnnConvAlgoSearch)
-          // Grow the arena by what a run asks for, not to the next power of two (which has grown
-          // it by tens of GiB for batches of varying size).
-          cuda.add("arena_extend_strategy", "kSameAsRequested")
+          CudaOptions
+            .of(
+              Map(
+                "cudnnConvAlgoSearch" -> cudnnConvAlgoSearch,
+                "cudaMemoryLimit" -> cudaMemoryLimit
+              )
+            )
+            .foreach { case (option, value) => cuda.add(option, value) }
           options.addCUDA(cuda)
         case Cpu =>
       }

@@ -111,6 +111,26 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
     assert(pinnedRunsOf(None) == 0)
   }
 
+  test("the CUDA provider's options come from ONNXModel's params, the memory limit only over 0") {
+    val stage = new ONNXModel()
+    CudaOptions.fromSettings.foreach(f => assert(stage.hasParam(f.setting), f.setting))
+    val values = Map[String, Any]("cudnnConvAlgoSearch" -> "HEURISTIC", "cudaMemoryLimit" -> 0L)
+    assert(
+      CudaOptions.of(values) == Seq(
+        "cudnn_conv_algo_search" -> "HEURISTIC",
+        "arena_extend_strategy" -> "kSameAsRequested"
+      )
+    )
+    assert(
+      CudaOptions.of(values + ("cudaMemoryLimit" -> (1L << 33))).toMap ==
+        Map(
+          "cudnn_conv_algo_search" -> "HEURISTIC",
+          "gpu_mem_limit" -> "8589934592",
+          "arena_extend_strategy" -> "kSameAsRequested"
+        )
+    )
+  }
+
   test("softmax and argmax of a fetched column, vectors in and out") {
     val spark = SparkTestSession.spark
     import spark.implicits._
