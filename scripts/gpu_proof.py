@@ -164,10 +164,11 @@ def with_conf(spark, conf: dict[str, str], run: Callable[[], object]) -> Callabl
     return go
 
 
-def onnx_variants(spark, args, make: Callable[[], object], job: Callable[[object], None]) -> dict:
-    """ONNXModel's contenders: its defaults, and with --variants each of VARIANTS; `make` makes a
-    stage, `job` runs one on the section's data."""
-    stage = make()
+def onnx_variants(
+    spark, args, stage, make: Callable[[], object], job: Callable[[object], None]
+) -> dict:
+    """ONNXModel's contenders: `stage` with its defaults, and with --variants each of VARIANTS;
+    `make` makes another stage like it, `job` runs one on the section's data."""
     found: dict[str, Callable[[], object]] = {"ONNXModel": lambda: job(stage)}
     for name in filter(None, args.variants.split(",")):
         conf, setter = VARIANTS[name]
@@ -313,7 +314,9 @@ def inference(spark, name: str, args, work: Path) -> dict:
     )
     try:
         contenders: dict[str, Callable[[], object]] = {
-            **onnx_variants(spark, args, lambda: stage("jvm"), lambda s: noop(s.transform(df))),
+            **onnx_variants(
+                spark, args, jvm_stage, lambda: stage("jvm"), lambda s: noop(s.transform(df))
+            ),
             "ONNXModel, Python backend": lambda: noop(python_stage.transform(df)),
             "raw ORT Java": raw_java,
             "raw ORT Python": lambda: run_all(raw_python, tensors, args.batch),
@@ -506,11 +509,12 @@ def photos(spark, args, work: Path) -> dict:
     def scored_job(stage) -> None:
         noop(stage.transform(tensors()).select("path", "top"))
 
+    variants = onnx_variants(spark, args, onnx, make, scored_job)
     contenders: dict[str, Callable[[], object]] = {
         "decode and transform": lambda: noop(tensors().select("path", "tensor")),
         **{
             k.replace("ONNXModel", f"decode, transform, {name} on {args.device}"): v
-            for k, v in onnx_variants(spark, args, make, scored_job).items()
+            for k, v in variants.items()
         },
     }
     rounds = protocol.measure(contenders, warmups=args.warmups, rounds=args.rounds)
@@ -519,13 +523,7 @@ def photos(spark, args, work: Path) -> dict:
     names = list(rounds)
     return {
         "partitions": tensors().rdd.getNumPartitions(),
-        "service": service_batches(
-            spark,
-            {
-                k.replace(f"decode, transform, {name} on {args.device}", "ONNXModel"): v
-                for k, v in contenders.items()
-            },
-        ),
+        "service": service_batches(spark, variants),
         "photos": count,
         "size": f"{width}x{height}",
         "made_s": round(made, 1),
