@@ -13,10 +13,15 @@ SBT := ./sbt
 
 all: wheel
 
+# pip installs uv, and uv the rest: it fetches and unpacks the packages in parallel, where pip
+# takes minutes on one core (scripts/spark_lines.py installs the other lines' pyspark with it too).
+UV_VERSION := 0.13.9
+UV := $(PY) -m uv pip install -q --python $(PY)
 $(VENV)/.installed: requirements-dev.txt requirements-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q -r requirements-dev.txt
-	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q uv==$(UV_VERSION)
+	$(UV) -r requirements-dev.txt
+	$(UV) --no-deps -r requirements-nodeps.txt
 	touch $@
 
 venv: $(VENV)/.installed
