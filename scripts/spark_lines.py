@@ -239,6 +239,7 @@ def run_tests(
         "-ra",
         "-W",
         "ignore::DeprecationWarning",
+        "--durations=10",
         *extra,
         str(ROOT / "tests"),
     ]
