@@ -72,7 +72,8 @@ TEST_JVM_OPTS ?= -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m
 test test-python test-fast test-lines: export SPARK_SUBMIT_OPTS = $(TEST_JVM_OPTS)
 # make test's chains add a class-data-sharing archive of the classes the test drivers load
 # (scripts/jvm_archive.py), which the primary chain makes first: each driver started after it maps
-# Spark's classes instead of loading them anew (5-7 CPU-seconds less a driver, measured).
+# Spark's classes instead of loading them anew (5-7 CPU-seconds less a driver, measured). Not the
+# other lines' runs: their JVMs (another pyspark, or JDK 21) would refuse it.
 JVM_ARCHIVE := $(CURDIR)/.lines/test-jvm.jsa
 ARCHIVE_JVM_OPTS := $(TEST_JVM_OPTS) -XX:SharedArchiveFile=$(JVM_ARCHIVE) -Xlog:cds*=off
 # Both chains check the one run of the camera-trap notebook that the first to need it makes
@@ -88,7 +89,7 @@ test: venv
 	rm -rf .lines/exchange .lines/demo-notebook $(JVM_ARCHIVE)
 	$(PHASE) "the two chains, side by side" $(PY) scripts/side_by_side.py \
 	  "primary pytest=$(PHASE) 'class archive of the test drivers' $(PY) scripts/jvm_archive.py $(JVM_ARCHIVE) && $(MAKE) test-python LINES_EXCHANGE=$(CURDIR)/.lines/exchange LINES_BESIDE=1 SECOND_CHAIN='$(SECOND_CHAIN)' TEST_JVM_OPTS='$(ARCHIVE_JVM_OPTS)'" \
-	  "Scala suites, Spark lines, then the second chain's tests=$(PHASE) 'Scala suites' env SPARK_JARS_DIR=$(spark_jars) $(SBT) test && $(PHASE) 'Spark lines' env SPARK_SUBMIT_OPTS='$(ARCHIVE_JVM_OPTS)' $(PY) scripts/spark_lines.py test --wait-for-primary 1800 && env SPARK_SUBMIT_OPTS='$(ARCHIVE_JVM_OPTS)' $(PY) -m pytest $(SECOND_CHAIN) --durations=15"
+	  "Scala suites, Spark lines, then the second chain's tests=$(PHASE) 'Scala suites' env SPARK_JARS_DIR=$(spark_jars) $(SBT) test && $(PHASE) 'Spark lines' $(PY) scripts/spark_lines.py test --wait-for-primary 1800 && env SPARK_SUBMIT_OPTS='$(ARCHIVE_JVM_OPTS)' $(PY) -m pytest $(SECOND_CHAIN) --durations=15"
 
 # The test files that make test runs after the Spark lines, in their chain, instead of in the
 # primary suite, so that both chains end near the same time. They share no costly fixture with

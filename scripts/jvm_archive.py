@@ -7,9 +7,10 @@ kernel) spends seconds of CPU loading and verifying the same few thousand classe
 jars. With a JDK 17 dynamic archive (-XX:ArchiveClassesAtExit) of those classes, made once per
 `make test` by a session that does what the tests do most, each later driver maps them instead
 (measured here: a session start and its first jobs take 9 CPU-seconds instead of 14). The
-archive holds the JDK's and the primary pyspark's classes only: a JVM on another classpath (the
-other lines' pyspark, a cluster's executors) or another JDK leaves it unused and runs as before;
--Xlog:cds*=off keeps the JVM's notice of that off the processes' output, which tests read.
+archive holds the JDK's and the primary pyspark's classes only: a JVM on another classpath (a
+cluster's executors) leaves it unused, and -Xlog:cds*=off keeps the JVM's notice of that off the
+processes' output, which tests read. The other lines' runs do not get it: another JDK (their
+JDK 21) refuses it and its own archive with it.
 
 The options printed (``-XX:SharedArchiveFile=ARCHIVE -Xlog:cds*=off``) go into the drivers'
 SPARK_SUBMIT_OPTS; results are the same with or without them.

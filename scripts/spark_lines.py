@@ -212,13 +212,6 @@ def run_tests(
     }
     env.pop("PYTHONPATH", None)
     env.pop("SPARK_HOME", None)
-    if line != primary_line() or java_home:
-        # The class archive of make test (scripts/jvm_archive.py) holds the primary line's
-        # classes for JDK 17: another line's JVM or another JDK would only refuse it, and with it
-        # the JDK's own archive.
-        opts = env.get("SPARK_SUBMIT_OPTS", "").split()
-        kept = [o for o in opts if not o.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds"))]
-        env["SPARK_SUBMIT_OPTS"] = " ".join(kept)
     if java_home:
         env["JAVA_HOME"] = java_home
         env["PATH"] = f"{java_home}/bin:{env['PATH']}"
