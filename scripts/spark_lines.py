@@ -49,8 +49,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 LINES = ROOT / ".lines"
-# What `test --wait-for-primary` leaves in the exchange folder when the other lines have run: the
-# primary suite's last test waits for it, then checks every line's results (tests/test_lines.py).
+# What `test --wait-for-primary` leaves in the exchange folder when the other lines have run (each
+# run's exit code): the primary suite's last test waits for it, then checks every line's results
+# (tests/test_lines.py).
 LINES_DONE = "lines-done.json"
 VENV = ROOT / ".venv"
 # A JDK 21 from the package index, for the JDK 21 run (the machines have JDK 17).
@@ -319,8 +320,7 @@ def main() -> int:
             # The primary suite beside checks every line's results as its last test, once this
             # says which lines ran and how their runs ended (tests/test_lines.py).
             done = {
-                "lines": list(tested_pyspark()),
-                "exit_codes": {f"{line} on JDK {jdk}": code for line, jdk, _, code, _ in results},
+                "exit_codes": {f"{line} on JDK {jdk}": code for line, jdk, _, code, _ in results}
             }
             (LINES / "exchange" / LINES_DONE).write_text(json.dumps(done, indent=1))
     print("\nSpark line tests:")
