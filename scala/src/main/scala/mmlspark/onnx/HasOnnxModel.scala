@@ -19,6 +19,7 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
   // The model bytes, when given as bytes.
   private var payload: Array[Byte] = _
   @transient private var payloadInfo: ModelInfo = _
+  @transient private var payloadHash: String = _
   // In a stage loaded from a save whose model keeps its weights in external data files: the saved
   // model.onnx, run in place with those files beside it.
   private var savedModel: String = _
@@ -28,6 +29,7 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
     require(bytes != null && bytes.nonEmpty, s"${SchemaUtils.stageName(this)}: empty model payload")
     payload = bytes
     payloadInfo = null
+    payloadHash = null
     savedModel = null
     this
   }
@@ -59,6 +61,17 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
       }
   }
 
+  /** The SHA-256 of the model, for caches of what is derived from it: of the bytes for a payload,
+    * without opening them in ONNX Runtime (as [[modelInfo]] does); else the inspected model's.
+    */
+  def modelContentHash: String = synchronized {
+    if (payload == null) modelInfo.source.hash
+    else {
+      if (payloadHash == null) payloadHash = ModelInfo.sha256(payload)
+      payloadHash
+    }
+  }
+
   def getModelInputs: Seq[TensorSpec] = modelInfo.inputs
   def getModelOutputs: Seq[TensorSpec] = modelInfo.outputs
 
@@ -79,6 +92,7 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
   protected def copyModelTo(other: HasOnnxModel): Unit = synchronized {
     other.payload = payload
     other.payloadInfo = payloadInfo
+    other.payloadHash = payloadHash
     other.savedModel = savedModel
   }
 
@@ -123,6 +137,7 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
     else {
       payload = null
       payloadInfo = null
+      payloadHash = null
       savedModel = file
     }
   }

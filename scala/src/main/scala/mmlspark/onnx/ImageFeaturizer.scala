@@ -60,20 +60,31 @@ final class ImageFeaturizer(override val uid: String)
   @transient private var cut: ((String, Option[String]), ONNXModel) = _
 
   private def cutModel(spark: SparkSession): ONNXModel = synchronized {
-    val key = (modelInfo.source.hash, get(featureTensorName))
+    // Keyed by the bytes' hash, not by the inspected model: ONNX Runtime opens only the model that
+    // runs (the cut one where there is a feature tensor), which proves it loads before any job.
+    val key = (modelContentHash, get(featureTensorName))
     if (cut == null || cut._1 != key) {
-      val whole = modelBytes(spark)
-      val bytes =
-        try key._2.map(name => OnnxGraph.cut(whole, Seq(name))).getOrElse(whole)
-        catch {
-          case e: IllegalArgumentException =>
-            throw new IllegalArgumentException(
-              s"${SchemaUtils.stageName(this)}: ${e.getMessage}",
-              e
-            )
-        }
+      val stage = SchemaUtils.stageName(this)
+      val bytes = key._2 match {
+        case Some(name) =>
+          try OnnxGraph.cut(modelBytes(spark), Seq(name))
+          catch {
+            case e: IllegalArgumentException =>
+              throw new IllegalArgumentException(s"$stage: ${e.getMessage}", e)
+          }
+        case None =>
+          modelInfo // the load check, in this stage's name (the model below then finds it done)
+          modelBytes(spark)
+      }
       val model = new ONNXModel().setModelPayload(bytes)
-      model.modelInfo
+      try model.modelInfo
+      catch {
+        case e: IllegalArgumentException =>
+          throw new IllegalArgumentException(
+            s"$stage: the model cut at ${key._2.mkString}: ${e.getMessage}",
+            e
+          )
+      }
       cut = (key, model)
     }
     cut._2.copy(ParamMap.empty)

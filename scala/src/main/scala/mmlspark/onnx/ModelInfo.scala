@@ -40,7 +40,18 @@ object ModelInfo {
   // By (path, size, modification time): the model and the status of its external data files.
   private val byLocation = new ConcurrentHashMap[(String, Long, Long), (ModelInfo, Seq[Any])]()
 
+  // By the SHA-256 of the bytes: what inspecting a payload found. Inspecting opens an ONNX Runtime
+  // session (about 2 s for ResNet-50); a model's inputs, outputs and loadability are those of its
+  // bytes, so each content is inspected once per JVM, whatever the stages that carry it.
+  private val byContent = new ConcurrentHashMap[String, ModelInfo]()
+  private val inspected = new java.util.concurrent.atomic.AtomicLong()
+
+  /** Models this JVM has opened in ONNX Runtime to read their inputs and outputs. */
+  def inspections: Long = inspected.get()
+
   def sha256(in: InputStream): String = sha256(Seq(() => in))
+
+  def sha256(bytes: Array[Byte]): String = sha256(new java.io.ByteArrayInputStream(bytes))
 
   /** SHA-256 of the bytes of the streams, one after another (each is opened, read and closed). */
   def sha256(streams: Seq[() => InputStream]): String = {
@@ -58,6 +69,15 @@ object ModelInfo {
   private def payloadFile(hash: String): File = payloadFiles.get(hash)
 
   def ofPayload(bytes: Array[Byte], what: String): ModelInfo = {
+    val hash = sha256(bytes)
+    Option(byContent.get(hash)).getOrElse {
+      val info = inspectPayload(bytes, hash, what)
+      byContent.put(hash, info)
+      info
+    }
+  }
+
+  private def inspectPayload(bytes: Array[Byte], hash: String, what: String): ModelInfo = {
     val external =
       try OnnxGraph.externalDataLocations(bytes)
       catch {
@@ -70,7 +90,6 @@ object ModelInfo {
         s"$what keeps tensor data in external files (${external.mkString(", ")}), which model " +
           "bytes cannot carry; give the model as modelLocation, with those files next to it"
       )
-    val hash = sha256(new java.io.ByteArrayInputStream(bytes))
     val file = payloadFiles.computeIfAbsent(
       hash,
       _ => {
@@ -145,6 +164,7 @@ object ModelInfo {
     }
 
   private def inspect(source: ModelSource, localFile: String, what: String): ModelInfo = {
+    inspected.incrementAndGet()
     val options = new OrtSession.SessionOptions()
     try {
       options.setIntraOpNumThreads(1)

@@ -3,6 +3,7 @@ package mmlspark.onnx
 import mmlspark.contracts.{SparkTestSession, StageChecks, TestObject, TransformerSuite}
 import mmlspark.image.{ImageChecks, ImageDecoder, ImageFixtures}
 import org.apache.spark.ml.linalg.Vector
+import org.apache.spark.ml.param.ParamMap
 
 class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
 
@@ -129,6 +130,44 @@ class ImageFeaturizerSuite extends TransformerSuite[ImageFeaturizer] {
       featurizer.setFeatureTensorName("nope").transform(ImageFixtures.images)
     )
     assert(stage.getMessage.startsWith("ImageFeaturizer"))
+  }
+
+  test(
+    "ONNX Runtime opens a model content once a JVM: a featurizer's cut model only, whatever the copies"
+  ) {
+    // small_cnn.onnx with a doc string of its own (a protobuf field appended): a content that no
+    // other test has had inspected in this JVM, with the same graph.
+    def fresh(): Array[Byte] = {
+      val doc = java.util.UUID.randomUUID().toString.getBytes("UTF-8")
+      OnnxFixtures.bytes("small_cnn.onnx") ++ Array[Byte](0x32, doc.length.toByte) ++ doc
+    }
+    val schema = ImageFixtures.images.schema
+    def inspecting(body: => Unit): Long = {
+      val before = ModelInfo.inspections
+      body
+      ModelInfo.inspections - before
+    }
+    val cut = featurizer.setModelPayload(fresh()).setFeatureTensorName("features")
+    assert(inspecting {
+      cut.transformSchema(schema); cut.copy(ParamMap.empty).transformSchema(schema)
+    } == 1)
+    val whole = featurizer.setModelPayload(fresh())
+    assert(inspecting {
+      whole.transformSchema(schema)
+      whole.copy(ParamMap.empty).transformSchema(schema)
+      new ONNXModel().setModelPayload(whole.getModelPayload.clone()).getModelInputs
+    } == 1)
+    // What inspecting proves still fails before any job, naming the stage: bytes that are no model.
+    val broken = featurizer.setModelPayload(Array.fill[Byte](64)(7))
+    for (stage <- Seq(broken, broken.copy(ParamMap.empty).setFeatureTensorName("features"))) {
+      val error = intercept[IllegalArgumentException](stage.transformSchema(schema))
+      assert(error.getMessage.startsWith("ImageFeaturizer"), error.getMessage)
+    }
+    assert(
+      features(cut.transform(ImageFixtures.images)) == features(
+        featurizer.setFeatureTensorName("features").transform(ImageFixtures.images)
+      )
+    )
   }
 
   test("a stage or pipeline saved as mmlspark.image.ImageFeaturizer loads as this class") {
