@@ -51,7 +51,8 @@ trait HasOnnxModel extends Params with HasOnnxModelDecls with StageWritable {
   def modelInfo: ModelInfo = synchronized {
     val what = s"${SchemaUtils.stageName(this)}: the model"
     if (payload != null) {
-      if (payloadInfo == null) payloadInfo = ModelInfo.ofPayload(payload, what + " payload")
+      if (payloadInfo == null)
+        payloadInfo = ModelInfo.ofPayload(payload, what + " payload", modelContentHash)
       payloadInfo
     } else
       modelPath match {
