@@ -65,25 +65,29 @@ final class ImageFeaturizer(override val uid: String)
     val key = (modelContentHash, get(featureTensorName))
     if (cut == null || cut._1 != key) {
       val stage = SchemaUtils.stageName(this)
-      val bytes = key._2 match {
+      val model = key._2 match {
         case Some(name) =>
-          try OnnxGraph.cut(modelBytes(spark), Seq(name))
+          val bytes =
+            try OnnxGraph.cut(modelBytes(spark), Seq(name))
+            catch {
+              case e: IllegalArgumentException =>
+                throw new IllegalArgumentException(s"$stage: ${e.getMessage}", e)
+            }
+          val cutOne = new ONNXModel().setModelPayload(bytes)
+          try cutOne.modelInfo
           catch {
             case e: IllegalArgumentException =>
-              throw new IllegalArgumentException(s"$stage: ${e.getMessage}", e)
+              throw new IllegalArgumentException(
+                s"$stage: the model cut at $name: ${e.getMessage}",
+                e
+              )
           }
+          cutOne
         case None =>
           modelInfo // the load check, in this stage's name (the model below then finds it done)
-          modelBytes(spark)
-      }
-      val model = new ONNXModel().setModelPayload(bytes)
-      try model.modelInfo
-      catch {
-        case e: IllegalArgumentException =>
-          throw new IllegalArgumentException(
-            s"$stage: the model cut at ${key._2.mkString}: ${e.getMessage}",
-            e
-          )
+          val whole = new ONNXModel().setModelPayload(modelBytes(spark))
+          whole.modelInfo // held by the model and its copies, which then never hash the bytes
+          whole
       }
       cut = (key, model)
     }

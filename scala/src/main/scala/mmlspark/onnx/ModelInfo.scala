@@ -41,8 +41,9 @@ object ModelInfo {
   private val byLocation = new ConcurrentHashMap[(String, Long, Long), (ModelInfo, Seq[Any])]()
 
   // By the SHA-256 of the bytes: what inspecting a payload found. Inspecting opens an ONNX Runtime
-  // session (about 1 s for ResNet-50 cut at its pooled features); a model's inputs, outputs and loadability are those of its
-  // bytes, so each content is inspected once per JVM, whatever the stages that carry it.
+  // session (about 1 s for ResNet-50 cut at its pooled features); a model's inputs, outputs and
+  // loadability are those of its bytes, so each content is inspected once per JVM, whatever the
+  // stages that carry it.
   private val byContent = new ConcurrentHashMap[String, ModelInfo]()
   private val inspected = new java.util.concurrent.atomic.AtomicLong()
 
