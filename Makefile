@@ -14,9 +14,10 @@ SBT := ./sbt
 all: wheel
 
 # pip installs uv, and uv the rest: it fetches and unpacks the packages in parallel, where pip
-# takes minutes on one core (scripts/spark_lines.py installs the other lines' pyspark with it too).
+# takes minutes on one core (scripts/spark_lines.py installs the other lines' pyspark with it too),
+# from its cache first (scripts/uv_install.py says why).
 UV_VERSION := 0.13.9
-UV := $(PY) -m uv pip install -q --python $(PY)
+UV := $(PY) scripts/uv_install.py $(PY) -q
 $(VENV)/.installed: requirements-dev.txt requirements-nodeps.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q uv==$(UV_VERSION)

@@ -47,6 +47,8 @@ import sys
 import time
 from pathlib import Path
 
+import uv_install  # beside this file (scripts/, on the path of its runs and of the tests)
+
 ROOT = Path(__file__).resolve().parent.parent
 LINES = ROOT / ".lines"
 # What `test --wait-for-primary` leaves in the exchange folder when the other lines have run (each
@@ -173,12 +175,12 @@ def _pip(venv: Path, *args: str) -> None:
 def _install(venv: Path, *args: str) -> None:
     """`pip install args` into `venv` (or, with `--target`, a folder) with the primary
     virtualenv's uv, which `make venv` installs: a pyspark is 300-400 MB, which uv unpacks in
-    parallel where pip takes one core for a minute. pip where that virtualenv predates uv."""
+    parallel where pip takes one core for a minute, and from uv's cache first
+    (scripts/uv_install.py). pip where that virtualenv predates uv."""
     if not (_site_packages(VENV) / "uv").is_dir():
         _pip(venv, "install", *args)
         return
-    uv = [str(_python(VENV)), "-m", "uv", "pip", "install", "--python", str(_python(venv))]
-    subprocess.run([*uv, *args], check=True)
+    uv_install.install(str(_python(venv)), *args, uv_python=str(_python(VENV)))
 
 
 def jdk21() -> str:

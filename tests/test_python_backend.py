@@ -105,6 +105,45 @@ def test_a_cnn_with_softmax_argmax_and_bad_rows(spark):
     assert isinstance(got["probability"], DenseVector)
 
 
+SHIPPING_DRIVER = """
+import os, signal, sys
+from mmlspark.onnx import _backend
+folder = _backend._model_folder()
+open(os.path.join(folder, "mmlspark-model-x.onnx"), "wb").write(b"model")
+print(folder, flush=True)
+if sys.argv[1] == "killed":
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+@pytest.mark.system
+def test_the_model_files_a_driver_ships_go_when_it_exits_or_with_the_next_driver(tmp_path):
+    """The folder of the model files a driver ships goes when the driver exits; a killed driver's
+    folder goes when the next driver makes its own; folders of live processes stay."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+
+    def driver(how):
+        run = subprocess.run(
+            [sys.executable, "-c", SHIPPING_DRIVER, how], env=env, capture_output=True, text=True
+        )
+        return run.stdout.strip()
+
+    exited = driver("exits")
+    assert exited.startswith(str(tmp_path)) and not os.path.exists(exited)
+    killed = driver("killed")
+    assert os.path.isfile(os.path.join(killed, "mmlspark-model-x.onnx"))
+    alive = tmp_path / f"mmlspark-models-{os.getpid()}"  # this process's name: a live one
+    alive.mkdir()
+    other = tmp_path / "mmlspark-models-of-a-user"
+    other.mkdir()
+    exited = driver("exits")
+    assert not os.path.exists(killed) and not os.path.exists(exited)
+    assert alive.is_dir() and other.is_dir()
+
+
 def test_the_model_bytes_go_with_the_stage_to_the_other_backend(spark):
     """A payload set on one backend stays when the stage moves to the other (each holds the bytes
     in its own place: the JVM stage, or the Python object)."""

@@ -258,6 +258,40 @@ def _vector(column: Any) -> Any:
 _SHIPPED: set[tuple[str, str]] = set()
 
 
+def _model_folder() -> str:
+    """This process's folder of the model files it ships, removed when the process exits, with the
+    folders that processes killed before they could remove theirs left behind (the process of
+    their name is gone: a survey's driver killed mid-run, a notebook's kernel restarted)."""
+    import atexit
+    import os
+    import re
+    import shutil
+    import tempfile
+
+    folder = os.path.join(tempfile.gettempdir(), f"mmlspark-models-{os.getpid()}")
+    if not os.path.isdir(folder):
+        for other in os.scandir(tempfile.gettempdir()):
+            match = re.fullmatch(r"mmlspark-models-(\d+)", other.name)
+            if match and not _alive(int(match.group(1))):
+                shutil.rmtree(other.path, ignore_errors=True)
+        os.makedirs(folder, exist_ok=True)
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` runs (one of another user's included)."""
+    import os
+
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def shipped(spark: Any, the_plan: Plan) -> Plan:
     """`the_plan` with its model shipped to the executors once (SparkContext.addFile on a classic
     session, a file artifact over Spark Connect) rather than carried by every task's UDF; the
@@ -265,7 +299,6 @@ def shipped(spark: Any, the_plan: Plan) -> Plan:
     import dataclasses
     import logging
     import os
-    import tempfile
 
     from pyspark.sql.utils import is_remote
 
@@ -273,9 +306,7 @@ def shipped(spark: Any, the_plan: Plan) -> Plan:
     try:
         owner = spark.session_id if is_remote() else spark.sparkContext.applicationId
         if (owner, name) not in _SHIPPED:
-            folder = os.path.join(tempfile.gettempdir(), f"mmlspark-models-{os.getpid()}")
-            os.makedirs(folder, exist_ok=True)
-            path = os.path.join(folder, name)
+            path = os.path.join(_model_folder(), name)
             if not os.path.exists(path):
                 with open(path + ".part", "wb") as f:
                     f.write(the_plan.model)

@@ -1,6 +1,6 @@
 package mmlspark.automl
 
-import mmlspark.contracts.{EstimatorSuite, TestObject}
+import mmlspark.contracts.{EstimatorSuite, SparkTestSession, TestObject}
 import mmlspark.train.{ComputeModelStatistics, TrainClassifier, TrainFixtures}
 import org.apache.spark.ml.PipelineStage
 import org.apache.spark.ml.classification.LogisticRegression
@@ -42,7 +42,7 @@ class FindBestModelSuite extends EstimatorSuite[FindBestModel, BestModel] {
     assert(best.getBestModelMetrics.head().getAs[Double]("accuracy") == accuracy(expected))
     val roc = best.getRocCurve.collect().map(r => (r.getDouble(0), r.getDouble(1)))
     assert(roc.head == ((0.0, 0.0)) && roc.last == ((1.0, 1.0)))
-    val dir = java.nio.file.Files.createTempDirectory("best-model").resolve("saved").toString
+    val dir = SparkTestSession.tempDir("best-model") + "/saved"
     best.write.save(dir)
     val loaded = BestModel.load(dir)
     assert(

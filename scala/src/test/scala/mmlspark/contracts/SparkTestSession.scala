@@ -1,8 +1,8 @@
 package mmlspark.contracts
 
-import java.nio.file.Files
-
 import org.apache.spark.sql.SparkSession
+
+import mmlspark.onnx.TempFiles
 
 /** One small local SparkSession for every suite in the test JVM: two cores, two shuffle partitions,
   * no UI.
@@ -14,12 +14,9 @@ object SparkTestSession {
     .appName("mmlspark-tests")
     .config("spark.ui.enabled", "false")
     .config("spark.sql.shuffle.partitions", "2")
-    .config("spark.sql.warehouse.dir", Files.createTempDirectory("mmlspark-warehouse").toString)
+    .config("spark.sql.warehouse.dir", TempFiles.createDir("mmlspark-warehouse").toString)
     .getOrCreate()
 
-  def tempDir(prefix: String): String = {
-    val dir = Files.createTempDirectory(prefix).toFile
-    dir.deleteOnExit()
-    dir.getPath
-  }
+  /** A new temporary directory, deleted with what the test wrote into it when the JVM exits. */
+  def tempDir(prefix: String): String = TempFiles.createDir(prefix).getPath
 }

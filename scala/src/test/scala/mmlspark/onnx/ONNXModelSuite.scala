@@ -245,7 +245,7 @@ class ONNXModelSuite extends TransformerSuite[ONNXModel] {
       )
       assert(stringColumn.getMessage.contains("input column 'b' must be a numeric column"))
       assert(stringColumn.getMessage.contains("but was string"))
-      val corrupt = Files.createTempFile("corrupt", ".onnx")
+      val corrupt = Paths.get(SparkTestSession.tempDir("corrupt"), "corrupt.onnx")
       Files.write(corrupt, Array[Byte](1, 2, 3, 4, 5))
       def failure(location: String, outputCol: Option[String]): String = {
         val stage = new ONNXModel().setModelLocation(location).setInputCol("a")
