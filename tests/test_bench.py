@@ -44,12 +44,18 @@ def quick_run_of(benchmark: str) -> Callable:
 
 @pytest.fixture(scope="module")
 def quick_runs(request, tmp_path_factory) -> dict:
-    """The quick runs of the benchmarks whose tests are selected, all in one process, once:
-    bench/quick.py's figures, errors and seconds, and `out`, the folder of their tables. The
-    scaling benchmark measures on the suite's standalone cluster."""
+    return run_quick(request, tmp_path_factory)
+
+
+def run_quick(request, tmp_path_factory) -> dict:
+    """The quick runs of the benchmarks whose tests in this module are selected, all in one
+    process, once: bench/quick.py's figures, errors and seconds, and `out`, the folder of their
+    tables. The scaling benchmark measures on the suite's standalone cluster (its test is in
+    test_bench_scaling.py, which make test runs in the chain that starts that cluster)."""
     names = {
         getattr(getattr(item, "function", None), "benchmark", None)
         for item in request.session.items
+        if getattr(item, "module", None) is request.module
     }
     names.discard(None)
     out = tmp_path_factory.mktemp("bench")
@@ -203,31 +209,6 @@ def test_onnx_benchmark_quick_run_compares_with_raw_onnxruntime(quick_runs):
         figures["mmlspark_pinned_images_per_s"] / figures["mmlspark_unpinned_images_per_s"]
     )
     assert "| tiny (" in out.read_text()
-
-
-@pytest.mark.system
-@quick_run_of("scaling")
-def test_scaling_benchmark_quick_run_measures_three_masters(quick_runs):
-    out = quick_runs["out"] / "scaling.md"
-    figures = figures_of(quick_runs, "scaling")
-    rates = figures["images_per_s"]
-    assert set(rates) == {
-        "local[1]",
-        "local[2]",
-        "standalone, 2 workers x 1 core",
-        "local[1], Python backend",
-        "local[2], Python backend",
-    }
-    assert all(rate > 0 for rate in rates.values())
-    assert figures["python_backend_speedup_local2_vs_local1"] > 0
-    # Every master and backend computed onnxruntime's logits of the same seeded tensors.
-    model = bench("models").tiny_cnn()
-    assert hashlib.sha256(model).hexdigest() == figures["model_sha256"]
-    expected = reference_logits(model, figures["tensor_seed"], 256)
-    assert set(figures["logits"]) == set(rates)
-    for master, digest in figures["logits"].items():
-        assert_same_logits(digest, expected, master)
-    assert "| local[2] |" in out.read_text()
 
 
 @pytest.mark.system
