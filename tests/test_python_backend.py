@@ -877,6 +877,67 @@ def test_rows_of_one_shape_go_to_onnxruntime_as_one_array(monkeypatch):
     np.testing.assert_allclose(got, expected[ok], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("vectors", [False, True], ids=["arrays", "vectors"])
+def test_rows_that_all_ran_come_back_without_a_python_value_per_row(monkeypatch, vectors):
+    """Where every row of a batch ran, each output column (fetched, softmax, argmax, error) is
+    built from whole arrays, and equals what the row-by-row build gives: onnxruntime's logits,
+    scipy's softmax, numpy's argmax."""
+    import onnx_models
+    import onnxruntime
+    import pyarrow as pa
+    from pyspark.sql import types as T
+    from scipy.special import softmax
+
+    from mmlspark._engine import ort
+    from mmlspark._engine.rows import Task
+    from mmlspark.onnx import ONNXModel
+    from mmlspark.onnx._backend import plan as onnx_plan
+
+    model = onnx_models.small_cnn(classes=5, size=8)
+    stage = ONNXModel(
+        feedDict={"image": "tensor"},
+        fetchDict={"logits": "logits"},
+        softMaxDict={"logits": "probability"},
+        argMaxDict={"logits": "prediction"},
+        miniBatchSize=4,
+        vectorOutputs=vectors,
+    )
+    stage.setBackend("python").setModelPayload(model)
+    schema = T.StructType([T.StructField("tensor", T.ArrayType(T.FloatType(), False))])
+    plan = onnx_plan(stage, model, schema)
+    tensors = np.random.default_rng(5).standard_normal((11, 3 * 8 * 8), dtype=np.float32)
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    expected = session.run(None, {name: tensors.reshape(11, 3, 8, 8)})[0].reshape(11, -1)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array(list(tensors), pa.list_(pa.float32()))], ["tensor"]
+    )
+
+    def per_row(*args):
+        raise AssertionError("the rows were built one by one")
+
+    with monkeypatch.context() as m:
+        m.setattr(ort, "_output_batch", per_row)
+        (fast,) = list(ort.partition(plan, iter([batch]), Task(cpus=1)))
+    outputs = [expected.astype(np.float32)]
+    rows = [[outputs[0][r]] for r in range(11)]
+    assert fast.equals(ort._uniform_batch(plan, batch, outputs))
+    slow = ort._output_batch(plan, batch, rows, [None] * 11)
+    assert fast.schema == slow.schema
+    for column in ("logits", "probability", "prediction", "onnxError"):
+        np.testing.assert_allclose(
+            np.array(fast.column(column).to_pylist(), dtype=float),
+            np.array(slow.column(column).to_pylist(), dtype=float),
+            rtol=1e-6,
+            err_msg=column,
+        )
+    np.testing.assert_allclose(fast.column("logits").to_pylist(), expected, rtol=1e-5, atol=1e-6)
+    probability = np.array(fast.column("probability").to_pylist())
+    np.testing.assert_allclose(probability, softmax(expected.astype(np.float64), axis=1), rtol=1e-5)
+    assert fast.column("prediction").to_pylist() == np.argmax(expected, axis=1).tolist()
+    assert fast.column("onnxError").to_pylist() == [None] * 11
+
+
 def test_a_model_on_plain_columns_sends_python_only_its_inputs(spark):
     """An ONNXModel that starts no chain runs as an Arrow UDF over its input columns where Spark
     has them (4.1 on): the other columns stay in the JVM and only the outputs come back; the

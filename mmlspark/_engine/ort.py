@@ -295,9 +295,9 @@ def _uniform_inputs(plan: Plan, batch: Any) -> list[np.ndarray] | None:
     return blocks
 
 
-def _run_uniform(plan: Plan, session: Any, blocks: list[np.ndarray]) -> list[Any] | None:
-    """The rows' outputs (per row, per fetch: a flat array) of `blocks` run a mini-batch at a
-    time; None where an output is a sequence of maps or a run fails (the rows are then run as
+def _run_uniform(plan: Plan, session: Any, blocks: list[np.ndarray]) -> list[np.ndarray] | None:
+    """Each fetch's outputs of `blocks`, run a mini-batch at a time, as one array [rows, values];
+    None where an output is a sequence of maps or a run fails (the rows are then run as
     ``_scored`` runs them, which finds the failing rows)."""
     if any(f.output.map_of is not None for f in plan.fetches):
         return None
@@ -315,8 +315,7 @@ def _run_uniform(plan: Plan, session: Any, blocks: list[np.ndarray]) -> list[Any
                 part.append(array.reshape(end - start, -1))
     except Exception:  # noqa: BLE001 (retried row by row, as a failing run is)
         return None
-    outputs = [np.concatenate(part) for part in parts]
-    return [[output[r] for output in outputs] for r in range(n)]
+    return [np.concatenate(part) for part in parts]
 
 
 def _scored(plan: Plan, session: Any, batch: Any) -> Any:
@@ -325,7 +324,10 @@ def _scored(plan: Plan, session: Any, batch: Any) -> Any:
     blocks = _uniform_inputs(plan, batch)
     uniform = None if blocks is None else _run_uniform(plan, session, blocks)
     if uniform is not None:
-        return _output_batch(plan, batch, uniform, [None] * n)
+        if all(f.output.type != "string" for f in plan.fetches):
+            return _uniform_batch(plan, batch, uniform)
+        rows = [[output[r] for output in uniform] for r in range(n)]
+        return _output_batch(plan, batch, rows, [None] * n)
     columns = {f.column: column_values(f, batch.column(f.column)) for f in plan.feeds}
     inputs: list[list[np.ndarray] | None] = [None] * n
     shapes: list[tuple[Any, ...] | None] = [None] * n
@@ -369,6 +371,60 @@ def _scored(plan: Plan, session: Any, batch: Any) -> Any:
                     errors[r] = f"{type(error).__name__}: {error}"
         start = end
     return _output_batch(plan, batch, outputs, errors)
+
+
+def _uniform_batch(plan: Plan, batch: Any, outputs: list[np.ndarray]) -> Any:
+    """The output rows of `batch` where every row ran, from each fetch's outputs as one array
+    [rows, values] (numbers): the columns ``_output_batch`` makes, each from whole arrays, with
+    no Python value per row."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    n = batch.num_rows
+    arrays = list(batch.columns)
+    names = list(batch.schema.names)
+    fetched: dict[str, np.ndarray] = {}
+    for fetch, out in zip(plan.fetches, outputs, strict=True):
+        fetched[fetch.column] = out
+        element = getattr(pa, _ARROW[fetch.output.type])()
+        if fetch.output.row_shape and plan.vectors and fetch.output.type in FLOATS:
+            element = pa.float64()
+        values = out.astype(element.to_pandas_dtype(), copy=False)
+        if fetch.output.row_shape:
+            arrays.append(_lists(values, element))
+        else:
+            arrays.append(pa.array(values[:, 0], type=element))
+        names.append(fetch.column)
+    for column, new, as_vector in plan.softmax:
+        double = softmax_is_double(plan, column, as_vector)
+        d = fetched[column].astype(np.float64)
+        if d.shape[1]:
+            d = np.exp(d - d.max(axis=1, keepdims=True))
+            d /= d.sum(axis=1, keepdims=True)
+        element = pa.float64() if double else pa.float32()
+        arrays.append(_lists(d.astype(element.to_pandas_dtype(), copy=False), element))
+        names.append(new)
+    for column, new in plan.argmax:
+        out = fetched[column]
+        if out.shape[1]:
+            arrays.append(pa.array(np.argmax(out, axis=1).astype(np.float64)))
+        else:
+            arrays.append(pa.nulls(n, pa.float64()))
+        names.append(new)
+    arrays.append(pa.nulls(n, pa.string()))
+    names.append(plan.error_col)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _lists(values: np.ndarray, element: Any) -> Any:
+    """An Arrow list array, one list a row of `values` [rows, values], no null row."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    rows, width = values.shape
+    offsets = np.arange(0, rows * width + 1, max(width, 1), dtype=np.int32)
+    if not width:
+        offsets = np.zeros(rows + 1, dtype=np.int32)
+    flat = pa.array(np.ascontiguousarray(values).reshape(-1), type=element)
+    return pa.ListArray.from_arrays(pa.array(offsets), flat)
 
 
 def _output_batch(plan: Plan, batch: Any, outputs: list[Any], errors: list[str | None]) -> Any:
@@ -415,6 +471,8 @@ def _output_batch(plan: Plan, batch: Any, outputs: list[Any], errors: list[str |
     names.append(plan.error_col)
     return pa.RecordBatch.from_arrays(arrays, names=names)
 
+
+FLOATS = ("float", "double", "float16")
 
 _ARROW = {
     "float": "float32",
