@@ -266,7 +266,7 @@ def run(argv: list[str] | None = None) -> dict:
     parser.add_argument("--repeats", type=int, default=3, help="timed rounds of every contender")
     parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument(
-        "--quick", action="store_true", help="4 photos, 1 round, a tiny CNN, no CLI"
+        "--quick", action="store_true", help="4 photos, 1 round, no warm-up, a tiny CNN, no CLI"
     )
     parser.add_argument(
         "--only-cli",
@@ -277,7 +277,7 @@ def run(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "camera_trap.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.images, args.repeats, args.warmups = 4, 1, 1
+        args.images, args.repeats, args.warmups = 4, 1, 0
     with_cli = not args.quick and args.survey > 0
     if args.only_cli:
         return only_cli(args)

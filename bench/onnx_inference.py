@@ -540,12 +540,14 @@ def run(argv: list[str] | None = None) -> list[dict]:
     parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
-    parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat, no warm-up"
+    )
     synapseml_peer.add_option(parser)
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "onnx.md"))
     args = parser.parse_args(argv)
     if args.quick:
-        args.models, args.repeats, args.warmups, args.synapseml = "tiny", 1, 1, False
+        args.models, args.repeats, args.warmups, args.synapseml = "tiny", 1, 0, False
 
     import mmlspark
 

@@ -91,7 +91,9 @@ def run(argv: list[str] | None = None) -> dict:
     parser.add_argument("--warmups", type=int, default=1, help="untimed rounds before them")
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--seed", type=int, default=1, help="of the random input tensors")
-    parser.add_argument("--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat")
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny CNN, 256 images, 1 repeat, no warm-up"
+    )
     parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scaling.md"))
     parser.add_argument(
         "--standalone",
@@ -101,7 +103,7 @@ def run(argv: list[str] | None = None) -> dict:
     )
     args = parser.parse_args(argv)
     if args.quick:
-        args.model, args.images, args.repeats, args.warmups = "tiny", 256, 1, 1
+        args.model, args.images, args.repeats, args.warmups = "tiny", 256, 1, 0
     build, size, _ = MODELS[args.model]
     model = build()
     tensors = seeded_tensors(args.seed, args.images, size)
