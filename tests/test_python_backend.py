@@ -69,18 +69,22 @@ def both(stage_kwargs, payload, df):
     return jvm.transform(df), python.transform(df)
 
 
+#: A small CNN's params as a classifier: its image input from `tensor`, its logits, their softmax
+#: and their argmax.
+CLASSIFIER = dict(
+    feedDict={"image": "tensor"},
+    fetchDict={"logits": "logits"},
+    softMaxDict={"logits": "probability"},
+    argMaxDict={"logits": "prediction"},
+)
+
+
 def test_a_cnn_with_softmax_argmax_and_bad_rows(spark):
     model = onnx_models.small_cnn(classes=5, size=8)
     rows = [(i, RNG.normal(size=3 * 8 * 8).astype(np.float32).tolist()) for i in range(40)]
     rows += [(40, None), (41, [1.0] * 100), (42, [1.0, None] + [0.0] * 190)]
     df = spark.createDataFrame(rows, "id int, tensor array<float>").repartition(3)
-    kwargs = dict(
-        feedDict={"image": "tensor"},
-        fetchDict={"logits": "logits"},
-        softMaxDict={"logits": "probability"},
-        argMaxDict={"logits": "prediction"},
-        miniBatchSize=7,
-    )
+    kwargs = dict(**CLASSIFIER, miniBatchSize=7)
     jvm_out, py_out = both(kwargs, model, df)
     assert_same(jvm_out, py_out)
     # the model went to the executors once (SparkContext.addFile), not with every task's UDF
@@ -830,29 +834,36 @@ def test_connect_without_the_jar_fetches_zipmap_maps_like_the_jvm(spark, jarless
     assert "holds 5 values" in got[12]["onnxError"]
 
 
+def engine_case(stage, classes: int, rows: int, seed: int):
+    """The Python backend's plan for `stage` on a small CNN of `classes` over an array<float>
+    column `tensor`, `rows` seeded tensors for it, and onnxruntime's logits of them."""
+    import onnxruntime
+    from pyspark.sql import types as T
+
+    from mmlspark.onnx._backend import plan as onnx_plan
+
+    model = onnx_models.small_cnn(classes=classes, size=8)
+    stage.setBackend("python").setModelPayload(model)
+    schema = T.StructType([T.StructField("tensor", T.ArrayType(T.FloatType(), False))])
+    tensors = np.random.default_rng(seed).standard_normal((rows, 3 * 8 * 8), dtype=np.float32)
+    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    expected = session.run(None, {name: tensors.reshape(rows, 3, 8, 8)})[0].reshape(rows, -1)
+    return onnx_plan(stage, model, schema), tensors, expected
+
+
 def test_rows_of_one_shape_go_to_onnxruntime_as_one_array(monkeypatch):
     """Flat tensors of one length are fed straight from the Arrow buffer, a mini-batch per run,
     with no Python value per row; a batch with a row that does not fit is taken row by row, and
     only that row fails. Both give onnxruntime's own outputs."""
-    import onnx_models
-    import onnxruntime
     import pyarrow as pa
-    from pyspark.sql import types as T
 
     from mmlspark._engine import ort
     from mmlspark._engine.rows import Task
     from mmlspark.onnx import ONNXModel
-    from mmlspark.onnx._backend import plan as onnx_plan
 
-    model = onnx_models.small_cnn(classes=3, size=8)
     stage = ONNXModel(inputCol="tensor", outputCol="logits", miniBatchSize=4)
-    stage.setBackend("python").setModelPayload(model)
-    schema = T.StructType([T.StructField("tensor", T.ArrayType(T.FloatType(), False))])
-    plan = onnx_plan(stage, model, schema)
-    tensors = np.random.default_rng(3).standard_normal((10, 3 * 8 * 8), dtype=np.float32)
-    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    expected = session.run(None, {name: tensors.reshape(10, 3, 8, 8)})[0].reshape(10, -1)
+    plan, tensors, expected = engine_case(stage, classes=3, rows=10, seed=3)
 
     def scored(rows):
         batch = pa.RecordBatch.from_arrays([pa.array(rows, pa.list_(pa.float32()))], ["tensor"])
@@ -882,33 +893,15 @@ def test_rows_that_all_ran_come_back_without_a_python_value_per_row(monkeypatch,
     """Where every row of a batch ran, each output column (fetched, softmax, argmax, error) is
     built from whole arrays, and equals what the row-by-row build gives: onnxruntime's logits,
     scipy's softmax, numpy's argmax."""
-    import onnx_models
-    import onnxruntime
     import pyarrow as pa
-    from pyspark.sql import types as T
     from scipy.special import softmax
 
     from mmlspark._engine import ort
     from mmlspark._engine.rows import Task
     from mmlspark.onnx import ONNXModel
-    from mmlspark.onnx._backend import plan as onnx_plan
 
-    model = onnx_models.small_cnn(classes=5, size=8)
-    stage = ONNXModel(
-        feedDict={"image": "tensor"},
-        fetchDict={"logits": "logits"},
-        softMaxDict={"logits": "probability"},
-        argMaxDict={"logits": "prediction"},
-        miniBatchSize=4,
-        vectorOutputs=vectors,
-    )
-    stage.setBackend("python").setModelPayload(model)
-    schema = T.StructType([T.StructField("tensor", T.ArrayType(T.FloatType(), False))])
-    plan = onnx_plan(stage, model, schema)
-    tensors = np.random.default_rng(5).standard_normal((11, 3 * 8 * 8), dtype=np.float32)
-    session = onnxruntime.InferenceSession(model, providers=["CPUExecutionProvider"])
-    name = session.get_inputs()[0].name
-    expected = session.run(None, {name: tensors.reshape(11, 3, 8, 8)})[0].reshape(11, -1)
+    stage = ONNXModel(**CLASSIFIER, miniBatchSize=4, vectorOutputs=vectors)
+    plan, tensors, expected = engine_case(stage, classes=5, rows=11, seed=5)
     batch = pa.RecordBatch.from_arrays(
         [pa.array(list(tensors), pa.list_(pa.float32()))], ["tensor"]
     )
