@@ -420,9 +420,7 @@ def _lists(values: np.ndarray, element: Any) -> Any:
     import pyarrow as pa  # type: ignore[import-untyped]
 
     rows, width = values.shape
-    offsets = np.arange(0, rows * width + 1, max(width, 1), dtype=np.int32)
-    if not width:
-        offsets = np.zeros(rows + 1, dtype=np.int32)
+    offsets = np.arange(rows + 1, dtype=np.int32) * np.int32(width)
     flat = pa.array(np.ascontiguousarray(values).reshape(-1), type=element)
     return pa.ListArray.from_arrays(pa.array(offsets), flat)
 

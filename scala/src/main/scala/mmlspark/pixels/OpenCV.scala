@@ -2,7 +2,7 @@ package mmlspark.pixels
 
 import java.io.File
 import java.net.JarURLConnection
-import java.nio.file.{Files, LinkOption, Path, Paths, StandardCopyOption}
+import java.nio.file.{Files, LinkOption, Path, StandardCopyOption}
 import java.nio.file.attribute.PosixFilePermissions
 
 import scala.util.Try
