@@ -211,10 +211,12 @@ def softmax_is_double(plan: Plan, column: str, as_vector: bool) -> bool:
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
+    """The softmax of `x` over its last axis (a row's values, or rows of them), in float64."""
     d = x.astype(np.float64)
-    m = d.max() if d.size else 0.0
-    e = np.exp(d - m)
-    return e / e.sum()
+    if d.shape[-1]:
+        d = np.exp(d - d.max(axis=-1, keepdims=True))
+        d /= d.sum(axis=-1, keepdims=True)
+    return d
 
 
 def _run(plan: Plan, session: Any, rows: list[list[np.ndarray]]) -> list[list[Any]]:
@@ -385,9 +387,7 @@ def _uniform_batch(plan: Plan, batch: Any, outputs: list[np.ndarray]) -> Any:
     fetched: dict[str, np.ndarray] = {}
     for fetch, out in zip(plan.fetches, outputs, strict=True):
         fetched[fetch.column] = out
-        element = getattr(pa, _ARROW[fetch.output.type])()
-        if fetch.output.row_shape and plan.vectors and fetch.output.type in FLOATS:
-            element = pa.float64()
+        element = _element(plan, fetch)
         values = out.astype(element.to_pandas_dtype(), copy=False)
         if fetch.output.row_shape:
             arrays.append(_lists(values, element))
@@ -396,10 +396,7 @@ def _uniform_batch(plan: Plan, batch: Any, outputs: list[np.ndarray]) -> Any:
         names.append(fetch.column)
     for column, new, as_vector in plan.softmax:
         double = softmax_is_double(plan, column, as_vector)
-        d = fetched[column].astype(np.float64)
-        if d.shape[1]:
-            d = np.exp(d - d.max(axis=1, keepdims=True))
-            d /= d.sum(axis=1, keepdims=True)
+        d = _softmax(fetched[column])
         element = pa.float64() if double else pa.float32()
         arrays.append(_lists(d.astype(element.to_pandas_dtype(), copy=False), element))
         names.append(new)
@@ -523,17 +520,24 @@ def _map_arrow(map_of: tuple[str, str], values: list[dict[Any, Any] | None]) -> 
     )
 
 
+def _element(plan: Plan, fetch: Fetch) -> Any:
+    """The Arrow type of a fetched column's values: float64 for a float tensor made a vector."""
+    import pyarrow as pa  # type: ignore[import-untyped]
+
+    if fetch.output.row_shape and plan.vectors and fetch.output.type in FLOATS:
+        return pa.float64()
+    return getattr(pa, _ARROW[fetch.output.type])()
+
+
 def _arrow(plan: Plan, fetch: Fetch, values: list[Any]) -> Any:
     """The fetched column's Arrow array from the rows' outputs."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
     if fetch.output.map_of is not None:
         return _map_arrow(fetch.output.map_of, values)
-    element = getattr(pa, _ARROW[fetch.output.type])()
+    element = _element(plan, fetch)
     if not fetch.output.row_shape:
         return pa.array([None if v is None else v.item(0) for v in values], type=element)
-    if plan.vectors and fetch.output.type in ("float", "double", "float16"):
-        element = pa.float64()
     if fetch.output.type == "string":
         return pa.array([None if v is None else v.tolist() for v in values], type=pa.list_(element))
     return list_array(values, element)

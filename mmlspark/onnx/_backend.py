@@ -19,7 +19,7 @@ from pyspark.sql import types as T
 
 from mmlspark._engine._CudaOptions import FIXED, FROM_SETTINGS
 from mmlspark._engine.messages import row_message
-from mmlspark._engine.ort import Plan, model_specs, partition, softmax_is_double
+from mmlspark._engine.ort import FLOATS, Plan, model_specs, partition, softmax_is_double
 from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec, is_transposed, show
 from mmlspark.core.checks import catalog_string, require_absent, require_column, require_distinct
 from mmlspark.core.fused import Step, run_step
@@ -181,7 +181,7 @@ def plan(stage: ONNXModel, model: bytes, schema: Any) -> Plan:
                     )
                 )
             out = fetched[column].output
-            if out.type not in ("float", "double", "float16") or not out.row_shape:
+            if out.type not in FLOATS or not out.row_shape:
                 fail(row_message("notFloating", param=param, column=column, output=out.describe()))
             if param == "softMaxDict":
                 softmax.append((column, new, settings.softMaxVectors and len(out.row_shape) == 1))
@@ -241,7 +241,7 @@ def _output_type(plan: Plan, fetch: Fetch) -> Any:
     element = T._parse_datatype_string(_SPARK_TYPES[fetch.output.type])
     if not fetch.output.row_shape:
         return element
-    if plan.vectors and fetch.output.type in ("float", "double", "float16"):
+    if plan.vectors and fetch.output.type in FLOATS:
         return T.ArrayType(T.DoubleType(), containsNull=False)  # made a vector after the UDF
     return T.ArrayType(element, containsNull=False)
 
@@ -339,9 +339,7 @@ def transform(stage: ONNXModel, model: bytes, dataset: Any) -> Any:
     vectors = [
         fetch.column
         for fetch in the_plan.fetches
-        if fetch.output.row_shape
-        and the_plan.vectors
-        and fetch.output.type in ("float", "double", "float16")
+        if fetch.output.row_shape and the_plan.vectors and fetch.output.type in FLOATS
     ] + [new for _, new, as_vector in the_plan.softmax if as_vector or the_plan.vectors]
 
     def finish(out: Any) -> Any:
