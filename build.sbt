@@ -95,7 +95,11 @@ lazy val commonSettings = Seq(
   Test / javaOptions ++= sparkJavaOptions,
   // The settings of every other test JVM (the Makefile's TEST_JVM_OPTS: the client compiler only,
   // the serial collector), which make passes in MMLSPARK_TEST_JVM_OPTS; unset, the defaults.
-  Test / javaOptions ++= sys.env.getOrElse("MMLSPARK_TEST_JVM_OPTS", "").split(" ").filter(_.nonEmpty).toSeq,
+  Test / javaOptions ++= sys.env
+    .getOrElse("MMLSPARK_TEST_JVM_OPTS", "")
+    .split(" ")
+    .filter(_.nonEmpty)
+    .toSeq,
   Test / testOptions += Tests.Argument(TestFrameworks.ScalaTest, "-oD")
 )
 
