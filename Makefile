@@ -63,8 +63,9 @@ format: venv
 # matrix would otherwise wait for the primary suite's cross-line results. Each phase prints its
 # wall time.
 PHASE := scripts/phase
-# The test JVMs (every Spark driver the Python tests start: sessions, CLIs, servers; the JVM sbt
-# forks for the Scala suites, not sbt's own; never `make demo`'s or `make bench`'s) compile with the client compiler only: they are
+# The test JVMs (every Spark driver the Python tests start: sessions, CLIs, servers; the test
+# standalone cluster's JVMs; the JVM sbt forks for the Scala suites, not sbt's own; never `make
+# demo`'s or `make bench`'s) compile with the client compiler only: they are
 # short and many, and on 2 cores the optimizing compiler's threads take CPU the other suite
 # needs. That compiler alone gets a 48 MB code cache, which the session JVM of the primary suite
 # fills within minutes (then it stops compiling): the cache is the default JIT's 240 MB. They

@@ -99,8 +99,9 @@ class _Service:
     """Processes started in sessions of their own, logged under `directory`, all ended by
     :meth:`stop` (also on leaving a ``with`` block, failure or not)."""
 
-    def __init__(self, directory: str | Path) -> None:
+    def __init__(self, directory: str | Path, java_options: str = "") -> None:
         self.directory = Path(directory).resolve()
+        self.java_options = java_options
         self.pids: list[int] = []
 
     def _launch(self, name: str, command: list[str]) -> int:
@@ -110,7 +111,9 @@ class _Service:
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env=_environment(),
+            env={**_environment(), "JAVA_TOOL_OPTIONS": self.java_options}
+            if self.java_options
+            else _environment(),
             cwd=self.directory,
             start_new_session=True,
         )
@@ -139,7 +142,9 @@ class _Service:
 
 
 class StandaloneCluster(_Service):
-    """A Spark standalone master and `workers` workers on 127.0.0.1."""
+    """A Spark standalone master and `workers` workers on 127.0.0.1. `java_options` go to every
+    JVM of the cluster, the executors the workers start included (in JAVA_TOOL_OPTIONS, which
+    they inherit; each JVM notes it in its log)."""
 
     def __init__(
         self,
@@ -147,8 +152,9 @@ class StandaloneCluster(_Service):
         workers: int = 2,
         cores: int = 1,
         memory: str = "2g",
+        java_options: str = "",
     ) -> None:
-        super().__init__(directory)
+        super().__init__(directory, java_options)
         self.workers, self.cores, self.memory = workers, cores, memory
         self.port = free_port()
         self.web_port = free_port()

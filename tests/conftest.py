@@ -6,10 +6,8 @@ import importlib
 import os
 import pkgutil
 import platform
-import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -49,30 +47,14 @@ SHARED_SESSIONS = frozenset(
 WHOLE_JOBS = frozenset({"demo_run"})
 
 
-def executor_settings(config: pytest.Config) -> None:
-    """The JVMs a driver does not start itself take the test drivers' settings (SPARK_SUBMIT_OPTS:
-    the Makefile's TEST_JVM_OPTS, less the drivers' class archive): executors, from the
-    spark-defaults.conf of a SPARK_CONF_DIR of this run's own, and the standalone cluster's master
-    and workers (SPARK_DAEMON_JAVA_OPTS). Read by every process the run starts. The local-cluster
-    test: 26-28 CPU-seconds against 35 with the executors' defaults, 2 rounds each, alternated."""
-    options = [
-        o
-        for o in os.environ.get("SPARK_SUBMIT_OPTS", "").split()
-        if not o.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds"))
-    ]
-    if not options or "SPARK_CONF_DIR" in os.environ:
-        return
-    folder = Path(tempfile.mkdtemp(prefix="mmlspark-test-conf-"))
-    config.add_cleanup(lambda: shutil.rmtree(folder, ignore_errors=True))
-    (folder / "spark-defaults.conf").write_text(
-        f"spark.executor.extraJavaOptions {' '.join(options)}\n"
-    )
-    os.environ["SPARK_CONF_DIR"] = str(folder)
-    os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", " ".join(options))
+def jvm_options_of_tests() -> str:
+    """The test drivers' JVM settings (SPARK_SUBMIT_OPTS: the Makefile's TEST_JVM_OPTS), less
+    their class archive, which only the drivers' class path matches."""
+    options = os.environ.get("SPARK_SUBMIT_OPTS", "").split()
+    return " ".join(o for o in options if not o.startswith(("-XX:SharedArchiveFile=", "-Xlog:cds")))
 
 
 def pytest_configure(config):
-    executor_settings(config)
     for tier, meaning in TIERS.items():
         config.addinivalue_line("markers", f"{tier}: {meaning}")
     config.addinivalue_line(
@@ -261,7 +243,10 @@ def demo_model(spark, tmp_path_factory) -> Path:
 def standalone_cluster(tmp_path_factory):
     """One Spark standalone cluster (a master and two one-core workers on loopback) for every
     test that submits to one: the camera-trap job's and the scaling benchmark's."""
-    with StandaloneCluster(tmp_path_factory.mktemp("cluster"), workers=2, memory="4g") as c:
+    directory = tmp_path_factory.mktemp("cluster")
+    with StandaloneCluster(
+        directory, workers=2, memory="4g", java_options=jvm_options_of_tests()
+    ) as c:
         c.start()
         yield c
 
