@@ -107,13 +107,14 @@ class _Service:
     def _launch(self, name: str, command: list[str]) -> int:
         self.directory.mkdir(parents=True, exist_ok=True)
         log = open(self.directory / f"{name}.log", "w")  # noqa: SIM115 - the child keeps it
+        env = _environment()
+        if self.java_options:
+            env["JAVA_TOOL_OPTIONS"] = self.java_options
         process = subprocess.Popen(
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**_environment(), "JAVA_TOOL_OPTIONS": self.java_options}
-            if self.java_options
-            else _environment(),
+            env=env,
             cwd=self.directory,
             start_new_session=True,
         )
