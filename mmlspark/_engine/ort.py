@@ -520,11 +520,17 @@ def _map_arrow(map_of: tuple[str, str], values: list[dict[Any, Any] | None]) -> 
     )
 
 
+def made_vector(plan: Plan, fetch: Fetch) -> bool:
+    """Whether the fetched column becomes a vector (of doubles) after the UDF: a float tensor
+    per row, with vector outputs asked for."""
+    return bool(fetch.output.row_shape) and plan.vectors and fetch.output.type in FLOATS
+
+
 def _element(plan: Plan, fetch: Fetch) -> Any:
     """The Arrow type of a fetched column's values: float64 for a float tensor made a vector."""
     import pyarrow as pa  # type: ignore[import-untyped]
 
-    if fetch.output.row_shape and plan.vectors and fetch.output.type in FLOATS:
+    if made_vector(plan, fetch):
         return pa.float64()
     return getattr(pa, _ARROW[fetch.output.type])()
 

@@ -19,7 +19,14 @@ from pyspark.sql import types as T
 
 from mmlspark._engine._CudaOptions import FIXED, FROM_SETTINGS
 from mmlspark._engine.messages import row_message
-from mmlspark._engine.ort import FLOATS, Plan, model_specs, partition, softmax_is_double
+from mmlspark._engine.ort import (
+    FLOATS,
+    Plan,
+    made_vector,
+    model_specs,
+    partition,
+    softmax_is_double,
+)
 from mmlspark._engine.tensors import FEED_DTYPES, Feed, Fetch, Spec, is_transposed, show
 from mmlspark.core.checks import catalog_string, require_absent, require_column, require_distinct
 from mmlspark.core.fused import Step, run_step
@@ -241,7 +248,7 @@ def _output_type(plan: Plan, fetch: Fetch) -> Any:
     element = T._parse_datatype_string(_SPARK_TYPES[fetch.output.type])
     if not fetch.output.row_shape:
         return element
-    if plan.vectors and fetch.output.type in FLOATS:
+    if made_vector(plan, fetch):
         return T.ArrayType(T.DoubleType(), containsNull=False)  # made a vector after the UDF
     return T.ArrayType(element, containsNull=False)
 
@@ -336,11 +343,9 @@ def transform(stage: ONNXModel, model: bytes, dataset: Any) -> Any:
     for _, new in the_plan.argmax:
         fields.append(T.StructField(new, T.DoubleType()))
     fields.append(T.StructField(the_plan.error_col, T.StringType()))
-    vectors = [
-        fetch.column
-        for fetch in the_plan.fetches
-        if fetch.output.row_shape and the_plan.vectors and fetch.output.type in FLOATS
-    ] + [new for _, new, as_vector in the_plan.softmax if as_vector or the_plan.vectors]
+    vectors = [fetch.column for fetch in the_plan.fetches if made_vector(the_plan, fetch)] + [
+        new for _, new, as_vector in the_plan.softmax if as_vector or the_plan.vectors
+    ]
 
     def finish(out: Any) -> Any:
         for fetch in the_plan.fetches:
