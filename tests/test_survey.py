@@ -1391,3 +1391,28 @@ def test_units_are_ranked_in_name_order_without_one_partition_for_all(spark, par
     assert units.rows == len(names)
     # A chunk holds every row of its units, with their rank.
     assert chunk == {(n, i, got[n]) for i, n in enumerate(names) if 10 <= got[n] < 20}
+
+
+def test_commits_reach_their_size_once_the_first_commit_s_one_time_costs_are_past(spark, tmp_path):
+    """A run's first commit (8 photos a core) carries its one-time costs; the second commit is
+    sized from the first's rate, and its own rate replaces that one instead of being averaged
+    with it; from the third on, each commit's rate is averaged with the estimate so far. A
+    commit aims at 0.8 commit_seconds, at most commit_every photos."""
+    from mmlspark.apps.camera_trap.scorer import Scorer
+    from mmlspark.apps.camera_trap.settings import SCHEMA, ClassifySettings, _Work
+    from mmlspark.core.session import default_parallelism
+
+    settings = ClassifySettings(commit_every=1000, commit_seconds=10.0)
+    work = _Work("classify", SCHEMA, lambda *_: None, lambda *_: None)  # type: ignore[arg-type]
+    scorer = Scorer(spark, store.RunFolder(tmp_path / "out"), work, settings, print)
+    assert scorer._chunk_photos() == 8 * default_parallelism(spark)
+    scorer.measured(16, 8.0)  # 2 photos/s: the sessions and the JIT in it
+    assert scorer._chunk_photos() == 16  # 2 * 10 * 0.8
+    scorer.measured(96, 8.0)  # 12 photos/s, which replaces 2
+    assert scorer._chunk_photos() == 96  # 12 * 10 * 0.8
+    scorer.measured(64, 8.0)  # 8 photos/s: (12 + 8) / 2
+    assert scorer._chunk_photos() == 80
+    scorer.measured(100, 1.0)  # 100 photos/s: (10 + 100) / 2
+    assert scorer._chunk_photos() == 440
+    scorer.measured(2000, 1.0)  # (55 + 2000) / 2: over commit_every
+    assert scorer._chunk_photos() == 1000

@@ -146,6 +146,7 @@ class Scorer:
         self.log = log
         self.scored = 0
         self.rate: float | None = None  # photos/s of the commits so far
+        self.commits = 0  # made by this run
         self.stop: StopOnSignal | None = None
         self.progress = Progress(work.command, log, settings.progress_json)
 
@@ -232,8 +233,21 @@ class Scorer:
         seconds = time.perf_counter() - started
         self.scored += len(paths)
         self.progress.committed(len(paths))
-        rate = len(paths) / max(seconds, 1e-6)
-        self.rate = rate if self.rate is None else 0.5 * (self.rate + rate)
+        self.measured(len(paths), seconds)
+
+    def measured(self, photos: int, seconds: float) -> None:
+        """Takes the rate of a commit of `photos` that took `seconds` into the rate that sizes the
+        next commits. A run's first commit carries the run's one-time costs (the model's ONNX
+        Runtime sessions, the JIT): the second commit's rate replaces its rate instead of being
+        averaged with it, so that the commits reach their size (`commit_seconds`, at most
+        `commit_every` photos) by the third, not after several small ones, each with its own plan
+        and write."""
+        rate = photos / max(seconds, 1e-6)
+        self.commits += 1
+        if self.rate is None or self.commits == 2:
+            self.rate = rate
+        else:
+            self.rate = 0.5 * (self.rate + rate)
 
     def record_failed(self, chunk: DataFrame, reason: str) -> None:
         """Commits `chunk`'s photos as failures with `reason`."""
