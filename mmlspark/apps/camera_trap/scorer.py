@@ -146,7 +146,7 @@ class Scorer:
         self.log = log
         self.scored = 0
         self.rate: float | None = None  # photos/s of the commits so far
-        self.commits = 0  # made by this run
+        self.commits = 0  # scored by this run (the commits whose rates were measured)
         self.stop: StopOnSignal | None = None
         self.progress = Progress(work.command, log, settings.progress_json)
 
